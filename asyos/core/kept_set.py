@@ -1,0 +1,53 @@
+"""The kept set of spec §2.1: at most ``capacity`` columns, their indices and weights.
+
+Memory is O(n·s): one (capacity+1, n) buffer (a row per kept column, so a column is
+contiguous), plus the contribution X_S w_S.  This object is the whole state of a
+sequential OS run and of an Asy-OS worker.
+"""
+
+import numpy as np
+
+from .losses import Loss
+from .os_step import os_block, os_step
+
+
+class KeptSet:
+    """Retained features of one OS process (sequential solver or Asy-OS worker)."""
+
+    def __init__(self, n_samples: int, capacity: int):
+        self.capacity = int(capacity)
+        self.n_samples = int(n_samples)
+        self.cols = np.zeros((self.capacity + 1, self.n_samples))
+        self.index = np.full(self.capacity + 1, -1, dtype=np.int64)
+        self.weights = np.zeros(self.capacity + 1)
+        self.size = 0
+        self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
+        self._g = np.zeros(self.n_samples)           # dL/du scratch
+        self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the kept set: grows with n·s, never with p."""
+        return sum(a.nbytes for a in (self.cols, self.index, self.weights,
+                                      self.contribution, self._g, self._gS))
+
+    def step(self, j: int, x: np.ndarray, u_grad: np.ndarray, y: np.ndarray,
+             loss: Loss, eta: float, m: float) -> int:
+        """One OS step with gradients at ``u_grad``; returns the dropped index or -1."""
+        self.size, dropped = os_step(self.cols, self.index, self.weights, self.size,
+                                     self.capacity, x, int(j), u_grad, y, int(loss),
+                                     float(eta), float(m), self._g, self._gS,
+                                     self.contribution)
+        return int(dropped)
+
+    def run_block(self, block_index: np.ndarray, block: np.ndarray, y: np.ndarray,
+                  loss: Loss, m: float, step_state: np.ndarray) -> None:
+        """Sequential OS over a block, gradients at the exact u = X_S w_S."""
+        self.size = os_block(self.cols, self.index, self.weights, self.size,
+                             self.capacity, block, block_index, self.contribution, y,
+                             int(loss), float(m), self._g, self._gS, step_state)
+
+    def selected(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, weights) of the kept features, sorted by feature index."""
+        order = np.argsort(self.index[: self.size], kind="stable")
+        return self.index[: self.size][order].copy(), self.weights[: self.size][order].copy()

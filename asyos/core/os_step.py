@@ -1,0 +1,126 @@
+"""The Online Substitution step (spec §2.2, with the conventions of §2.3), compiled once.
+
+``_substitute`` is the only place the OS update rule is written: block step η/m on the
+kept set, step η on the newcomer (from zero, or from its weight on a revisit), then the
+projection that drops the smallest |w|.  ``os_step`` feeds it the gradient products at a given ``u_grad`` (stale in an Asy-OS
+worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two passes over
+the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS).  ``os_block`` drives ``os_step`` over a block of columns for
+the sequential solver, with the default step-size rule.
+
+Slot convention (documents spec §2.3 "ties"): the kept set lives in slots 0..size-1 of
+a (capacity+1, n) buffer.  A newcomer is written to slot ``size``.  When the set
+overflows, the dropped slot is argmin |w| with ties resolved towards the newcomer, then
+towards the lowest slot; the newcomer (slot ``capacity``) then moves into the freed
+slot: an O(n) copy instead of an O(n·s) shift.
+"""
+
+import numpy as np
+from numba import njit
+
+from .losses import loss_grad, loss_value
+
+# Reassociation lets LLVM vectorise the dot products; no flag that assumes finite values.
+_FAST = {"reassoc", "contract", "nsz", "arcp"}
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _dot(a, b):
+    total = 0.0
+    for r in range(a.shape[0]):
+        total += a[r] * b[r]
+    return total
+
+
+@njit(cache=True, inline="always")
+def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
+    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
+
+    ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
+    On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
+    """
+    pos = -1
+    for k in range(size):
+        if index[k] == j:
+            pos = k
+            break
+    block_step = eta / m
+    for k in range(size):
+        weights[k] -= (eta if k == pos else block_step) * gS[k]
+    if pos >= 0:
+        return size, -1
+    n = x.shape[0]
+    for r in range(n):
+        cols[size, r] = x[r]
+    index[size] = j
+    weights[size] = -eta * xg
+    size += 1
+    if size <= capacity:
+        return size, -1
+    d = capacity
+    smallest = abs(weights[capacity])
+    for k in range(capacity):
+        if abs(weights[k]) < smallest:
+            smallest = abs(weights[k])
+            d = k
+    dropped = index[d]
+    if d != capacity:
+        for r in range(n):
+            cols[d, r] = cols[capacity, r]
+        index[d] = index[capacity]
+        weights[d] = weights[capacity]
+    index[capacity] = -1
+    weights[capacity] = 0.0
+    return capacity, dropped
+
+
+@njit(cache=True, fastmath=_FAST)
+def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m, g,
+            gS, contribution):
+    """One OS step on feature ``j`` with column ``x``; returns (new size, dropped index).
+
+    Gradients are all taken at ``u_grad`` (spec §2.2 step 2; stale in Asy-OS, §3.2).
+    ``contribution`` receives X_S w_S after the step (it may alias ``u_grad``).
+    The dropped index is -1 when nothing was dropped, ``j`` on a rejection.
+    """
+    loss_grad(loss, u_grad, y, g)
+    if size > 0:
+        gS[:size] = np.dot(cols[:size], g)  # BLAS gemv: X_Sᵀ g
+    size, dropped = _substitute(cols, index, weights, size, capacity, x, j,
+                                _dot(x, g), gS, eta, m)
+    if size > 0:
+        contribution[:] = np.dot(weights[:size], cols[:size])  # X_S w_S
+    else:
+        contribution[:] = 0.0
+    return size, dropped
+
+
+@njit(cache=True)
+def os_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
+             m, g, gS, step):
+    """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.
+
+    ``step`` is the state [eta, adaptive, coef, nu_max, shrink, f, substitutions] of
+    ``asyos.core.step_size``, updated in place.  With ``adaptive`` set,
+    η = shrink · coef / ν_max, ν_max being the running max of ‖x‖²/n over the columns
+    seen so far (spec §4.1 (b)), and ``shrink`` halves whenever a step raises the loss
+    (spec §4.1 (d)).  Returns the new size.
+    """
+    n = u.shape[0]
+    for b in range(block.shape[0]):
+        x = block[b]
+        if step[1] != 0.0:
+            nu = _dot(x, x) / n
+            if nu > step[3]:
+                step[3] = nu
+            if step[3] > 0.0:
+                step[0] = step[4] * step[2] / step[3]
+        size, dropped = os_step(cols, index, weights, size, capacity, x,
+                                block_index[b], u, y, loss, step[0], m, g, gS, u)
+        if dropped >= 0 and dropped != block_index[b]:
+            step[6] += 1.0
+        if step[1] != 0.0:
+            f = loss_value(loss, u, y)
+            if f > step[5] * (1.0 + 1e-12) + 1e-15:
+                step[4] *= 0.5
+            step[5] = f
+    return size

@@ -1,0 +1,84 @@
+"""Sequential Online Substitution over a feature stream (spec §2, Algorithm 1).
+
+Drives the compiled kernel block by block and epoch by epoch.  Holds y, u and the kept
+set: O(n·s) memory whatever p is; X is never held.
+"""
+
+from dataclasses import dataclass, field
+import time
+
+import numpy as np
+
+from ..core.kept_set import KeptSet
+from ..core.losses import Loss, loss_value
+from ..core.step_size import StepSize
+from ..core.validate import check_at_least, check_labels, check_sparsity
+from ..streams import FeatureStream, Standardized, as_stream
+
+
+@dataclass
+class OSResult:
+    """What a run returns: the selection and how it got there."""
+
+    selected: np.ndarray          # sorted feature indices, |selected| ≤ s
+    weights: np.ndarray           # aligned with ``selected``
+    objective: list = field(default_factory=list)      # loss after each epoch
+    substitutions: list = field(default_factory=list)  # kept features replaced, per epoch
+    eta: float = 0.0              # step size in force at the end
+    m: float = 1.0                # block factor used
+    n_steps: int = 0
+    seconds: float = 0.0
+    kept_bytes: int = 0           # memory of the kept set: O(n·s)
+    scale: np.ndarray | None = None   # per selected feature, when standardized
+    mean: np.ndarray | None = None
+
+
+def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
+           standardize=False, progress=None) -> OSResult:
+    """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
+
+    Parameters
+    ----------
+    source : FeatureStream or array-like
+        The features, read column by column (``asyos.streams.as_stream``).
+    y : array of length n
+    s : int, the feature budget (1 ≤ s ≤ p)
+    loss : "squared", "squared_hinge" or "logistic"
+    eta : "auto" (default rule, ``asyos.core.step_size``) or a positive number
+    m : "auto" or a block factor ≥ 1: kept coefficients step by η/m (spec §2.2)
+    epochs : passes over the stream
+    standardize : centre and scale each column as it arrives (weights then refer to
+        standardized features; ``mean``/``scale`` map them back)
+    progress : callable(k) told after every k feature steps
+    """
+    loss = Loss.parse(loss)
+    stream: FeatureStream = as_stream(source)
+    if standardize:
+        stream = Standardized(stream)
+    y = check_labels(y, loss, stream.n_samples)
+    s = check_sparsity(s, stream.n_features)
+    epochs = check_at_least("epochs", epochs, 1, integer=True)
+    step = StepSize.parse(eta, m)
+    m = step.block_factor(stream.n_samples, s)
+
+    kept = KeptSet(stream.n_samples, s)
+    state = step.state(loss, stream.n_samples, s)
+    result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
+    start = time.perf_counter()
+    for epoch in range(epochs):
+        before = state[6]
+        for block_index, block in stream.blocks(epoch):
+            kept.run_block(block_index, block, y, loss, m, state)
+            result.n_steps += len(block_index)
+            if progress is not None:
+                progress(len(block_index))
+        result.objective.append(float(loss_value(int(loss), kept.contribution, y)))
+        result.substitutions.append(int(state[6] - before))
+    result.seconds = time.perf_counter() - start
+    result.selected, result.weights = kept.selected()
+    result.eta = float(state[0])
+    result.m = m
+    result.kept_bytes = kept.nbytes
+    if standardize:
+        result.mean, result.scale = stream.stats(result.selected)
+    return result
