@@ -6,19 +6,22 @@ support is known, and prints the recall.
 """
 
 import argparse
+from dataclasses import dataclass
+import os
 import sys
-import time
 
 import numpy as np
 
 from ..core.losses import Loss
+from ..core.validate import check_labels
 from ..datasets import make_classification, make_regression
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..io.results import write_result
 from ..metrics import evaluate
+from ..solvers.asy import AsyConfig
 from ..solvers.sequential import fit_os
-from ..streams import ArrayStream
+from ..streams import ArrayStream, FeatureStream
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
 
@@ -46,47 +49,83 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     algo.add_argument("--shuffle", action="store_true",
                       help="seeded random feature order in each epoch")
     algo.add_argument("--seed", type=int, default=0, help="seed of data and order")
+    asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
+    asy.add_argument("--staleness", type=int, default=None, help="bound τ on the "
+                     "number of updates between a worker's pull and push (default: none)")
+    asy.add_argument("--record-order", action="store_true",
+                     help="keep the (worker, feature) order of every push in the results")
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="write results JSON here")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
-def _problem(args):
-    """(stream, y, truth-or-None, default loss) from the arguments."""
+@dataclass
+class Job:
+    """What a run works on, loaded from the arguments (the same on every rank)."""
+
+    stream: FeatureStream
+    y: np.ndarray
+    truth: object          # the synthetic Problem, or None for user data
+    s: int
+    loss: Loss
+    source: str
+
+
+def load_job(args) -> Job:
+    """Open the data (or generate the synthetic problem) and validate the labels."""
     if args.data is None:
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
-        if kind == "regression":
-            problem = make_regression(p=args.features, s=s, seed=args.seed)
-        else:
-            problem = make_classification(p=args.features, s=s, seed=args.seed)
+        make = make_regression if kind == "regression" else make_classification
+        problem = make(p=args.features, s=s, seed=args.seed)
         stream = ArrayStream(problem.X, shuffle=args.shuffle, seed=args.seed)
         default_loss = "squared" if kind == "regression" else "squared_hinge"
-        return stream, problem.y, problem, s, default_loss, f"synthetic {kind}"
-    if args.synthetic:
-        raise InputError("give either --data or --synthetic, not both")
-    if args.sparsity is None:
-        raise InputError("-s/--sparsity is required with --data")
-    stream, y = load_features(args.data, shuffle=args.shuffle, seed=args.seed)
-    if args.labels is not None:
-        y = load_labels(args.labels)
-    if y is None:
-        raise InputError(f"{args.data}: no labels; give --labels")
-    return stream, y, None, args.sparsity, "squared", str(args.data)
-
-
-def run(args) -> dict:
-    stream, y, truth, s, default_loss, source = _problem(args)
+        y, truth, source = problem.y, problem, f"synthetic {kind}"
+    else:
+        if args.synthetic:
+            raise InputError("give either --data or --synthetic, not both")
+        if args.sparsity is None:
+            raise InputError("-s/--sparsity is required with --data")
+        stream, y = load_features(args.data, shuffle=args.shuffle, seed=args.seed)
+        if args.labels is not None:
+            y = load_labels(args.labels)
+        if y is None:
+            raise InputError(f"{args.data}: no labels; give --labels")
+        s, default_loss, truth, source = args.sparsity, "squared", None, str(args.data)
     loss = Loss.parse(args.loss or default_loss)
+    return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source)
+
+
+def _config(args, job: Job, s: int) -> dict:
+    return {"s": s, "loss": job.loss.name.lower(), "epochs": args.epochs,
+            "eta": args.eta, "m": args.m, "standardize": args.standardize,
+            "shuffle": args.shuffle, "seed": args.seed, "staleness": args.staleness}
+
+
+def _finish(args, job: Job, payload: dict) -> dict:
+    """Add what every results document carries, and write it."""
+    payload["data"] = {"source": job.source, "n_samples": job.stream.n_samples,
+                       "n_features": job.stream.n_features}
+    payload["config"] = _config(args, job, job.s)
+    if job.truth is not None:
+        payload["truth"] = {"support": job.truth.support,
+                            **evaluate(job.truth, np.asarray(payload["selected"]))}
+    if args.out:
+        write_result(args.out, payload)
+    return payload
+
+
+def run_sequential(args) -> dict:
+    job = load_job(args)
     bar = None
     if not args.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=stream.n_features * args.epochs, unit="feature",
+        bar = tqdm(total=job.stream.n_features * args.epochs, unit="feature",
                    desc="OS", file=sys.stderr, mininterval=0.2)
     try:
-        result = fit_os(stream, y, s, loss=loss, eta=args.eta, m=args.m,
-                        epochs=args.epochs, standardize=args.standardize,
+        result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
+                        m=args.m, epochs=args.epochs, standardize=args.standardize,
                         progress=bar.update if bar else None)
     finally:
         if bar is not None:
@@ -94,36 +133,85 @@ def run(args) -> dict:
     payload = {
         "selected": result.selected, "weights": result.weights,
         "objective_per_epoch": result.objective,
+        "objective": result.objective[-1],
         "substitutions_per_epoch": result.substitutions,
         "eta": result.eta, "m": result.m, "n_steps": result.n_steps,
         "timings": {"seconds": result.seconds,
                     "us_per_step": 1e6 * result.seconds / max(result.n_steps, 1)},
         "memory": {"kept_set_bytes": result.kept_bytes},
-        "data": {"source": source, "n_samples": stream.n_samples,
-                 "n_features": stream.n_features},
-        "config": {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
-                   "eta": args.eta, "m": args.m, "standardize": args.standardize,
-                   "shuffle": args.shuffle, "seed": args.seed},
     }
     if result.scale is not None:
         payload["standardization"] = {"mean": result.mean, "scale": result.scale}
-    if truth is not None:
-        payload["truth"] = {"support": truth.support,
-                            **evaluate(truth, result.selected)}
-    if args.out:
-        write_result(args.out, payload)
-    return payload
+    return _finish(args, job, payload)
+
+
+def run_mpi(args) -> dict | None:
+    """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
+    from mpi4py import MPI
+
+    from ..transport import mpi as transport
+
+    if args.standardize:
+        raise InputError("--standardize is not supported under MPI yet")
+    job = None
+
+    def open_server_labels():
+        nonlocal job
+        job = load_job(args)
+        return job.y, job.stream.n_features
+
+    def open_worker_data(q, t):
+        nonlocal job
+        job = load_job(args)
+        return job.stream.shard(q, t), job.y, job.stream.n_features
+
+    def config_factory(q, n_features):
+        return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
+                               eta=args.eta, m=args.m, staleness=args.staleness,
+                               n_features=n_features)
+
+    try:
+        payload = transport.run(MPI.COMM_WORLD, open_worker_data, open_server_labels,
+                                config_factory, record_order=args.record_order)
+    except InputError:
+        if MPI.COMM_WORLD.Get_rank() != 0:
+            raise SystemExit(2) from None  # rank 0 alone reports the error
+        raise
+    return None if payload is None else _finish(args, job, payload)
+
+
+def under_mpi() -> bool:
+    """True when started by mpiexec/mpirun with more than one process."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        value = os.environ.get(name)
+        if value and value.isdigit() and int(value) > 1:
+            return True
+    return False
+
+
+def run(args) -> dict | None:
+    return run_mpi(args) if under_mpi() else run_sequential(args)
 
 
 def report(payload: dict, out=sys.stdout) -> None:
-    """Human-readable summary on stdout."""
+    """Human-readable summary on stdout (nothing on MPI worker ranks)."""
+    if payload is None:
+        return
     selected = np.asarray(payload["selected"])
     config = payload["config"]
     print(f"OS on {payload['data']['source']}: n = {payload['data']['n_samples']}, "
           f"p = {payload['data']['n_features']}, s = {config['s']}, "
           f"loss = {config['loss']}, epochs = {config['epochs']}", file=out)
-    print(f"objective per epoch: "
-          + ", ".join(f"{v:.6g}" for v in payload["objective_per_epoch"]), file=out)
+    print("objective per epoch: "
+          + ", ".join(f"{v:.6g}" for v in payload["objective_per_epoch"])
+          + f" (final {payload['objective']:.6g})", file=out)
+    if "asy" in payload:
+        asy = payload["asy"]
+        stale = asy["staleness"]
+        print(f"Asy-OS: {asy['n_workers']} workers, budgets {asy['budgets']}; "
+              f"staleness max {stale['max']} mean {stale['mean']:.2f} "
+              f"(bound {stale.get('bound')}); |u_C - sum X_S w_S| = "
+              f"{asy['u_check_max_abs_diff']:.2e}", file=out)
     print(f"step size eta = {payload['eta']:.4g}, m = {payload['m']:.4g}; "
           f"{payload['timings']['us_per_step']:.1f} us per feature step", file=out)
     if "truth" in payload:

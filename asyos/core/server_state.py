@@ -1,0 +1,161 @@
+"""The Asy-OS central server (spec §3.1, Algorithm 2) as a transport-free state machine.
+
+The server holds u_C (length n), the clock (the number of pushes applied) and, per
+worker, what it has pulled and pushed.  Transports (MPI, ZeroMQ, the simulator) only
+feed it requests and carry its replies; none of them touches u_C.
+
+Bounded staleness τ (spec §3.4, Assumption 2) is *enforced*: between a worker's pull and
+its push, u_C receives at most τ other pushes.  The rule never defers a push (so it
+cannot deadlock); it gates pulls.  With k workers in flight (pulled, not yet pushed),
+worker t's remaining budget is τ − (clock − v_t).  Invariant: every in-flight budget is
+≥ k − 1, so the in-flight pushes can land in any order within their bounds.  A pull is
+granted only if the invariant still holds with the newcomer in flight (each budget ≥ k
+and τ ≥ k); otherwise it waits, first come first served, until pushes shrink k.
+With τ = 0 at most one worker is ever in flight: the run is a serial interleaving.
+"""
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..errors import AsyosError
+
+
+class ProtocolError(AsyosError):
+    """A request that breaks the protocol (unknown worker, wrong order, bad payload).
+
+    Raised before any state changes; transports log it and drop the message.
+    """
+
+
+@dataclass
+class WorkerRecord:
+    pulled_version: int | None = None   # in flight when not None
+    pushes: int = 0
+    finished: bool = False
+    selected: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    contribution: np.ndarray | None = None
+    staleness: list = field(default_factory=list)
+
+
+class ServerState:
+    """u_C, the clock and the staleness gate for q workers (ids 0..q-1)."""
+
+    def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None):
+        self.u = np.zeros(n_samples)
+        self.clock = 0
+        self.tau = staleness
+        self.workers = [WorkerRecord() for _ in range(n_workers)]
+        self._waiting: deque[int] = deque()
+
+    # -- checks -----------------------------------------------------------------------
+    def _record(self, worker: int) -> WorkerRecord:
+        if not (isinstance(worker, (int, np.integer)) and 0 <= worker < len(self.workers)):
+            raise ProtocolError(f"unknown worker {worker!r}")
+        record = self.workers[worker]
+        if record.finished:
+            raise ProtocolError(f"worker {worker} has already finished")
+        return record
+
+    def _vector(self, worker: int, name: str, values) -> np.ndarray:
+        values = np.asarray(values)
+        if values.dtype != np.float64 or values.shape != self.u.shape:
+            raise ProtocolError(f"worker {worker}: {name} must be float64 of length "
+                                f"{self.u.size}, got {values.dtype} {values.shape}")
+        if not np.all(np.isfinite(values)):
+            raise ProtocolError(f"worker {worker}: {name} contains NaN or inf")
+        return values
+
+    # -- the staleness gate -----------------------------------------------------------
+    def _in_flight(self) -> list[WorkerRecord]:
+        return [r for r in self.workers if r.pulled_version is not None]
+
+    def _may_pull(self) -> bool:
+        if self.tau is None:
+            return True
+        flying = self._in_flight()
+        k = len(flying)
+        return self.tau >= k and all(
+            self.tau - (self.clock - r.pulled_version) >= k for r in flying)
+
+    # -- requests ---------------------------------------------------------------------
+    def request_pull(self, worker: int) -> list[int]:
+        """Worker asks for u_C; returns the workers whose pull is granted now."""
+        record = self._record(worker)
+        if record.pulled_version is not None or worker in self._waiting:
+            raise ProtocolError(f"worker {worker} pulled twice without pushing")
+        self._waiting.append(worker)
+        return self._grant()
+
+    def _grant(self) -> list[int]:
+        granted = []
+        while self._waiting and self._may_pull():
+            worker = self._waiting.popleft()
+            self.workers[worker].pulled_version = self.clock
+            granted.append(worker)
+        return granted
+
+    def view(self, worker: int) -> tuple[np.ndarray, int]:
+        """(u_C, version) as handed to a worker whose pull was granted (a copy)."""
+        return self.u.copy(), self.workers[worker].pulled_version
+
+    def push(self, worker: int, delta) -> tuple[int, list[int]]:
+        """Apply Δu from ``worker``: returns (its staleness, workers granted a pull)."""
+        record = self._record(worker)
+        if record.pulled_version is None:
+            raise ProtocolError(f"worker {worker} pushed without a pull in flight")
+        delta = self._vector(worker, "delta", delta)
+        staleness = self.clock - record.pulled_version
+        self.u += delta
+        self.clock += 1
+        record.pulled_version = None
+        record.pushes += 1
+        record.staleness.append(staleness)
+        return staleness, self._grant()
+
+    def finish(self, worker: int, selected, weights, contribution) -> list[int]:
+        """A worker's final (S(t), w(t), X_S(t) w_S(t)): sent exactly once, at the end."""
+        record = self._record(worker)
+        if record.pulled_version is not None or worker in self._waiting:
+            raise ProtocolError(f"worker {worker} finished with a pull in flight")
+        selected = np.asarray(selected, dtype=np.int64)
+        weights = np.asarray(weights, dtype=np.float64)
+        if selected.shape != weights.shape or selected.ndim != 1:
+            raise ProtocolError(f"worker {worker}: {selected.size} indices but "
+                                f"{weights.size} weights")
+        record.contribution = self._vector(worker, "contribution", contribution).copy()
+        record.selected, record.weights = selected, weights
+        record.finished = True
+        return self._grant()
+
+    # -- the end ----------------------------------------------------------------------
+    @property
+    def done(self) -> bool:
+        return all(r.finished for r in self.workers)
+
+    def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
+        """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)| (§7.1.4).
+
+        A lost or doubled push shows up as a large difference: callers fail on it.
+        """
+        if not self.done:
+            missing = [t for t, r in enumerate(self.workers) if not r.finished]
+            raise ProtocolError(f"workers {missing} have not finished")
+        selected = np.concatenate([r.selected for r in self.workers])
+        weights = np.concatenate([r.weights for r in self.workers])
+        if np.unique(selected).size != selected.size:
+            raise ProtocolError("workers' selected sets overlap")
+        total = np.sum([r.contribution for r in self.workers], axis=0)
+        order = np.argsort(selected, kind="stable")
+        return selected[order], weights[order], float(np.max(np.abs(self.u - total)))
+
+    def staleness_stats(self) -> dict:
+        """Max, mean and histogram of the staleness of every push."""
+        values = np.concatenate([np.asarray(r.staleness, dtype=np.int64)
+                                 for r in self.workers]) if self.workers else np.zeros(0)
+        if values.size == 0:
+            return {"max": 0, "mean": 0.0, "histogram": []}
+        return {"max": int(values.max()), "mean": float(values.mean()),
+                "histogram": np.bincount(values).tolist(), "bound": self.tau}

@@ -1,0 +1,123 @@
+"""Asy-OS run plan and bookkeeping shared by every transport (spec §3).
+
+A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
+``worker_loop`` on each worker, feeds each push to a ``ServerMonitor`` and finally asks
+it for the results payload: the same JSON whatever moved the bytes.
+"""
+
+from dataclasses import dataclass, field
+import time
+
+import numpy as np
+
+from ..core.losses import Loss, loss_value
+from ..core.server_state import ServerState
+from ..core.shards import budget_split
+from ..core.step_size import StepSize
+from ..core.validate import check_at_least, check_sparsity
+
+
+@dataclass(frozen=True)
+class AsyConfig:
+    """Everything a worker needs besides its data: the server's handshake content."""
+
+    s: int
+    n_workers: int
+    loss: Loss
+    epochs: int
+    eta: float | None = None          # None: the default rule (fixed for the run)
+    m: float | None = None
+    staleness: int | None = None      # τ; None = no bound
+
+    @classmethod
+    def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
+              staleness=None, n_features=None) -> "AsyConfig":
+        """Validated configuration; raises InputError naming the problem."""
+        s = check_sparsity(s, n_features)
+        budget_split(s, n_workers)  # q ≤ s, q ≥ 1
+        step = StepSize.parse(eta, m)
+        epochs = check_at_least("epochs", epochs, 1, integer=True)
+        if staleness is not None:
+            staleness = check_at_least("staleness", staleness, 0, integer=True)
+        return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness)
+
+    @property
+    def budgets(self) -> list[int]:
+        return budget_split(self.s, self.n_workers)
+
+    def step(self, n_samples: int, nu_max: float) -> tuple[float, float]:
+        """(η, m) fixed for the whole run: the sequential rule at ν_max (spec §4.1).
+
+        Asy-OS cannot adapt η step by step (workers would disagree), so ν_max is the
+        largest ‖x‖²/n of the workers' first blocks, agreed before the first pull.
+        """
+        rule = StepSize(self.eta, self.m)
+        m = rule.block_factor(n_samples, self.s)
+        if self.eta is not None:
+            return self.eta, m
+        coef = rule.state(self.loss, n_samples, self.s)[2]
+        return coef / max(nu_max, np.finfo(float).tiny), m
+
+
+def first_block_nu(stream) -> float:
+    """max ‖x‖²/n over the first block of ``stream`` (0 for an empty stream)."""
+    for _, block in stream.blocks(0):
+        return float(np.max(np.einsum("ij,ij->i", block, block)) / block.shape[1])
+    return 0.0
+
+
+@dataclass
+class ServerMonitor:
+    """Loss trace of u_C over time, the push order, and the payload at the end."""
+
+    y: np.ndarray
+    config: AsyConfig
+    n_features: int
+    record_order: bool = False
+    start: float = field(default_factory=time.perf_counter)
+    trace: list = field(default_factory=list)      # (clock, seconds, loss)
+    order: list = field(default_factory=list)      # (worker, feature) per push
+
+    def __post_init__(self):
+        total = max(self.config.epochs * self.n_features, 1)
+        self._every = max(1, total // 200)
+
+    def on_push(self, server: ServerState, worker: int, feature: int) -> None:
+        if self.record_order:
+            self.order.append((worker, feature))
+        if server.clock % self._every == 0 or server.clock % self.n_features == 0:
+            self.trace.append((server.clock, time.perf_counter() - self.start,
+                               loss_value(int(self.config.loss), server.u, self.y)))
+
+    def payload(self, server: ServerState, workers: list[dict], eta: float,
+                m: float) -> dict:
+        """The results document (same keys as a sequential run, plus Asy-OS stats)."""
+        selected, weights, difference = server.assemble()
+        seconds = time.perf_counter() - self.start
+        per_epoch = [loss for clock, _, loss in self.trace
+                     if clock % self.n_features == 0 and clock > 0]
+        steps = sum(w["steps"] for w in workers)
+        payload = {
+            "selected": selected, "weights": weights,
+            "objective_per_epoch": per_epoch[: self.config.epochs],
+            "objective": loss_value(int(self.config.loss), server.u, self.y),
+            "eta": eta, "m": m, "n_steps": steps,
+            "timings": {"seconds": seconds, "us_per_step": 1e6 * seconds / max(steps, 1)},
+            "asy": {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
+                    "staleness": server.staleness_stats(),
+                    "u_check_max_abs_diff": difference,
+                    "workers": workers,
+                    "trace": {"clock": [c for c, _, _ in self.trace],
+                              "seconds": [t for _, t, _ in self.trace],
+                              "objective": [v for _, _, v in self.trace]}},
+        }
+        if self.record_order:
+            payload["asy"]["order"] = self.order
+        return payload
+
+
+def check_u(difference: float, u: np.ndarray) -> None:
+    """Fail loudly when u_C ≠ Σ_t X_S(t) w_S(t): a push was lost or doubled."""
+    if not difference <= 1e-8 * (1.0 + float(np.max(np.abs(u)))):
+        raise RuntimeError(f"u_C differs from the sum of the workers' contributions by "
+                           f"{difference:.3g}: a push was lost or applied twice")

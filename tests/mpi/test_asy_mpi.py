@@ -1,0 +1,114 @@
+"""Asy-OS over real MPI ranks.  Run by tests/test_mpi.py as
+``mpiexec -n N python -m mpi4py -m pytest --with-mpi tests/mpi`` for several N."""
+
+import numpy as np
+import pytest
+from mpi4py import MPI
+
+from asyos import fit_os
+from asyos.core.kept_set import KeptSet
+from asyos.core.losses import Loss
+from asyos.datasets import make_regression
+from asyos.metrics import recall
+from asyos.solvers.asy import AsyConfig
+from asyos.streams import ArrayStream
+from asyos.transport import mpi as transport
+
+COMM = MPI.COMM_WORLD
+Q = COMM.Get_size() - 1
+
+
+def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
+         record_order=False):
+    stream = ArrayStream(X, block_size=16)
+
+    def config(q, p):
+        return AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
+                               staleness=staleness, n_features=p)
+
+    return transport.run(COMM, lambda q, t: (stream.shard(q, t), y, stream.n_features),
+                         lambda: (y, stream.n_features), config,
+                         record_order=record_order)
+
+
+def _small(seed=0, n=60, p=90, s=8):
+    problem = make_regression(p=p, s=s, n=n, seed=seed)
+    return problem.X, problem.y
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("staleness", [0, 1, 3, None])
+def test_invariants_of_every_run(staleness):
+    X, y = _small()
+    s = 8 if Q <= 8 else Q
+    payload = _run(X, y, s, staleness=staleness)
+    if COMM.Get_rank() != 0:
+        assert payload is None
+        return
+    asy = payload["asy"]
+    assert len(payload["selected"]) <= s
+    assert asy["u_check_max_abs_diff"] <= 1e-10
+    assert sum(asy["budgets"]) == s
+    for worker in asy["workers"]:
+        assert worker["kept"] <= worker["budget"]
+    assert asy["staleness"]["max"] <= (staleness if staleness is not None else 10**9)
+    assert sum(asy["staleness"]["histogram"]) == 2 * 90 == payload["n_steps"]
+    # u_C really is X w for the assembled w
+    u = X[:, payload["selected"]] @ payload["weights"]
+    assert payload["objective"] == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_one_worker_without_staleness_is_sequential_os():
+    if Q != 1:
+        pytest.skip("needs exactly 2 ranks (q = 1)")
+    X, y = _small(seed=1)
+    payload = _run(X, y, 8, staleness=0, eta=0.3, m=2.0, epochs=3)
+    if COMM.Get_rank() == 0:
+        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3)
+        np.testing.assert_array_equal(payload["selected"], result.selected)
+        np.testing.assert_allclose(payload["weights"], result.weights, rtol=0,
+                                   atol=1e-12)
+
+
+@pytest.mark.mpi(min_size=3)
+def test_tau_zero_equals_a_serial_replay_of_the_recorded_order():
+    X, y = _small(seed=2)
+    s = max(8, Q)
+    payload = _run(X, y, s, staleness=0, record_order=True)
+    if COMM.Get_rank() != 0:
+        return
+    config = AsyConfig.build(s, Q, eta=0.3, m=1.0, epochs=2)
+    kept = [KeptSet(X.shape[0], b) for b in config.budgets]
+    u = np.zeros(X.shape[0])
+    for worker, feature in payload["asy"]["order"]:
+        before = kept[worker].contribution.copy()
+        kept[worker].step(feature, np.ascontiguousarray(X[:, feature]), u, y,
+                          Loss.SQUARED, 0.3, 1.0)
+        u = u + kept[worker].contribution - before
+    selected = np.concatenate([k.index[: k.size] for k in kept])
+    weights = np.concatenate([k.weights[: k.size] for k in kept])
+    order = np.argsort(selected)
+    np.testing.assert_array_equal(payload["selected"], selected[order])
+    np.testing.assert_allclose(payload["weights"], weights[order], rtol=0, atol=1e-12)
+    assert payload["asy"]["staleness"]["max"] == 0
+
+
+@pytest.mark.mpi(min_size=5)
+def test_quality_close_to_sequential_on_the_paper_protocol():
+    """Issue 3: p = 8192, s = 64, n = 1000, q = 4: recall within 0.08 of OS."""
+    if Q != 4:
+        pytest.skip("runs with q = 4 workers")
+    problem = make_regression(p=8192, s=64, n=1000, seed=0)
+    stream = ArrayStream(problem.X)
+
+    def config(q, p):
+        return AsyConfig.build(64, q, epochs=2, n_features=p)
+
+    payload = transport.run(COMM, lambda q, t: (stream.shard(q, t), problem.y, 8192),
+                            lambda: (problem.y, 8192), config)
+    if COMM.Get_rank() == 0:
+        sequential = fit_os(problem.X, problem.y, 64, epochs=2)
+        asy_recall = recall(payload["selected"], problem.support)
+        os_recall = recall(sequential.selected, problem.support)
+        assert asy_recall >= os_recall - 0.08, (asy_recall, os_recall)

@@ -1,0 +1,16 @@
+"""The layering of docs/architecture.md, enforced with import-linter."""
+
+from pathlib import Path
+import shutil
+import subprocess
+import sys
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_imports_point_down_and_the_core_stays_free_of_transports():
+    lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
+    assert lint, "import-linter is part of the test extra"
+    proc = subprocess.run([lint], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "broken" not in proc.stdout.lower() or "0 broken" in proc.stdout.lower()

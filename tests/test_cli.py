@@ -1,0 +1,121 @@
+"""The CLI as a user meets it: real processes, exit status 2 and one line on bad input."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from asyos.cli.run import main
+
+TIMEOUT = 120  # hang guard, not a speed assertion
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "asyos.run", *args], capture_output=True,
+                          text=True, timeout=TIMEOUT)
+
+
+def test_default_job_runs_the_synthetic_problem_and_writes_results(tmp_path):
+    out = tmp_path / "results.json"
+    proc = _cli("-p", "400", "-s", "20", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "recall of the true support" in proc.stdout
+    assert "selected 20 features" in proc.stdout
+    assert "OS" in proc.stderr  # the progress bar
+    result = json.loads(out.read_text())
+    assert len(result["selected"]) == len(result["weights"]) == 20
+    assert result["truth"]["recall"] >= 0.8
+    assert len(result["objective_per_epoch"]) == 2
+    assert result["config"]["s"] == 20 and result["config"]["loss"] == "squared"
+    assert {"asyos", "numpy", "numba", "python"} <= set(result["versions"])
+    assert result["timings"]["seconds"] > 0 and result["schema_version"] == 1
+
+
+def test_quiet_classification_and_console_script(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "asyos.cli.main", "run", "--quiet",
+                           "--synthetic", "classification", "-p", "300", "-s", "10",
+                           "--loss", "logistic"], capture_output=True, text=True,
+                          timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+    assert "test_error" in proc.stdout and "loss = logistic" in proc.stdout
+
+
+@pytest.fixture
+def data(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 30))
+    y = X[:, 3] - 2 * X[:, 7]
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "Xf.npy", np.asfortranarray(X))
+    np.save(tmp_path / "y.npy", y)
+    np.savetxt(tmp_path / "X.csv", X, delimiter=",")
+    np.save(tmp_path / "signs.npy", np.sign(y))
+    return tmp_path
+
+
+@pytest.mark.parametrize("name", ["X.npy", "Xf.npy", "X.csv"])
+def test_every_format_selects_the_true_features(data, name, capsys):
+    assert main(["--data", str(data / name), "--labels", str(data / "y.npy"),
+                 "-s", "2", "--epochs", "5", "--quiet"]) == 0
+    assert "selected 2 features: 3 7" in capsys.readouterr().out
+
+
+def test_svmlight_carries_its_labels(data, capsys):
+    from sklearn.datasets import dump_svmlight_file
+
+    X = np.load(data / "X.npy")
+    dump_svmlight_file(X, np.load(data / "signs.npy"), data / "d.svm")
+    assert main(["--data", str(data / "d.svm"), "-s", "3", "--loss", "squared_hinge",
+                 "--quiet"]) == 0
+    assert "selected 3 features" in capsys.readouterr().out
+
+
+def _fails(capsys, argv, expected):
+    assert main(argv + ["--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("asyos: error: ") and expected in err
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_bad_input_exits_2_with_one_line(data, capsys, tmp_path):
+    X, y = str(data / "X.npy"), str(data / "y.npy")
+    short = tmp_path / "short.npy"
+    np.save(short, np.zeros(39))
+    _fails(capsys, ["--data", X, "--labels", str(short), "-s", "2"], "n = 39")
+    nan = np.load(X)
+    nan[3, 17] = np.nan
+    np.save(tmp_path / "nan.npy", nan)
+    _fails(capsys, ["--data", str(tmp_path / "nan.npy"), "--labels", y, "-s", "2"],
+           "feature 17 contains NaN or inf")
+    _fails(capsys, ["--data", X, "--labels", y, "-s", "0"], "s must be at least 1")
+    _fails(capsys, ["--data", X, "--labels", y, "-s", "31"], "p = 30")
+    _fails(capsys, ["--data", X, "--labels", y, "-s", "2", "--loss", "squared_hinge"],
+           "needs labels in {-1, +1}")
+    _fails(capsys, ["--data", X, "--labels", y, "-s", "2", "--loss", "huber"],
+           "unknown loss 'huber'")
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    _fails(capsys, ["--data", str(empty), "--labels", y, "-s", "2"], "file is empty")
+    garbage = tmp_path / "garbage.npy"
+    garbage.write_bytes(b"not a numpy file at all")
+    _fails(capsys, ["--data", str(garbage), "--labels", y, "-s", "2"], "garbage.npy")
+    _fails(capsys, ["--data", str(tmp_path / "missing.npy"), "--labels", y, "-s", "2"],
+           "no such file")
+    _fails(capsys, ["--data", X, "-s", "2"], "give --labels")
+    _fails(capsys, ["--data", X, "--labels", y], "-s/--sparsity is required")
+
+
+def test_bad_input_in_a_real_process_has_no_traceback(data):
+    proc = _cli("--data", str(data / "X.npy"), "--labels", str(data / "y.npy"),
+                "-s", "99", "--quiet")
+    assert proc.returncode == 2
+    assert proc.stderr.strip() == ("asyos: error: s = 99 is larger than the number of "
+                                   "features p = 30")
+
+
+def test_argument_errors_exit_2():
+    proc = _cli("--epochs", "two")
+    assert proc.returncode == 2 and "invalid int value" in proc.stderr

@@ -1,0 +1,86 @@
+"""Real MPI jobs, launched by the ordinary test run (hang guard on every mpiexec)."""
+
+import json
+import os
+from pathlib import Path
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or \
+    shutil.which("mpiexec")
+TIMEOUT = 300  # hang guard only
+
+
+def _mpiexec(n, *args, cwd=ROOT):
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
+    return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd,
+                          env=env)
+
+
+pytestmark = pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
+
+
+@pytest.mark.parametrize("n", [2, 3, 4, 5])
+def test_mpi_suite(n):
+    proc = _mpiexec(n, "-m", "mpi4py", "-m", "pytest", "--with-mpi", "-q",
+                    "-p", "no:cacheprovider", "tests/mpi")
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert " passed" in proc.stdout
+
+
+def test_cli_under_mpirun_writes_the_same_results(tmp_path):
+    out = tmp_path / "r.json"
+    proc = _mpiexec(3, "-m", "asyos.run", "-p", "600", "-s", "30", "--staleness", "2",
+                    "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.count("recall of the true support") == 1  # rank 0 only
+    result = json.loads(out.read_text())
+    asy = result["asy"]
+    assert asy["n_workers"] == 2 and asy["budgets"] == [15, 15]
+    assert asy["staleness"]["max"] <= 2 and asy["staleness"]["bound"] == 2
+    assert asy["u_check_max_abs_diff"] < 1e-9
+    assert len(result["selected"]) <= 30 and result["truth"]["recall"] > 0.6
+    for worker in asy["workers"]:
+        assert worker["steps"] == 2 * 300
+        assert worker["compute_seconds"] > 0 and worker["communicate_seconds"] > 0
+
+
+def test_oversubscribed_twelve_ranks_finish_and_the_server_sleeps(tmp_path):
+    out = tmp_path / "r.json"
+    proc = _mpiexec(12, "-m", "asyos.run", "-p", "1100", "-s", "33", "--quiet",
+                    "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["asy"]["n_workers"] == 11
+    # rank 0 polls with backoff: its CPU time stays well below the wall time
+    assert result["asy"]["server_cpu_seconds"] < 0.5 * result["timings"]["seconds"]
+
+
+def test_setup_errors_exit_2_with_one_message(tmp_path):
+    proc = _mpiexec(5, "-m", "asyos.run", "-p", "100", "-s", "3", "--quiet")
+    assert proc.returncode == 2
+    assert proc.stderr.count("asyos: error:") == 1
+    assert "4 workers cannot share a budget of s = 3" in proc.stderr
+    np.save(tmp_path / "X.npy", np.zeros((10, 20)))
+    np.save(tmp_path / "y.npy", np.zeros(9))
+    proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
+                    "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
+    assert proc.returncode == 2 and "n = 9" in proc.stderr
+
+
+def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 700))
+    X[4, 650] = np.inf                        # in a later block: found while running
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", rng.standard_normal(30))
+    proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
+                    "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
+    assert proc.returncode != 0
+    assert "feature 650 contains NaN or inf" in proc.stderr

@@ -1,0 +1,102 @@
+"""Sequential OS over streams: the numpy oracle, the default step, quality, errors."""
+
+import numpy as np
+import pytest
+
+from asyos import InputError, fit_os
+from asyos.baselines import fit_iht
+from asyos.core.losses import Loss, loss_value
+from asyos.datasets import make_regression
+from asyos.metrics import recall
+from asyos.streams import ArrayStream
+
+import reference_os as ref
+
+LOSSES = ["squared", "squared_hinge", "logistic"]
+
+
+def _problem(loss, n=50, p=70, s=6, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    w = np.zeros(p)
+    w[rng.choice(p, s, replace=False)] = rng.standard_normal(s)
+    y = X @ w + 0.1 * rng.standard_normal(n)
+    if loss != "squared":
+        y = np.where(y >= 0, 1.0, -1.0)
+    return X, y
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_fit_os_equals_the_numpy_reference(loss, shuffle):
+    X, y = _problem(loss)
+    stream = ArrayStream(X, block_size=7, shuffle=shuffle, seed=4)
+    eta = 0.3 if loss != "logistic" else 1.0
+    result = fit_os(stream, y, 6, loss=loss, eta=eta, m=2.0, epochs=3)
+    S, W = [], np.zeros(0)
+    for epoch in range(3):
+        order = np.concatenate([idx for idx, _ in stream.blocks(epoch)])
+        for j in order:
+            S, W, _ = ref.os_step(X, y, S, W, int(j), 6, eta, 2.0, loss)
+    order = np.argsort(S)
+    np.testing.assert_array_equal(result.selected, np.asarray(S)[order])
+    np.testing.assert_allclose(result.weights, W[order], rtol=0, atol=1e-10)
+    u = X[:, result.selected] @ result.weights
+    assert result.objective[-1] == pytest.approx(ref.value(loss, u, y), rel=1e-10)
+    assert result.n_steps == 3 * 70
+
+
+@pytest.mark.parametrize("loss", LOSSES)
+def test_default_step_descends_and_needs_only_s(loss):
+    X, y = _problem(loss, n=80, p=200, s=10, seed=1)
+    result = fit_os(X, y, 10, loss=loss, epochs=4)
+    assert result.eta > 0 and result.m >= 1
+    assert len(result.selected) <= 10
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(result.objective, result.objective[1:]))
+    assert result.objective[-1] < loss_value(int(Loss.parse(loss)), np.zeros(80), y)
+
+
+def test_standardize_reports_the_scale_of_the_selected_features():
+    X, y = _problem("squared", n=60, p=40, s=4, seed=2)
+    X = X * np.linspace(0.1, 10, 40) + 3.0
+    result = fit_os(X, y, 4, standardize=True, epochs=3)
+    cols = X[:, result.selected]
+    np.testing.assert_allclose(result.mean, cols.mean(axis=0))
+    assert result.scale.shape == result.selected.shape and np.all(result.scale > 0)
+
+
+@pytest.mark.slow
+def test_quality_on_the_paper_regression_protocol():
+    """Issue 2: p = 2000, s = 100, 2 epochs: recall ≥ 0.85 and within 0.05 of IHT."""
+    os_recall, iht_recall = [], []
+    for seed in range(3):
+        problem = make_regression(p=2000, s=100, seed=seed)
+        result = fit_os(problem.X, problem.y, 100, epochs=2)
+        os_recall.append(recall(result.selected, problem.support))
+        iht = fit_iht(problem.X, problem.y, 100)
+        iht_recall.append(recall(iht.selected, problem.support))
+    assert np.mean(os_recall) >= 0.85
+    assert np.mean(iht_recall) - np.mean(os_recall) <= 0.05, (os_recall, iht_recall)
+
+
+def _bad(match, *args, **kwargs):
+    with pytest.raises(InputError, match=match):
+        fit_os(*args, **kwargs)
+
+
+def test_bad_input_is_named():
+    X, y = _problem("squared")
+    _bad("labels have n = 49", X, y[:-1], 3)
+    _bad("s must be at least 1", X, y, 0)
+    _bad("larger than the number of features", X, y, 71)
+    _bad("unknown loss 'hinge'", X, y, 3, loss="hinge")
+    _bad(r"needs labels in \{-1, \+1\}; label 0", X, y, 3, loss="squared_hinge")
+    _bad("eta must be a positive", X, y, 3, eta=-1)
+    _bad("m must be ≥ 1", X, y, 3, m=0.5)
+    _bad("epochs must be ≥ 1", X, y, 3, epochs=0)
+    bad = X.copy()
+    bad[5, 13] = np.nan
+    _bad("feature 13", bad, y, 3)
+    y_nan = y.copy()
+    y_nan[4] = np.inf
+    _bad("label 4 is NaN or inf", X, y_nan, 3)
