@@ -67,7 +67,7 @@ def test_svmlight_carries_its_labels(data, capsys):
     from sklearn.datasets import dump_svmlight_file
 
     X = np.load(data / "X.npy")
-    dump_svmlight_file(X, np.load(data / "signs.npy"), data / "d.svm")
+    dump_svmlight_file(X, np.load(data / "signs.npy"), str(data / "d.svm"))
     assert main(["--data", str(data / "d.svm"), "-s", "3", "--loss", "squared_hinge",
                  "--quiet"]) == 0
     assert "selected 3 features" in capsys.readouterr().out

@@ -173,9 +173,13 @@ def run_mpi(args) -> dict | None:
     try:
         payload = transport.run(MPI.COMM_WORLD, open_worker_data, open_server_labels,
                                 config_factory, record_order=args.record_order)
-    except InputError:
-        if MPI.COMM_WORLD.Get_rank() != 0:
-            raise SystemExit(2) from None  # rank 0 alone reports the error
+    except InputError as exc:
+        # Every rank knows; rank 0 alone reports, then aborts the job with status 2
+        # (a plain non-zero exit makes mpiexec kill the others and report a signal).
+        if MPI.COMM_WORLD.Get_rank() == 0:
+            print(f"asyos: error: {exc}", file=sys.stderr, flush=True)
+            MPI.COMM_WORLD.Abort(2)
+        MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if payload is None else _finish(args, job, payload)
 
@@ -193,10 +197,11 @@ def run(args) -> dict | None:
     return run_mpi(args) if under_mpi() else run_sequential(args)
 
 
-def report(payload: dict, out=sys.stdout) -> None:
+def report(payload: dict, out=None) -> None:
     """Human-readable summary on stdout (nothing on MPI worker ranks)."""
     if payload is None:
         return
+    out = sys.stdout if out is None else out
     selected = np.asarray(payload["selected"])
     config = payload["config"]
     print(f"OS on {payload['data']['source']}: n = {payload['data']['n_samples']}, "

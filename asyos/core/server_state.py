@@ -120,8 +120,8 @@ class ServerState:
         record = self._record(worker)
         if record.pulled_version is not None or worker in self._waiting:
             raise ProtocolError(f"worker {worker} finished with a pull in flight")
-        selected = np.asarray(selected, dtype=np.int64)
-        weights = np.asarray(weights, dtype=np.float64)
+        selected = np.array(selected, dtype=np.int64)   # copies: transports reuse
+        weights = np.array(weights, dtype=np.float64)   # their receive buffers
         if selected.shape != weights.shape or selected.ndim != 1:
             raise ProtocolError(f"worker {worker}: {selected.size} indices but "
                                 f"{weights.size} weights")

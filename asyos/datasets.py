@@ -1,0 +1,123 @@
+"""Synthetic problems of the paper's experiments (spec §5.1, §5.2).
+
+Everything a problem needs is drawn from one ``np.random.default_rng(seed)`` in a fixed
+order (X, support, values, then noise or the test set), so a seed fixes the problem and
+the regression and classification problems with the same (n, p, s, seed) share X and w*.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+
+import numpy as np
+
+from .errors import InputError
+
+__all__ = ["Problem", "paper_n", "make_regression", "make_classification"]
+
+
+def _check_int(name: str, value, low: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if value < low:
+        raise InputError(f"{name} must be >= {low}, got {value}")
+    return int(value)
+
+
+def paper_n(s: int, p: int) -> int:
+    """n = round(1.2 · s · log2 p), the paper's sample size (spec §5.1, rounding is the
+    spec's convention): s=100 gives 1316 at p=2000 and 1196 at p=1000."""
+    s = _check_int("s", s, 1)
+    p = _check_int("p", p, 1)
+    return max(1, round(1.2 * s * math.log2(p)))
+
+
+@dataclass(frozen=True, eq=False)  # eq=False: arrays make field-wise == ambiguous
+class Problem:
+    """A synthetic problem with its ground truth.
+
+    ``support`` holds the sorted indices of the nonzeros of ``w_true``.  ``X_test`` and
+    ``y_test`` are an independent test set (classification only, else None).
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    w_true: np.ndarray
+    support: np.ndarray
+    task: str
+    X_test: np.ndarray | None = None
+    y_test: np.ndarray | None = None
+    seed: object = None
+
+    @property
+    def n_samples(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.X.shape[1])
+
+    @property
+    def s_true(self) -> int:
+        return int(self.support.size)
+
+
+def _check_sizes(p, s, n) -> tuple[int, int, int]:
+    p = _check_int("p", p, 1)
+    s = _check_int("s", s, 1)
+    if s > p:
+        raise InputError(f"s must be <= p (the number of features), got s={s}, p={p}")
+    n = paper_n(s, p) if n is None else _check_int("n", n, 1)
+    return p, s, n
+
+
+def _sparse_truth(rng, p: int, s: int) -> tuple[np.ndarray, np.ndarray]:
+    """w* with exactly s nonzeros at uniform positions, values N(0,1) (spec §5.1).
+
+    A N(0,1) draw is exactly 0 with probability 0; redraw anyway so that the
+    "exactly s nonzeros" promise holds unconditionally.
+    """
+    support = np.sort(rng.choice(p, size=s, replace=False)).astype(np.int64)
+    values = rng.standard_normal(s)
+    while np.any(values == 0.0):
+        zero = values == 0.0
+        values[zero] = rng.standard_normal(int(zero.sum()))
+    w = np.zeros(p)
+    w[support] = values
+    return w, support
+
+
+def _sign(v: np.ndarray) -> np.ndarray:
+    """sign with sign(0) = +1 (spec §5.2 convention)."""
+    return np.where(v >= 0.0, 1.0, -1.0)
+
+
+def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
+                    noise: float = 0.1, seed=0) -> Problem:
+    """Spec §5.1: X iid N(0,1), y = X w* + N(0, noise²); n defaults to paper_n(s, p)."""
+    p, s, n = _check_sizes(p, s, n)
+    if isinstance(noise, bool) or not isinstance(noise, Real) or not (
+            math.isfinite(noise) and noise >= 0):
+        raise InputError(f"noise must be a finite number >= 0, got {noise!r}")
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    w, support = _sparse_truth(rng, p, s)
+    y = X @ w + float(noise) * rng.standard_normal(n)
+    return Problem(X=X, y=y, w_true=w, support=support, task="regression", seed=seed)
+
+
+def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
+                        seed=0) -> Problem:
+    """Spec §5.2: y = sign(X w*) (sign(0) = +1, no label noise) and an independent
+    test set of the same size drawn the same way."""
+    p, s, n = _check_sizes(p, s, n)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    w, support = _sparse_truth(rng, p, s)
+    y = _sign(X @ w)
+    X_test = rng.standard_normal((n, p))
+    y_test = _sign(X_test @ w)
+    return Problem(X=X, y=y, w_true=w, support=support, task="classification",
+                   X_test=X_test, y_test=y_test, seed=seed)

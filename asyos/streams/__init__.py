@@ -1,0 +1,50 @@
+"""Feature streams: the columns of X, block by block, from wherever they live.
+
+``as_stream`` picks the stream for an object; every stream has the interface of
+``FeatureStream`` (blocks, columns, shard).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .array import ArrayStream
+from .base import FeatureStream
+from .generator import GeneratorStream
+from .npy import NpyStream, save_feature_major
+from .sparse import SparseStream
+from .standardize import Standardized
+
+__all__ = ["ArrayStream", "FeatureStream", "GeneratorStream", "NpyStream",
+           "SparseStream", "Standardized", "as_stream", "save_feature_major"]
+
+
+def _is_sparse(obj) -> bool:
+    # scipy is loaded already if obj is a scipy matrix; never import it just to ask.
+    sparse = sys.modules.get("scipy.sparse")
+    return sparse is not None and sparse.issparse(obj)
+
+
+def as_stream(obj, **options) -> FeatureStream:
+    """The stream for ``obj``: a FeatureStream as is, an ndarray (or nested list) →
+    ArrayStream, a scipy.sparse matrix → SparseStream, a str/Path to a ``.npy`` →
+    NpyStream.  ``options`` (block_size, shuffle, seed) go to the new stream; they are
+    refused for an existing stream rather than silently ignored.
+    """
+    if isinstance(obj, FeatureStream):
+        if options:
+            raise InputError(f"cannot apply {sorted(options)} to an existing stream")
+        return obj
+    if _is_sparse(obj):
+        return SparseStream(obj, **options)
+    if isinstance(obj, (str, Path)):
+        if Path(obj).suffix.lower() == ".npy":
+            return NpyStream(obj, **options)
+        raise InputError(f"{obj}: as_stream reads only .npy files")
+    if isinstance(obj, (np.ndarray, list, tuple)):
+        return ArrayStream(obj, **options)
+    raise InputError(f"cannot make a feature stream from {type(obj).__name__}")

@@ -1,0 +1,203 @@
+"""The feature stream: columns of X, feature by feature, in blocks.
+
+OS (spec §2) touches one feature at a time, so the solver never needs X in memory: a
+stream hands it blocks of columns, each block a C-contiguous (b, n) float64 array whose
+row k is column ``indices[k]`` of X.  Ordering (optionally a per-epoch shuffle),
+chunking, sharding and the NaN/inf check live here once; a subclass only says how to
+read a set of columns (``_read``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from numbers import Integral
+
+import numpy as np
+
+from ..errors import InputError
+
+Block = tuple[np.ndarray, np.ndarray]
+
+
+def check_int(name: str, value, low: int, high: int | None = None) -> int:
+    """``value`` as an int in [low, high), or InputError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value >= high):
+        bound = f"in [{low}, {high})" if high is not None else f">= {low}"
+        raise InputError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def batch_columns(pairs: Iterable[tuple[int, np.ndarray]],
+                  size: int) -> Iterator[Block]:
+    """Group a stream of (index, column) pairs into raw (indices, block) batches.
+
+    For sources that can only be read in order (generators): the batches have the same
+    shape as those ``FeatureStream._raw_blocks`` yields for random-access sources.
+    """
+    index: list[int] = []
+    cols: list[np.ndarray] = []
+    for j, col in pairs:
+        index.append(j)
+        cols.append(col)
+        if len(index) == size:
+            yield np.asarray(index, np.int64), np.stack(cols)
+            index, cols = [], []
+    if index:
+        yield np.asarray(index, np.int64), np.stack(cols)
+
+
+class FeatureStream:
+    """Yields the columns of an (n_samples, n_features) design X feature by feature.
+
+    Parameters
+    ----------
+    block_size : columns per block (default 256): large enough to amortise the Python
+        overhead per block, small enough that a block of n·b doubles stays in cache.
+    shuffle : visit the features in a fresh random order every epoch, drawn from
+        ``np.random.default_rng([seed, epoch])`` so every run (and every MPI worker)
+        sees the same order for the same (seed, epoch).
+    seed : non-negative int.
+
+    Subclasses set ``n_samples`` and ``n_features`` and implement ``_read``.
+    """
+
+    n_samples: int
+    n_features: int
+
+    def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0):
+        self.block_size = check_int("block_size", block_size, 1)
+        if not isinstance(shuffle, (bool, np.bool_)):
+            raise InputError(f"shuffle must be True or False, got {shuffle!r}")
+        self.shuffle = bool(shuffle)
+        self.seed = check_int("seed", seed, 0)
+
+    def __repr__(self) -> str:
+        return (f"{type(self).__name__}(n_samples={self.n_samples}, "
+                f"n_features={self.n_features}, block_size={self.block_size}, "
+                f"shuffle={self.shuffle}, seed={self.seed})")
+
+    # -- what subclasses provide ------------------------------------------------------
+    def _read(self, indices: np.ndarray) -> np.ndarray:
+        """(len(indices), n) block of the columns with these GLOBAL indices."""
+        raise NotImplementedError
+
+    def feature_indices(self) -> np.ndarray:
+        """The int64 global indices this stream yields, in base (epoch) order."""
+        return np.arange(self.n_features, dtype=np.int64)
+
+    def _holds(self, indices: np.ndarray) -> np.ndarray:
+        """Boolean mask: which of ``indices`` this stream holds (range check here)."""
+        return (indices >= 0) & (indices < self.n_features)
+
+    def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
+        """(indices, block) batches of ``order`` (sequential sources override)."""
+        for start in range(0, len(order), block_size):
+            index = order[start:start + block_size]
+            yield index, self._read(index)
+
+    # -- the interface ----------------------------------------------------------------
+    def order(self, epoch: int = 0) -> np.ndarray:
+        """The global indices in the order ``blocks(epoch)`` yields them."""
+        epoch = check_int("epoch", epoch, 0)
+        base = self.feature_indices()
+        if not self.shuffle:
+            return base
+        return base[np.random.default_rng([self.seed, epoch]).permutation(len(base))]
+
+    def blocks(self, epoch: int = 0) -> Iterator[Block]:
+        """Yield (indices int64 (b,), block float64 C-contiguous (b, n)).
+
+        ``block[k]`` is column ``indices[k]`` of X.  A block holding NaN or inf raises
+        InputError naming the global index of the first bad column, before it is
+        yielded (a NaN would otherwise silently poison every later weight).
+        """
+        for index, raw in self._raw_blocks(self.order(epoch), self.block_size):
+            yield index, self._finish(index, raw)
+
+    def columns(self, indices) -> np.ndarray:
+        """(len, n) float64 C-contiguous columns by global index (random access).
+
+        For refits and final reports, not for the pass itself; an index this stream
+        does not hold raises InputError.
+        """
+        index = self._check_indices(indices)
+        if len(index) == 0:
+            return np.zeros((0, self.n_samples))
+        return self._finish(index, self._read(index))
+
+    def shard(self, q: int, t: int) -> FeatureStream:
+        """Shard t of q: ``feature_indices()[t::q]`` of this stream (spec: j mod q).
+
+        Shards are disjoint and cover every feature once; a shard keeps this stream's
+        block_size, shuffle and seed, and a shuffled shard shuffles within itself.
+        Shards of shards work the same way.
+        """
+        q = check_int("q (number of shards)", q, 1)
+        t = check_int("t (shard index)", t, 0, q)
+        return Shard(self, q, t)
+
+    # -- helpers shared by every subclass ---------------------------------------------
+    def _check_indices(self, indices) -> np.ndarray:
+        index = np.atleast_1d(np.asarray(indices))
+        if index.ndim != 1 or (index.size and index.dtype.kind not in "iu"):
+            raise InputError(f"feature indices must be a 1-D integer array, "
+                             f"got {index.dtype} with shape {index.shape}")
+        index = index.astype(np.int64, copy=False)
+        held = self._holds(index)
+        if not np.all(held):
+            bad = int(index[np.argmin(held)])
+            raise InputError(f"feature {bad} is not in this stream")
+        return index
+
+    def _finish(self, indices: np.ndarray, raw) -> np.ndarray:
+        """Make ``raw`` a C-contiguous float64 (b, n) block and reject NaN/inf."""
+        block = np.ascontiguousarray(raw, dtype=np.float64)
+        if block.shape != (len(indices), self.n_samples):
+            raise InputError(f"block for features {indices[:3].tolist()}... has shape "
+                             f"{block.shape}, expected ({len(indices)}, "
+                             f"{self.n_samples})")
+        bad = ~np.isfinite(block).all(axis=1)
+        if bad.any():
+            raise InputError(f"feature {int(indices[np.argmax(bad)])} contains NaN "
+                             "or inf")
+        return block
+
+
+class Shard(FeatureStream):
+    """The features ``parent.feature_indices()[t::q]``, read through the parent.
+
+    One generic wrapper for every source: reads go to the parent's ``_read`` (random
+    access) or ``_raw_blocks`` (sequential sources filter while iterating).  The index
+    list is computed on first use, so making a shard is free.
+    """
+
+    def __init__(self, parent: FeatureStream, q: int, t: int):
+        super().__init__(block_size=parent.block_size, shuffle=parent.shuffle,
+                         seed=parent.seed)
+        self.parent, self.q, self.t = parent, q, t
+        self._index: np.ndarray | None = None
+
+    @property
+    def n_samples(self) -> int:
+        return self.parent.n_samples
+
+    @property
+    def n_features(self) -> int:
+        return len(self.feature_indices())
+
+    def feature_indices(self) -> np.ndarray:
+        if self._index is None:
+            self._index = np.ascontiguousarray(
+                self.parent.feature_indices()[self.t::self.q])
+        return self._index.copy()
+
+    def _holds(self, indices: np.ndarray) -> np.ndarray:
+        return np.isin(indices, self.feature_indices())
+
+    def _read(self, indices: np.ndarray) -> np.ndarray:
+        return self.parent._read(indices)
+
+    def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
+        return self.parent._raw_blocks(order, block_size)

@@ -1,0 +1,129 @@
+"""A stream over an (n, p) ``.npy`` file, read by memory map without loading it.
+
+Two layouts are accepted.  The *feature-major* layout is a Fortran-order (n, p) file
+(``save_feature_major``): each column is one contiguous run of n values on disk, so a
+block is one sequential read.  An ordinary C-order file works too, but every column is
+strided across all n rows (correct, slower).
+
+Resident memory must not grow with p.  Reading through a mapping leaves the file's
+pages mapped into the process (and counted in its RSS), so after copying a block the
+range just read is dropped with ``madvise(MADV_DONTNEED)``; the pages stay in the OS
+page cache, so rereading them is cheap.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+from numpy.lib import format as npy_format
+
+from ..errors import InputError
+from .array import check_design_shape
+from .base import FeatureStream
+
+_PAGE = mmap.PAGESIZE
+
+
+def save_feature_major(path, X) -> None:
+    """Write an (n, p) array as a Fortran-order ``.npy`` (the fast NpyStream layout)."""
+    np.save(path, np.asfortranarray(X))
+
+
+def _read_header(path: Path) -> tuple[tuple, bool, np.dtype, int]:
+    """(shape, fortran_order, dtype, data offset) of a .npy file, or InputError."""
+    try:
+        with open(path, "rb") as f:
+            version = npy_format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = npy_format.read_array_header_1_0(f)
+            elif version == (2, 0):
+                shape, fortran, dtype = npy_format.read_array_header_2_0(f)
+            else:
+                raise ValueError(f"unsupported .npy version {version}")
+            return shape, fortran, dtype, f.tell()
+    except (OSError, ValueError, EOFError, SyntaxError) as exc:
+        raise InputError(f"{path}: not a readable .npy file ({exc})") from None
+
+
+class NpyStream(FeatureStream):
+    """Columns of an (n, p) float32/float64 ``.npy`` file, by memory map.
+
+    The header is parsed and the file size checked against it up front, so a wrong
+    dtype, a non-2-D or empty array, or a truncated file fails at once with an
+    InputError naming the path.  Blocks are float64 whatever the file's float type.
+    """
+
+    def __init__(self, path, *, block_size: int = 256, shuffle: bool = False,
+                 seed: int = 0):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+        self.path = Path(path)
+        shape, self.fortran_order, dtype, self._offset = _read_header(self.path)
+        if dtype.kind != "f" or dtype.itemsize not in (4, 8):
+            raise InputError(f"{self.path}: dtype {dtype} is not float32 or float64")
+        try:
+            self.n_samples, self.n_features = check_design_shape(shape, "the array")
+        except InputError as exc:
+            raise InputError(f"{self.path}: {exc}") from None
+        self._dtype = dtype
+        self._column_bytes = self.n_samples * dtype.itemsize
+        self._open()
+
+    def _open(self) -> None:
+        n, p, path = self.n_samples, self.n_features, self.path
+        expected = self._offset + n * p * self._dtype.itemsize
+        try:
+            with open(path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size != expected:
+                    raise InputError(f"{path}: file has {size} bytes but its header "
+                                     f"needs {expected} (truncated or corrupt)")
+                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except OSError as exc:
+            raise InputError(f"{path}: cannot map the file ({exc})") from None
+        data = np.frombuffer(self._mm, self._dtype, count=n * p, offset=self._offset)
+        # Fortran: column j is row j of a (p, n) array; C: an ordinary (n, p) array.
+        self._data = data.reshape((p, n) if self.fortran_order else (n, p))
+        if not self.shuffle and self.fortran_order:
+            self._advise(getattr(mmap, "MADV_SEQUENTIAL", None), 0, len(self._mm))
+
+    def __getstate__(self) -> dict:
+        # A mapping cannot be pickled: ship the path and reopen it on the other side.
+        return {k: v for k, v in self.__dict__.items() if k not in ("_mm", "_data")}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+        self._open()
+
+    def _advise(self, option, start: int, stop: int) -> None:
+        """madvise(option) on [start, stop), start rounded down to a page boundary
+        (the kernel rounds the length up); a no-op where the platform lacks it."""
+        if option is None or not hasattr(self._mm, "madvise"):
+            return
+        start -= start % _PAGE
+        stop = min(stop, len(self._mm))
+        if stop > start:
+            self._mm.madvise(option, start, stop - start)
+
+    def _read(self, indices: np.ndarray) -> np.ndarray:
+        if self.fortran_order:
+            block = self._data[indices]  # gathers b contiguous columns (a copy)
+            starts = self._offset + np.sort(indices) * self._column_bytes
+            ends = starts + self._column_bytes
+            cut = np.flatnonzero(starts[1:] > ends[:-1]) + 1  # runs of adjacent columns
+            firsts, lasts = np.r_[0, cut], np.r_[cut, len(starts)] - 1
+            for first, last in zip(firsts, lasts, strict=True):
+                self._drop(int(starts[first]), int(ends[last]))
+        else:
+            block = self._data[:, indices].T  # a copy, strided over all n rows
+            item, p = self._dtype.itemsize, self.n_features
+            lo, hi = int(indices.min()), int(indices.max()) + 1
+            self._drop(self._offset + lo * item,
+                       self._offset + ((self.n_samples - 1) * p + hi) * item)
+        return block
+
+    def _drop(self, start: int, stop: int) -> None:
+        """Unmap the pages of [start, stop) just copied (page cache keeps them)."""
+        self._advise(getattr(mmap, "MADV_DONTNEED", None), start, stop)
