@@ -139,6 +139,9 @@ def run_sequential(args) -> dict:
         "timings": {"seconds": result.seconds,
                     "us_per_step": 1e6 * result.seconds / max(result.n_steps, 1)},
         "memory": {"kept_set_bytes": result.kept_bytes},
+        "trace": {"steps": [t[0] for t in result.trace],
+                  "seconds": [t[1] for t in result.trace],
+                  "objective": [t[2] for t in result.trace]},
     }
     if result.scale is not None:
         payload["standardization"] = {"mean": result.mean, "scale": result.scale}

@@ -106,10 +106,10 @@ class ServerMonitor:
             "asy": {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
                     "staleness": server.staleness_stats(),
                     "u_check_max_abs_diff": difference,
-                    "workers": workers,
-                    "trace": {"clock": [c for c, _, _ in self.trace],
-                              "seconds": [t for _, t, _ in self.trace],
-                              "objective": [v for _, _, v in self.trace]}},
+                    "workers": workers},
+            "trace": {"steps": [c for c, _, _ in self.trace],
+                      "seconds": [t for _, t, _ in self.trace],
+                      "objective": [v for _, _, v in self.trace]},
         }
         if self.record_order:
             payload["asy"]["order"] = self.order

@@ -29,6 +29,7 @@ class OSResult:
     n_steps: int = 0
     seconds: float = 0.0
     kept_bytes: int = 0           # memory of the kept set: O(n·s)
+    trace: list = field(default_factory=list)  # (steps, seconds, loss), ~200 points
     scale: np.ndarray | None = None   # per selected feature, when standardized
     mean: np.ndarray | None = None
 
@@ -64,12 +65,18 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     kept = KeptSet(stream.n_samples, s)
     state = step.state(loss, stream.n_samples, s)
     result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
+    trace_every = max(1, epochs * stream.n_features // 200)
+    next_trace = trace_every
     start = time.perf_counter()
     for epoch in range(epochs):
         before = state[6]
         for block_index, block in stream.blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
             result.n_steps += len(block_index)
+            if result.n_steps >= next_trace:  # ~200 points, whatever p is
+                next_trace += trace_every
+                result.trace.append((result.n_steps, time.perf_counter() - start,
+                                     loss_value(int(loss), kept.contribution, y)))
             if progress is not None:
                 progress(len(block_index))
         result.objective.append(float(loss_value(int(loss), kept.contribution, y)))

@@ -6,7 +6,7 @@ worker → server (a 4-slot float64 header, then the payload):
 | tag   | header                              | payload                          |
 |-------|-------------------------------------|----------------------------------|
 | PULL  | 0 0 0 0                             | —                                |
-| PUSH  | version feature 0 0                 | Δu (n)                           |
+| PUSH  | version feature more 0          | Δu (n); more = 1: and pull again |
 | FINAL | k steps compute_s comm_s            | indices (k), weights (k), X_S w_S (n) |
 | ERROR | —                                   | UTF-8 text (MPI.BYTE)            |
 
@@ -89,6 +89,8 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
         elif tag == PUSH_TAG:
             _, granted = server.push(worker, buf[HEADER:count])
             monitor.on_push(server, worker, int(buf[1]))
+            if buf[2]:  # the worker's next pull rides on its push
+                granted += server.request_pull(worker)
         elif tag == FINAL_TAG:
             k = int(buf[0])
             granted = server.finish(worker, buf[HEADER:HEADER + k].astype(np.int64),
@@ -132,25 +134,33 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) ->
     loop = worker_loop(shard, y, config.budgets[worker], config.loss, eta, m,
                        config.epochs)
     request = next(loop)
+    pending = None   # a push not yet sent: it goes out with the next pull
     while True:
         start = time.perf_counter()
         if request is PULL:
-            comm.Send([header, MPI.DOUBLE], dest=0, tag=PULL_TAG)
+            if pending is None:
+                comm.Send([header, MPI.DOUBLE], dest=0, tag=PULL_TAG)
+            else:
+                pending[2] = 1.0
+                comm.Send([pending, MPI.DOUBLE], dest=0, tag=PUSH_TAG)
+                pending = None
             _wait(comm.Irecv([view, MPI.DOUBLE], source=0, tag=VIEW_TAG))
             communicate += time.perf_counter() - start
             request = loop.send((view[HEADER:], int(view[0])))
         elif isinstance(request, Push):
-            out[0], out[1] = request.version, request.feature
+            out[0], out[1], out[2] = request.version, request.feature, 0.0
             out[HEADER:] = request.delta
-            comm.Send([out, MPI.DOUBLE], dest=0, tag=PUSH_TAG)
-            communicate += time.perf_counter() - start
+            pending = out
             request = next(loop)
         elif isinstance(request, Final):
+            if pending is not None:
+                comm.Send([pending, MPI.DOUBLE], dest=0, tag=PUSH_TAG)
             k = request.selected.size
             final = np.concatenate([[k, request.steps, request.compute_seconds,
                                      communicate], request.selected.astype(np.float64),
                                     request.weights, request.contribution])
             comm.Send([final, MPI.DOUBLE], dest=0, tag=FINAL_TAG)
+            communicate += time.perf_counter() - start
             return
 
 

@@ -1,0 +1,89 @@
+"""Speedup of Asy-OS over MPI against sequential OS, measured side by side in one run.
+
+The paper's Fig. 3 protocol (spec §5.7): n = 1000, p = 8192, s = 64 regression.  The data
+is written once in the feature-major layout; sequential OS (``python -m asyos.run``) and
+Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run on it, one after the
+other.  For each run: time to reach a fixed training objective (the one sequential OS
+has after its first epoch), the speedup T_sequential / T_q, recall, and the workers'
+compute / communication split per step.
+
+    python benchmarks/speedup.py [--workers 1 2 4 8 11] [--p 8192] [--s 64] [--n 1000]
+"""
+
+import argparse
+import json
+from pathlib import Path
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+from asyos.datasets import make_regression
+
+
+def run(command, out: Path) -> dict:
+    proc = subprocess.run(command + ["--quiet", "--out", str(out)], capture_output=True,
+                          text=True, timeout=1800)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")
+    return json.loads(out.read_text())
+
+
+def time_to(result: dict, threshold: float) -> float:
+    trace = result["trace"]
+    for seconds, value in zip(trace["seconds"], trace["objective"]):
+        if value <= threshold:
+            return seconds
+    return float("inf")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4, 8, 11])
+    parser.add_argument("--p", type=int, default=8192)
+    parser.add_argument("--s", type=int, default=64)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("--epochs", type=int, default=2)
+    args = parser.parse_args()
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        problem = make_regression(p=args.p, s=args.s, n=args.n, seed=0)
+        np.save(tmp / "X.npy", np.asfortranarray(problem.X))
+        np.save(tmp / "y.npy", problem.y)
+        job = ["-m", "asyos.run", "--data", str(tmp / "X.npy"), "--labels",
+               str(tmp / "y.npy"), "-s", str(args.s), "--epochs", str(args.epochs)]
+        results = {"sequential": run([sys.executable, *job], tmp / "seq.json")}
+        for q in args.workers:
+            results[f"q={q}"] = run([mpiexec, "-n", str(q + 1), sys.executable, *job],
+                                    tmp / f"q{q}.json")
+    seq = results["sequential"]
+    per_epoch = args.p
+    threshold = next(v for k, v in zip(seq["trace"]["steps"], seq["trace"]["objective"])
+                     if k >= per_epoch)
+    t_seq = time_to(seq, threshold)
+    print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs; threshold "
+          f"objective {threshold:.4g} (sequential OS after one epoch)")
+    print(f"{'run':>12} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
+          f"{'compute us/step':>16} {'comm us/step':>13} {'max stale':>9}")
+    support = set(problem.support.tolist())
+    for name, result in results.items():
+        t = time_to(result, threshold)
+        rec = len(support & set(result["selected"])) / len(support)
+        compute = comm = stale = ""
+        if "asy" in result:
+            workers = result["asy"]["workers"]
+            steps = sum(w["steps"] for w in workers)
+            compute = f"{1e6 * sum(w['compute_seconds'] for w in workers) / steps:.1f}"
+            comm = f"{1e6 * sum(w['communicate_seconds'] for w in workers) / steps:.1f}"
+            stale = str(result["asy"]["staleness"]["max"])
+        else:
+            compute = f"{result['timings']['us_per_step']:.1f}"
+        print(f"{name:>12} {result['timings']['seconds']:8.2f} {t:9.2f} "
+              f"{t_seq / t:8.2f} {rec:7.3f} {compute:>16} {comm:>13} {stale:>9}")
+
+
+if __name__ == "__main__":
+    main()
