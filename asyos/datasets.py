@@ -15,7 +15,7 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["Problem", "paper_n", "make_regression", "make_classification"]
+__all__ = ["Problem", "make_classification", "make_regression", "paper_n"]
 
 
 def _check_int(name: str, value, low: int) -> int:

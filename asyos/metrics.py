@@ -11,8 +11,14 @@ import numpy as np
 
 from .errors import InputError
 
-__all__ = ["recall", "refit_least_squares", "refit_squared_hinge", "recovery_error",
-           "classification_error", "evaluate"]
+__all__ = [
+    "classification_error",
+    "evaluate",
+    "recall",
+    "recovery_error",
+    "refit_least_squares",
+    "refit_squared_hinge",
+]
 
 
 def _indices(selected, p: int | None = None, name: str = "selected") -> np.ndarray:
@@ -20,13 +26,15 @@ def _indices(selected, p: int | None = None, name: str = "selected") -> np.ndarr
     arr = np.asarray(selected).ravel()
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind not in "iu":
-        if arr.dtype.kind != "f" or not np.all(np.isfinite(arr)) or np.any(
-                arr != np.round(arr)):
-            raise InputError(f"{name} must hold integer feature indices")
+    integral = arr.dtype.kind in "iu" or (arr.dtype.kind == "f"
+                                          and np.all(np.isfinite(arr))
+                                          and np.all(arr == np.round(arr)))
+    if not integral:
+        raise InputError(f"{name} must hold integer feature indices")
     idx = np.unique(arr.astype(np.int64))
     if idx[0] < 0 or (p is not None and idx[-1] >= p):
-        raise InputError(f"{name} holds an index outside 0..{'p-1' if p is None else p - 1}")
+        top = "p-1" if p is None else p - 1
+        raise InputError(f"{name} holds an index outside 0..{top}")
     return idx
 
 
@@ -125,12 +133,13 @@ def refit_squared_hinge(X, y, selected, ridge: float = 1e-6,
 
 
 def recovery_error(X, y, selected, w_true) -> float:
-    """‖ŵ_refit − w*‖₂ / ‖w*‖₂ with the least-squares refit (spec §5.4); the absolute
-    error if w* = 0."""
+    """‖ŵ_refit − w*‖₂ / ‖w*‖₂ with the least-squares refit (spec §5.4); the
+    absolute error if w* = 0."""
     w_hat = refit_least_squares(X, y, selected)
     w_true = np.asarray(w_true, dtype=np.float64)
     if w_true.shape != w_hat.shape:
-        raise InputError(f"w_true must have length p = {w_hat.size}, got {w_true.shape}")
+        raise InputError(f"w_true must have length p = {w_hat.size}, "
+                         f"got shape {w_true.shape}")
     norm = float(np.linalg.norm(w_true))
     err = float(np.linalg.norm(w_hat - w_true))
     return err / norm if norm > 0 else err

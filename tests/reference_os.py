@@ -56,3 +56,15 @@ def os_reference(X, y, s, eta, m=1.0, epochs=2, loss="squared", order=None):
         for j in order:
             S, W, _ = os_step(X, y, S, W, int(j), s, eta, m, loss)
     return S, W
+
+
+def toy_problem(loss, n=50, p=70, s=6, seed=0):
+    """Gaussian X, an s-sparse truth, labels for ``loss`` (signs for classification)."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    w = np.zeros(p)
+    w[rng.choice(p, s, replace=False)] = rng.standard_normal(s)
+    y = X @ w + 0.1 * rng.standard_normal(n)
+    if loss != "squared":
+        y = np.where(y >= 0, 1.0, -1.0)
+    return X, y

@@ -5,9 +5,14 @@ import pytest
 
 from asyos.datasets import Problem, _sign, make_classification, make_regression, paper_n
 from asyos.errors import InputError
-from asyos.metrics import (classification_error, evaluate, recall, recovery_error,
-                           refit_least_squares, refit_squared_hinge)
-
+from asyos.metrics import (
+    classification_error,
+    evaluate,
+    recall,
+    recovery_error,
+    refit_least_squares,
+    refit_squared_hinge,
+)
 
 # --- datasets ---------------------------------------------------------------------
 
@@ -71,11 +76,11 @@ def test_sign_of_zero_is_plus_one():
 
 
 @pytest.mark.parametrize("kwargs", [
-    dict(s=0), dict(s=11, p=10), dict(p=0), dict(n=0), dict(noise=-0.1),
-    dict(noise=float("nan")), dict(s=2.5), dict(p=True), dict(n=10.0),
+    {"s": 0}, {"s": 11, "p": 10}, {"p": 0}, {"n": 0}, {"noise": -0.1},
+    {"noise": float("nan")}, {"s": 2.5}, {"p": True}, {"n": 10.0},
 ])
 def test_bad_arguments_raise_input_error(kwargs):
-    args = dict(p=10, s=3, n=20)
+    args = {"p": 10, "s": 3, "n": 20}
     args.update(kwargs)
     with pytest.raises(InputError):
         make_regression(**args)

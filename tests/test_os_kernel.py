@@ -12,15 +12,7 @@ import reference_os as ref
 LOSSES = ["squared", "squared_hinge", "logistic"]
 
 
-def _problem(loss, n, p, s, seed):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, p))
-    w = np.zeros(p)
-    w[rng.choice(p, s, replace=False)] = rng.standard_normal(s)
-    y = X @ w + 0.1 * rng.standard_normal(n)
-    if loss != "squared":
-        y = np.where(y >= 0, 1.0, -1.0)
-    return X, y
+_problem = ref.toy_problem
 
 
 def _run_kernel(X, y, s, eta, m, epochs, loss, order=None, check=None):

@@ -16,6 +16,7 @@ class Selection:
     name: str
 
 
-from .iht import fit_iht  # noqa: E402  (iht imports Selection from here)
+# Imported last: iht imports Selection from this module.
+from .iht import fit_iht
 
 __all__ = ["Selection", "fit_iht"]

@@ -14,7 +14,7 @@ from ..core.losses import Loss, loss_grad
 from ..errors import InputError
 from . import Selection
 
-__all__ = ["hard_threshold", "spectral_norm_sq", "fit_iht"]
+__all__ = ["fit_iht", "hard_threshold", "spectral_norm_sq"]
 
 
 def _top_s(v: np.ndarray, s: int) -> np.ndarray:
@@ -23,7 +23,8 @@ def _top_s(v: np.ndarray, s: int) -> np.ndarray:
 
 
 def hard_threshold(v, s: int) -> np.ndarray:
-    """H_s(v): keep the s entries of largest |v_i| (ties: lower index), zero the rest."""
+    """H_s(v): keep the s entries of largest |v_i| (ties: lower index first), zero
+    the rest; the tie rule makes the projection deterministic."""
     if isinstance(s, bool) or not isinstance(s, Integral) or s < 0:
         raise InputError(f"s must be an integer >= 0, got {s!r}")
     v = np.asarray(v, dtype=np.float64)
