@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from ..core.kept_set import KeptSet
+from ..core.kept_set import KeptSet, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_labels, check_sparsity
@@ -62,6 +62,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     step = StepSize.parse(eta, m)
     m = step.block_factor(stream.n_samples, s)
 
+    warm_up()
     kept = KeptSet(stream.n_samples, s)
     state = step.state(loss, stream.n_samples, s)
     result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))

@@ -21,6 +21,7 @@ import time
 import numpy as np
 from mpi4py import MPI
 
+from ..core.kept_set import warm_up
 from ..core.server_state import ServerState
 from ..errors import InputError
 from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
@@ -186,6 +187,7 @@ def run(comm, open_worker_data, open_server_labels, config_factory,
             shard, y, n_features = open_worker_data(q, rank - 1)
             nu = first_block_nu(shard)
         config = config_factory(q, n_features)
+        warm_up()
     except InputError as exc:
         error = str(exc)
     error, nu = _agree(comm, error, nu)
