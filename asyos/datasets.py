@@ -14,8 +14,11 @@ from numbers import Integral, Real
 import numpy as np
 
 from .errors import InputError
+from .metrics import classification_error, recovery_error
+from .streams import GaussianStream
 
-__all__ = ["Problem", "make_classification", "make_regression", "paper_n"]
+__all__ = ["Problem", "StreamProblem", "make_classification", "make_regression",
+           "paper_n", "stream_problem"]
 
 
 def _check_int(name: str, value, low: int) -> int:
@@ -89,6 +92,13 @@ def _sparse_truth(rng, p: int, s: int) -> tuple[np.ndarray, np.ndarray]:
     return w, support
 
 
+def _check_noise(noise) -> float:
+    if isinstance(noise, bool) or not isinstance(noise, Real) or not (
+            math.isfinite(noise) and noise >= 0):
+        raise InputError(f"noise must be a finite number >= 0, got {noise!r}")
+    return float(noise)
+
+
 def _sign(v: np.ndarray) -> np.ndarray:
     """sign with sign(0) = +1 (spec §5.2 convention)."""
     return np.where(v >= 0.0, 1.0, -1.0)
@@ -98,9 +108,7 @@ def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
                     noise: float = 0.1, seed=0) -> Problem:
     """Spec §5.1: X iid N(0,1), y = X w* + N(0, noise²); n defaults to paper_n(s, p)."""
     p, s, n = _check_sizes(p, s, n)
-    if isinstance(noise, bool) or not isinstance(noise, Real) or not (
-            math.isfinite(noise) and noise >= 0):
-        raise InputError(f"noise must be a finite number >= 0, got {noise!r}")
+    noise = _check_noise(noise)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     w, support = _sparse_truth(rng, p, s)
@@ -121,3 +129,69 @@ def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
     y_test = _sign(X_test @ w)
     return Problem(X=X, y=y, w_true=w, support=support, task="classification",
                    X_test=X_test, y_test=y_test, seed=seed)
+
+
+@dataclass(frozen=True, eq=False)
+class StreamProblem:
+    """A synthetic problem whose design is a ``GaussianStream``: O(n·s) memory at any p.
+
+    Same protocol as ``make_regression`` / ``make_classification`` (spec §5.1, §5.2),
+    different random draws: column j comes from ``rng([design_seed, j])``, so a process
+    (an MPI worker, say) generates only the columns it reads.  y needs only the s
+    support columns.
+    """
+
+    stream: GaussianStream
+    y: np.ndarray
+    w_true: np.ndarray          # (p,)
+    support: np.ndarray
+    task: str
+    test_stream: GaussianStream | None = None
+    y_test: np.ndarray | None = None
+
+    def evaluate(self, selected) -> dict:
+        """``metrics.evaluate`` computed from the selected and true columns only.
+
+        The refit and the errors involve only columns in selected ∪ support (w* is zero
+        elsewhere), so they are exact on that small sub-design.
+        """
+        selected = np.unique(np.asarray(selected, dtype=np.int64))
+        union = np.union1d(selected, self.support)
+        X = self.stream.columns(union).T
+        position = np.searchsorted(union, selected)
+        hits = np.intersect1d(selected, self.support).size
+        out = {"recall": hits / self.support.size}
+        if self.task == "regression":
+            out["recovery_error"] = recovery_error(X, self.y, position,
+                                                   self.w_true[union])
+        else:
+            X_test = self.test_stream.columns(union).T
+            out["test_error"] = classification_error(X, self.y, position, X_test,
+                                                     self.y_test)
+        return out
+
+
+def stream_problem(task: str = "regression", p: int = 2000, s: int = 100,
+                   n: int | None = None, noise: float = 0.1, seed: int = 0,
+                   **stream_options) -> StreamProblem:
+    """The paper's synthetic problem with a generated design (``StreamProblem``).
+
+    ``stream_options`` (block_size, shuffle, seed of the order) go to the stream; the
+    order's seed defaults to ``seed``.
+    """
+    p, s, n = _check_sizes(p, s, n)
+    seed = _check_int("seed", seed, 0)
+    noise = _check_noise(noise)
+    if task not in ("regression", "classification"):
+        raise InputError(f"unknown task {task!r}; expected regression or classification")
+    stream_options.setdefault("seed", seed)
+    stream = GaussianStream(n, p, design_seed=2 * seed, **stream_options)
+    w, support = _sparse_truth(np.random.default_rng([seed, p, s]), p, s)
+    u = stream.columns(support).T @ w[support]
+    if task == "regression":
+        noise_rng = np.random.default_rng([seed, p, s, 1])
+        return StreamProblem(stream, u + noise * noise_rng.standard_normal(n),
+                             w, support, task)
+    test = GaussianStream(n, p, design_seed=2 * seed + 1)
+    y_test = _sign(test.columns(support).T @ w[support])
+    return StreamProblem(stream, _sign(u), w, support, task, test, y_test)

@@ -2,7 +2,9 @@
 
 With no ``--data`` it runs the embedded default: the paper's synthetic regression
 protocol (spec §5.1: p = 2000, s = 100, n = ⌈1.2·s·log2 p⌉, noise sd 0.1) whose true
-support is known, and prints the recall.
+support is known, and prints the recall.  Its design is generated column by column
+(``datasets.stream_problem``), so no process ever holds X: an MPI worker generates only
+its shard, and the server only the s true columns it needs to make y.
 """
 
 import argparse
@@ -14,14 +16,13 @@ import numpy as np
 
 from ..core.losses import Loss
 from ..core.validate import check_labels
-from ..datasets import make_classification, make_regression
+from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..io.results import write_result
-from ..metrics import evaluate
 from ..solvers.asy import AsyConfig
 from ..solvers.sequential import fit_os
-from ..streams import ArrayStream, FeatureStream
+from ..streams import FeatureStream
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
 
@@ -76,9 +77,9 @@ def load_job(args) -> Job:
     if args.data is None:
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
-        make = make_regression if kind == "regression" else make_classification
-        problem = make(p=args.features, s=s, seed=args.seed)
-        stream = ArrayStream(problem.X, shuffle=args.shuffle, seed=args.seed)
+        problem = stream_problem(kind, p=args.features, s=s, seed=args.seed,
+                                 shuffle=args.shuffle)
+        stream = problem.stream
         default_loss = "squared" if kind == "regression" else "squared_hinge"
         y, truth, source = problem.y, problem, f"synthetic {kind}"
     else:
@@ -109,7 +110,7 @@ def _finish(args, job: Job, payload: dict) -> dict:
     payload["config"] = _config(args, job, job.s)
     if job.truth is not None:
         payload["truth"] = {"support": job.truth.support,
-                            **evaluate(job.truth, np.asarray(payload["selected"]))}
+                            **job.truth.evaluate(payload["selected"])}
     if args.out:
         write_result(args.out, payload)
     return payload
@@ -249,4 +250,7 @@ def guarded(action) -> int:
     except KeyboardInterrupt:
         print("asyos: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
     return 0

@@ -14,12 +14,14 @@ import numpy as np
 from ..errors import InputError
 from .array import ArrayStream
 from .base import FeatureStream
+from .gaussian import GaussianStream
 from .generator import GeneratorStream
 from .npy import NpyStream, save_feature_major
 from .sparse import SparseStream
 from .standardize import Standardized
 
-__all__ = ["ArrayStream", "FeatureStream", "GeneratorStream", "NpyStream",
+__all__ = ["ArrayStream", "FeatureStream", "GaussianStream", "GeneratorStream",
+           "NpyStream",
            "SparseStream", "Standardized", "as_stream", "save_feature_major"]
 
 

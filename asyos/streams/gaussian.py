@@ -1,0 +1,32 @@
+"""A Gaussian design generated column by column: X never exists anywhere.
+
+Column j is ``default_rng([seed, j]).standard_normal(n)``, so any process can produce
+any column, in any order, in O(n) memory: the synthetic problems of the paper (spec
+§5.1) at any p, and Asy-OS workers that generate only their own shard (spec §7.1.2:
+"the stream can regenerate column j from rng(seed, j)").
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .array import check_design_shape
+from .base import FeatureStream, check_int
+
+
+class GaussianStream(FeatureStream):
+    """iid N(0, 1) columns of an (n, p) design, regenerated on demand from a seed."""
+
+    def __init__(self, n_samples: int, n_features: int, *, design_seed: int = 0,
+                 block_size: int = 256, shuffle: bool = False, seed: int = 0):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+        self.n_samples, self.n_features = check_design_shape(
+            (n_samples, n_features), "the Gaussian design")
+        self.design_seed = check_int("design_seed", design_seed, 0)
+
+    def _read(self, indices: np.ndarray) -> np.ndarray:
+        block = np.empty((len(indices), self.n_samples))
+        for k, j in enumerate(indices):
+            np.random.default_rng([self.design_seed, int(j)]).standard_normal(
+                out=block[k])
+        return block
