@@ -9,6 +9,7 @@ from asyos import fit_os
 from asyos.core.kept_set import KeptSet
 from asyos.core.losses import Loss
 from asyos.datasets import make_regression
+from asyos.errors import InputError
 from asyos.metrics import recall
 from asyos.solvers.asy import AsyConfig
 from asyos.streams import ArrayStream
@@ -112,3 +113,9 @@ def test_quality_close_to_sequential_on_the_paper_protocol():
         asy_recall = recall(payload["selected"], problem.support)
         os_recall = recall(sequential.selected, problem.support)
         assert asy_recall >= os_recall - 0.08, (asy_recall, os_recall)
+
+
+@pytest.mark.mpi(min_size=2)
+def test_fewer_than_two_ranks_is_refused():
+    with pytest.raises(InputError, match="at least 2 MPI ranks"):
+        transport.run(MPI.COMM_SELF, None, None, None)
