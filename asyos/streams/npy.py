@@ -89,14 +89,6 @@ class NpyStream(FeatureStream):
         if not self.shuffle and self.fortran_order:
             self._advise(getattr(mmap, "MADV_SEQUENTIAL", None), 0, len(self._mm))
 
-    def __getstate__(self) -> dict:
-        # A mapping cannot be pickled: ship the path and reopen it on the other side.
-        return {k: v for k, v in self.__dict__.items() if k not in ("_mm", "_data")}
-
-    def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
-        self._open()
-
     def _advise(self, option, start: int, stop: int) -> None:
         """madvise(option) on [start, stop), start rounded down to a page boundary
         (the kernel rounds the length up); a no-op where the platform lacks it."""
