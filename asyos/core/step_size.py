@@ -81,13 +81,17 @@ class StepSize:
             return block_kappa(n_samples, capacity) / BLOCK_FACTOR
         return 1.0
 
+    def coefficient(self, loss: Loss, n_samples: int, capacity: int) -> float:
+        """The rule's η · ν_max: min(1, m · BLOCK_FACTOR / κ) / curv."""
+        m = self.block_factor(n_samples, capacity)
+        return min(1.0, m * BLOCK_FACTOR / block_kappa(n_samples, capacity)) / \
+            loss.curvature
+
     def state(self, loss: Loss, n_samples: int, capacity: int) -> np.ndarray:
         """[eta, adaptive, coef, nu_max, shrink, f_prev, substitutions] for ``os_block``.
 
         With ``adaptive`` set the kernel keeps η = shrink · coef / ν_max.
         """
-        m = self.block_factor(n_samples, capacity)
-        coef = min(1.0, m * BLOCK_FACTOR / block_kappa(n_samples, capacity))
-        coef /= loss.curvature
+        coef = self.coefficient(loss, n_samples, capacity)
         eta = 0.0 if self.eta is None else self.eta
         return np.array([eta, float(self.eta is None), coef, 0.0, 1.0, np.inf, 0.0])

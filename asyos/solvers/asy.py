@@ -55,7 +55,7 @@ class AsyConfig:
         m = rule.block_factor(n_samples, self.s)
         if self.eta is not None:
             return self.eta, m
-        coef = rule.state(self.loss, n_samples, self.s)[2]
+        coef = rule.coefficient(self.loss, n_samples, self.s)
         return coef / max(nu_max, np.finfo(float).tiny), m
 
 
