@@ -84,3 +84,14 @@ def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):
                     "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
     assert proc.returncode != 0
     assert "feature 650 contains NaN or inf" in proc.stderr
+
+
+def test_launch_script_runs_sequential_and_mpi():
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
+    env["ASYOS_PYTHON"] = sys.executable
+    for args, marker in [((), "OS on synthetic"), (("-n", "3"), "Asy-OS: 2 workers")]:
+        proc = subprocess.run(["bash", str(ROOT / "launch.sh"), *args, "-p", "200",
+                               "-s", "6", "--quiet"], capture_output=True, text=True,
+                              timeout=TIMEOUT, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert marker in proc.stdout
