@@ -119,3 +119,17 @@ def test_bad_input_in_a_real_process_has_no_traceback(data):
 def test_argument_errors_exit_2():
     proc = _cli("--epochs", "two")
     assert proc.returncode == 2 and "invalid int value" in proc.stderr
+
+
+def test_shuffle_and_standardize_flags(data, tmp_path, capsys):
+    X = np.load(data / "X.npy") * np.linspace(0.5, 20, 30) + 5.0
+    np.save(tmp_path / "scaled.npy", X)
+    out = tmp_path / "r.json"
+    assert main(["--data", str(tmp_path / "scaled.npy"), "--labels",
+                 str(data / "y.npy"), "-s", "2", "--epochs", "5", "--standardize",
+                 "--shuffle", "--seed", "3", "--quiet", "--out", str(out)]) == 0
+    assert "selected 2 features: 3 7" in capsys.readouterr().out
+    result = json.loads(out.read_text())
+    assert result["config"]["shuffle"] and result["config"]["standardize"]
+    np.testing.assert_allclose(result["standardization"]["mean"],
+                               X[:, [3, 7]].mean(axis=0))
