@@ -1,7 +1,7 @@
 """``asyos run`` / ``python -m asyos.run``: select features from data or a synthetic problem.
 
 With no ``--data`` it runs the embedded default: the paper's synthetic regression
-protocol (spec §5.1: p = 2000, s = 100, n = ⌈1.2·s·log2 p⌉, noise sd 0.1) whose true
+protocol (spec §5.1: p = 2000, s = 100, n = round(1.2·s·log2 p), noise sd 0.1) whose true
 support is known, and prints the recall.  Its design is generated column by column
 (``datasets.stream_problem``), so no process ever holds X: an MPI worker generates only
 its shard, and the server only the s true columns it needs to make y.
