@@ -12,11 +12,11 @@ compute / communication split per step.
 
 import argparse
 import json
-from pathlib import Path
 import shutil
 import subprocess
 import sys
 import tempfile
+from pathlib import Path
 
 import numpy as np
 

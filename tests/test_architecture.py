@@ -1,9 +1,9 @@
 """The layering of docs/architecture.md, enforced with import-linter."""
 
-from pathlib import Path
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 

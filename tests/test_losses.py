@@ -1,10 +1,9 @@
 import numpy as np
 import pytest
+import reference_os as ref
 
 from asyos.core.losses import Loss, loss_grad, loss_value
 from asyos.errors import InputError
-
-import reference_os as ref
 
 LOSSES = ["squared", "squared_hinge", "logistic"]
 

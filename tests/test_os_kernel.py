@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+import reference_os as ref
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asyos.core.kept_set import KeptSet
 from asyos.core.losses import Loss
-
-import reference_os as ref
 
 LOSSES = ["squared", "squared_hinge", "logistic"]
 

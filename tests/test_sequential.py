@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+import reference_os as ref
 
 from asyos import InputError, fit_os
 from asyos.baselines import fit_iht
@@ -9,8 +10,6 @@ from asyos.core.losses import Loss, loss_value
 from asyos.datasets import make_regression
 from asyos.metrics import recall
 from asyos.streams import ArrayStream
-
-import reference_os as ref
 
 LOSSES = ["squared", "squared_hinge", "logistic"]
 

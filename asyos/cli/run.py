@@ -8,9 +8,9 @@ its shard, and the server only the s true columns it needs to make y.
 """
 
 import argparse
-from dataclasses import dataclass
 import os
 import sys
+from dataclasses import dataclass
 
 import numpy as np
 

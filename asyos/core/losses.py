@@ -5,10 +5,9 @@ compiled OS kernel can take it as a plain integer; the branch on the code sits o
 the per-sample loops.
 """
 
-from enum import IntEnum
 import math
+from enum import IntEnum
 
-import numpy as np
 from numba import njit
 
 from ..errors import InputError

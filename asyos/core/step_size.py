@@ -22,8 +22,8 @@ On the paper's regression protocol (p = 2000, s = 100, 2 epochs) this lifts mean
 recall from 0.915 (η = 0.9/L̂_F, m = 1) to 0.94 (docs/architecture.md).
 """
 
-from dataclasses import dataclass
 import math
+from dataclasses import dataclass
 
 import numpy as np
 

@@ -5,8 +5,8 @@ A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
 it for the results payload: the same JSON whatever moved the bytes.
 """
 
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 

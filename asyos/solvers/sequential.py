@@ -4,8 +4,8 @@ Drives the compiled kernel block by block and epoch by epoch.  Holds y, u and th
 set: O(n·s) memory whatever p is; X is never held.
 """
 
-from dataclasses import dataclass, field
 import time
+from dataclasses import dataclass, field
 
 import numpy as np
 

@@ -11,8 +11,8 @@ Each iteration: pull û, one OS step of ``os_step`` on the worker's kept set plu
 feature with gradients at û, push Δu = X_S(t) w_S(t) − (its previous contribution).
 """
 
-from dataclasses import dataclass
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
