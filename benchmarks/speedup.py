@@ -4,8 +4,10 @@ The paper's Fig. 3 protocol (spec §5.7): n = 1000, p = 8192, s = 64 regression.
 is written once in the feature-major layout; sequential OS (``python -m asyos.run``) and
 Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run on it, one after the
 other.  For each run: time to reach a fixed training objective (the one sequential OS
-has after its first epoch), the speedup T_sequential / T_q, recall, and the workers'
-compute / communication split per step.
+has after its first epoch), the speedup T_sequential / T_q, recall, the workers'
+split of a step (µs in the kernel, reading their shard, communicating: sending and
+waiting for views) and the staleness recorded by the server.  ``--pipeline`` runs
+several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop).
 
     python benchmarks/speedup.py [--workers 1 2 4 8 11] [--p 8192] [--s 64] [--n 1000]
 """
@@ -46,6 +48,9 @@ def main():
     parser.add_argument("--s", type=int, default=64)
     parser.add_argument("--n", type=int, default=1000)
     parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
+                        metavar="WINDOW:BATCH", help="Asy-OS pipelines to run for each "
+                        "q (asyos run --window/--batch); 1:1 is the plain loop")
     args = parser.parse_args()
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
@@ -57,8 +62,12 @@ def main():
                str(tmp / "y.npy"), "-s", str(args.s), "--epochs", str(args.epochs)]
         results = {"sequential": run([sys.executable, *job], tmp / "seq.json")}
         for q in args.workers:
-            results[f"q={q}"] = run([mpiexec, "-n", str(q + 1), sys.executable, *job],
-                                    tmp / f"q{q}.json")
+            for pipeline in args.pipeline:
+                window, batch = pipeline.split(":")
+                name = f"q={q}" + ("" if pipeline == "auto:auto" else f" {pipeline}")
+                results[name] = run([mpiexec, "-n", str(q + 1), sys.executable, *job,
+                                     "--window", window, "--batch", batch],
+                                    tmp / f"q{q}-{window}-{batch}.json")
     seq = results["sequential"]
     per_epoch = args.p
     threshold = next(v for k, v in zip(seq["trace"]["steps"], seq["trace"]["objective"])
@@ -66,23 +75,26 @@ def main():
     t_seq = time_to(seq, threshold)
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs; threshold "
           f"objective {threshold:.4g} (sequential OS after one epoch)")
-    print(f"{'run':>12} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
-          f"{'compute us/step':>16} {'comm us/step':>13} {'max stale':>9}")
+    print(f"{'run':>14} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
+          f"{'compute':>8} {'read':>6} {'comm':>6} {'mean/max stale':>15}")
     support = set(problem.support.tolist())
     for name, result in results.items():
         t = time_to(result, threshold)
         rec = len(support & set(result["selected"])) / len(support)
-        compute = comm = stale = ""
+        compute = read = comm = stale = ""
         if "asy" in result:
             workers = result["asy"]["workers"]
             steps = sum(w["steps"] for w in workers)
-            compute = f"{1e6 * sum(w['compute_seconds'] for w in workers) / steps:.1f}"
-            comm = f"{1e6 * sum(w['communicate_seconds'] for w in workers) / steps:.1f}"
-            stale = str(result["asy"]["staleness"]["max"])
+            compute, read, comm = (f"{1e6 * sum(w[k] for w in workers) / steps:.1f}"
+                                   for k in ("compute_seconds", "read_seconds",
+                                             "communicate_seconds"))
+            stats = result["asy"]["staleness"]
+            stale = f"{stats['mean']:.0f}/{stats['max']}"
         else:
             compute = f"{result['timings']['us_per_step']:.1f}"
-        print(f"{name:>12} {result['timings']['seconds']:8.2f} {t:9.2f} "
-              f"{t_seq / t:8.2f} {rec:7.3f} {compute:>16} {comm:>13} {stale:>9}")
+        print(f"{name:>14} {result['timings']['seconds']:8.2f} {t:9.2f} "
+              f"{t_seq / t:8.2f} {rec:7.3f} {compute:>8} {read:>6} {comm:>6} "
+              f"{stale:>15}")
 
 
 if __name__ == "__main__":

@@ -72,6 +72,9 @@ def test_setup_errors_exit_2_with_one_message(tmp_path):
     proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
                     "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
     assert proc.returncode == 2 and "n = 9" in proc.stderr
+    proc = _mpiexec(3, "-m", "asyos.run", "-p", "100", "-s", "4", "--staleness", "1",
+                    "--batch", "4", "--quiet")
+    assert proc.returncode == 2 and "--batch 4" in proc.stderr
 
 
 def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):

@@ -102,3 +102,84 @@ def test_a_lost_push_is_caught_at_assembly():
     server.push(0, np.ones(2))
     server.finish(0, [0], [1.0], 2 * np.ones(2))   # claims a push that never landed
     assert server.assemble()[2] == pytest.approx(1.0)
+
+
+def test_pipelined_pushes_count_only_the_other_workers_steps():
+    server = ServerState(2, 2, window=2, batch=4)
+    server.request_pull(0), server.request_pull(1)         # both hold view 0
+    assert server.push(0, np.ones(2), version=0, steps=3)[0] == 0
+    server.request_pull(0)                                  # answered with view 3
+    # still from view 0 (its answer may be in transit): own steps are not stale
+    assert server.push(0, np.ones(2), version=0, steps=2)[0] == 0
+    server.request_pull(0)
+    assert server.push(1, np.ones(2), version=0, steps=1)[0] == 5   # 5 of worker 0
+    assert server.clock == 6
+    assert server.staleness_stats()["histogram"] == [5, 0, 0, 0, 0, 1]
+
+
+def test_pipelining_beyond_the_window_or_batch_is_refused_untouched():
+    server = ServerState(3, 1, window=2, batch=2)
+    server.request_pull(0)
+    server.push(0, np.ones(3), version=0)
+    server.request_pull(0)
+    server.push(0, np.ones(3), version=0)
+    server.request_pull(0)
+    before = server.u.copy(), server.clock
+    with pytest.raises(ProtocolError, match="view 0"):     # a third push on view 0
+        server.push(0, np.ones(3), version=0)
+    with pytest.raises(ProtocolError, match="view 7"):     # never sent
+        server.push(0, np.ones(3), version=7)
+    with pytest.raises(ProtocolError, match="3 steps"):
+        server.push(0, np.ones(3), version=1, steps=3)
+    assert np.all(server.u == before[0]) and server.clock == before[1]
+    assert server.push(0, np.ones(3), version=1, steps=2)[0] == 0
+
+
+def test_pipelining_needs_an_unbounded_staleness():
+    with pytest.raises(ValueError, match="staleness bound"):
+        ServerState(3, 2, staleness=2, window=2)
+    with pytest.raises(ValueError, match="staleness bound"):
+        ServerState(3, 2, staleness=2, batch=3)
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=st.integers(1, 4), window=st.integers(1, 4), batch=st.integers(1, 4),
+       seed=st.integers(0, 2**31))
+def test_pipelined_staleness_is_exactly_the_other_workers_steps(q, window, batch, seed):
+    """Views answer requests after random delays; every push reports the number of
+    other workers' steps since the view it used, and u_C stays the sum of pushes."""
+    rng = np.random.default_rng(seed)
+    server = ServerState(3, q, window=window, batch=batch)
+    in_transit = [[] for _ in range(q)]       # versions answered, not yet delivered
+    current = [None] * q
+    log = []                                  # (worker, steps) per push, in order
+    total = np.zeros((q, 3))
+    for t in range(q):
+        server.request_pull(t)
+        in_transit[t].append(server.view(t)[1])
+    for _ in range(60):
+        t = int(rng.integers(q))
+        if in_transit[t] and (current[t] is None or rng.random() < 0.5):
+            current[t] = in_transit[t].pop(0)
+        elif current[t] is not None and len(in_transit[t]) < window:
+            steps = int(rng.integers(1, batch + 1))
+            delta = rng.standard_normal(3)
+            staleness, _ = server.push(t, delta, version=current[t], steps=steps)
+            others = sum(k for w, k in log_since(log, current[t]) if w != t)
+            assert staleness == others
+            log.append((t, steps))
+            total[t] += delta
+            server.request_pull(t)
+            in_transit[t].append(server.view(t)[1])
+    np.testing.assert_allclose(server.u, total.sum(0), atol=1e-12)
+    assert server.clock == sum(k for _, k in log)
+
+
+def log_since(log, version):
+    """The pushes applied after the clock read ``version`` (the clock counts steps)."""
+    clock, since = 0, []
+    for worker, steps in log:
+        if clock >= version:
+            since.append((worker, steps))
+        clock += steps
+    return since

@@ -20,7 +20,7 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..io.results import write_result
-from ..solvers.asy import AsyConfig
+from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream
 
@@ -53,6 +53,12 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
     asy.add_argument("--staleness", type=int, default=None, help="bound τ on the "
                      "number of updates between a worker's pull and push (default: none)")
+    asy.add_argument("--window", default="auto", type=_auto_or_int,
+                     help="push messages a worker may await answers to while it keeps "
+                     f"stepping ('auto': 1 with --staleness, else {PIPELINE['window']})")
+    asy.add_argument("--batch", default="auto", type=_auto_or_int,
+                     help="OS steps summed into one push ('auto': 1 with --staleness, "
+                     f"else {PIPELINE['batch']})")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
     out = parser.add_argument_group("output")
@@ -97,10 +103,15 @@ def load_job(args) -> Job:
     return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source)
 
 
+def _auto_or_int(text: str):
+    return text if text == "auto" else int(text)
+
+
 def _config(args, job: Job, s: int) -> dict:
     return {"s": s, "loss": job.loss.name.lower(), "epochs": args.epochs,
             "eta": args.eta, "m": args.m, "standardize": args.standardize,
-            "shuffle": args.shuffle, "seed": args.seed, "staleness": args.staleness}
+            "shuffle": args.shuffle, "seed": args.seed, "staleness": args.staleness,
+            "window": args.window, "batch": args.batch}
 
 
 def _finish(args, job: Job, payload: dict) -> dict:
@@ -172,6 +183,7 @@ def run_mpi(args) -> dict | None:
     def config_factory(q, n_features):
         return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
                                eta=args.eta, m=args.m, staleness=args.staleness,
+                               window=args.window, batch=args.batch,
                                n_features=n_features)
 
     try:

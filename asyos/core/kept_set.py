@@ -8,7 +8,7 @@ sequential OS run and of an Asy-OS worker.
 import numpy as np
 
 from .losses import Loss
-from .os_step import os_block, os_step
+from .os_step import os_block, os_local, os_step
 
 
 class KeptSet:
@@ -24,12 +24,14 @@ class KeptSet:
         self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
         self._g = np.zeros(self.n_samples)           # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
+        self._previous = np.zeros(self.n_samples)    # X_S w_S before a step (workers)
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the kept set: grows with n·s, never with p."""
         return sum(a.nbytes for a in (self.cols, self.index, self.weights,
-                                      self.contribution, self._g, self._gS))
+                                      self.contribution, self._g, self._gS,
+                                      self._previous))
 
     def step(self, j: int, x: np.ndarray, u_grad: np.ndarray, y: np.ndarray,
              loss: Loss, eta: float, m: float) -> int:
@@ -47,6 +49,14 @@ class KeptSet:
                              self.capacity, block, block_index, self.contribution, y,
                              int(loss), float(m), self._g, self._gS, step_state)
 
+    def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
+                  y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
+        """An Asy-OS worker's steps over a block from its view ``u_local`` (updated)."""
+        self.size = os_local(self.cols, self.index, self.weights, self.size,
+                             self.capacity, block, block_index, u_local, y, int(loss),
+                             float(eta), float(m), self._g, self._gS, self.contribution,
+                             self._previous)
+
     def selected(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices, weights) of the kept features, sorted by feature index."""
         order = np.argsort(self.index[: self.size], kind="stable")
@@ -60,11 +70,14 @@ def warm_up() -> None:
     MPI ranks that would otherwise stall each other one by one, call this first.
     """
     from .losses import loss_value
+    from .server_state import all_finite
 
+    all_finite(np.ones(2))
     y = np.ones(2)
     for loss in Loss:
         kept = KeptSet(2, 1)
         kept.step(0, np.ones(2), kept.contribution, y, loss, 0.1, 1.0)
+        kept.run_local(np.arange(1), np.ones((1, 2)), np.zeros(2), y, loss, 0.1, 1.0)
         kept.run_block(np.arange(1), np.ones((1, 2)), y, loss, 1.0,
                        np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
         loss_value(int(loss), kept.contribution, y)

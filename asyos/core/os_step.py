@@ -124,3 +124,21 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
                 step[4] *= 0.5
             step[5] = f
     return size
+
+
+@njit(cache=True)
+def os_local(cols, index, weights, size, capacity, block, block_index, u_local, y, loss,
+             eta, m, g, gS, contribution, previous):
+    """An Asy-OS worker's steps over ``block`` from its view ``u_local`` (spec §3.2).
+
+    Gradients at the (stale) view, fixed η; after each step the worker's own change
+    X_S w_S − previous is added to ``u_local`` (spec §3.4 "others": a worker always
+    sees its own pushes).  One row of ``block`` is exactly one Algorithm 3 iteration.
+    Returns the new size.
+    """
+    for b in range(block.shape[0]):
+        previous[:] = contribution
+        size, _ = os_step(cols, index, weights, size, capacity, block[b],
+                          block_index[b], u_local, y, loss, eta, m, g, gS, contribution)
+        u_local += contribution - previous
+    return size

@@ -12,14 +12,32 @@ worker t's remaining budget is τ − (clock − v_t).  Invariant: every in-flig
 granted only if the invariant still holds with the newcomer in flight (each budget ≥ k
 and τ ≥ k); otherwise it waits, first come first served, until pushes shrink k.
 With τ = 0 at most one worker is ever in flight: the run is a serial interleaving.
+
+Pipelining (unbounded τ only): a push may carry the summed Δu of up to ``batch``
+consecutive OS steps, and a worker may send ``window`` pushes before the view answering
+the first arrives; meanwhile it steps from that view plus its own steps (spec §3.4,
+staleness "others": a worker always sees its own pushes).  The clock counts steps.  A
+push names the version of the view it was computed from, which must have been sent to
+this worker in answer to one of its last ``window`` messages; its staleness counts only
+the *other* workers' steps applied since that view.
 """
 
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba import njit
 
 from ..errors import AsyosError
+
+
+@njit(cache=True)
+def all_finite(values) -> bool:
+    """One pass, no temporaries: the server checks every n-vector it receives."""
+    for value in values:
+        if not np.isfinite(value):
+            return False
+    return True
 
 
 class ProtocolError(AsyosError):
@@ -38,17 +56,25 @@ class WorkerRecord:
     weights: np.ndarray | None = None
     contribution: np.ndarray | None = None
     staleness: list = field(default_factory=list)
+    messages: int = 0
+    views: deque = field(default_factory=deque)   # (version, own steps, own messages)
 
 
 class ServerState:
     """u_C, the clock and the staleness gate for q workers (ids 0..q-1)."""
 
-    def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None):
+    def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None,
+                 window: int = 1, batch: int = 1):
+        if min(window, batch) < 1 or (max(window, batch) > 1 and staleness is not None):
+            raise ValueError(f"window {window}, batch {batch}: both ≥ 1, and 1 under a "
+                             "staleness bound")
         self.u = np.zeros(n_samples)
         self.clock = 0
         self.tau = staleness
+        self.window, self.batch = window, batch
         self.workers = [WorkerRecord() for _ in range(n_workers)]
         self._waiting: deque[int] = deque()
+        self._finished = 0
 
     # -- checks -----------------------------------------------------------------------
     def _record(self, worker: int) -> WorkerRecord:
@@ -64,7 +90,7 @@ class ServerState:
         if values.dtype != np.float64 or values.shape != self.u.shape:
             raise ProtocolError(f"worker {worker}: {name} must be float64 of length "
                                 f"{self.u.size}, got {values.dtype} {values.shape}")
-        if not np.all(np.isfinite(values)):
+        if not all_finite(values):
             raise ProtocolError(f"worker {worker}: {name} contains NaN or inf")
         return values
 
@@ -93,26 +119,59 @@ class ServerState:
         granted = []
         while self._waiting and self._may_pull():
             worker = self._waiting.popleft()
-            self.workers[worker].pulled_version = self.clock
+            record = self.workers[worker]
+            record.pulled_version = self.clock
+            record.views.append((self.clock, record.pushes, record.messages))
             granted.append(worker)
         return granted
 
     def view(self, worker: int) -> tuple[np.ndarray, int]:
-        """(u_C, version) as handed to a worker whose pull was granted (a copy)."""
-        return self.u.copy(), self.workers[worker].pulled_version
+        """(u_C, version) for a worker whose pull was granted.
 
-    def push(self, worker: int, delta) -> tuple[int, list[int]]:
-        """Apply Δu from ``worker``: returns (its staleness, workers granted a pull)."""
+        u_C itself, not a copy: the transport copies it into its message at once.
+        """
+        return self.u, self.workers[worker].pulled_version
+
+    def _view_used(self, record: WorkerRecord, worker: int, version, steps) -> tuple:
+        """The view entry a push was computed from, checked, not trusted.
+
+        It must have been sent to this worker in answer to one of its last ``window``
+        messages, and the push may carry 1 to ``batch`` steps.  Nothing changes here.
+        """
+        if not (isinstance(steps, (int, np.integer)) and 1 <= steps <= self.batch):
+            raise ProtocolError(f"worker {worker} pushed {steps!r} steps in one message; "
+                                f"1 to {self.batch} allowed")
+        oldest_allowed = record.messages + 1 - self.window
+        for entry in record.views:
+            if entry[0] == version and entry[2] >= oldest_allowed:
+                return entry
+        raise ProtocolError(f"worker {worker} pushed from view {version!r}, which it "
+                            "was not sent or may no longer use")
+
+    def push(self, worker: int, delta, version: int | None = None,
+             steps: int = 1) -> tuple[int, list[int]]:
+        """Apply Δu from ``worker``: the summed change of ``steps`` OS steps, all
+        computed from view ``version`` (default: its latest) plus its own steps.
+
+        Returns (their staleness: other workers' steps applied since that view,
+        workers granted a pull).
+        """
         record = self._record(worker)
         if record.pulled_version is None:
             raise ProtocolError(f"worker {worker} pushed without a pull in flight")
+        if version is None:
+            version = record.pulled_version
+        used = self._view_used(record, worker, version, steps)
         delta = self._vector(worker, "delta", delta)
-        staleness = self.clock - record.pulled_version
+        while record.views[0] is not used:     # views are used in order: older expire
+            record.views.popleft()
+        staleness = self.clock - version - (record.pushes - used[1])
         self.u += delta
-        self.clock += 1
+        self.clock += steps
         record.pulled_version = None
-        record.pushes += 1
-        record.staleness.append(staleness)
+        record.pushes += steps
+        record.messages += 1
+        record.staleness.extend([staleness] * steps)
         return staleness, self._grant()
 
     def finish(self, worker: int, selected, weights, contribution) -> list[int]:
@@ -128,12 +187,13 @@ class ServerState:
         record.contribution = self._vector(worker, "contribution", contribution).copy()
         record.selected, record.weights = selected, weights
         record.finished = True
+        self._finished += 1
         return self._grant()
 
     # -- the end ----------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        return all(r.finished for r in self.workers)
+        return self._finished == len(self.workers)
 
     def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)| (§7.1.4).

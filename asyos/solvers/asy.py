@@ -15,6 +15,9 @@ from ..core.server_state import ServerState
 from ..core.shards import budget_split
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_sparsity
+from ..errors import InputError
+
+PIPELINE = {"window": 4, "batch": 8}   # without a staleness bound; docs/benchmarks.md
 
 
 @dataclass(frozen=True)
@@ -28,18 +31,36 @@ class AsyConfig:
     eta: float | None = None          # None: the default rule (fixed for the run)
     m: float | None = None
     staleness: int | None = None      # τ; None = no bound
+    window: int = 1                   # push messages a worker may await answers to
+    batch: int = 1                    # OS steps summed into one push message
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
-              staleness=None, n_features=None) -> "AsyConfig":
-        """Validated configuration; raises InputError naming the problem."""
+              staleness=None, window="auto", batch="auto",
+              n_features=None) -> "AsyConfig":
+        """Validated configuration; raises InputError naming the problem.
+
+        ``window``/``batch`` "auto": 1 under a staleness bound (the server gates every
+        pull), else ``PIPELINE`` (workers do not stall on the server's latency, and
+        the server's per-message cost is shared by several steps).
+        """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
         step = StepSize.parse(eta, m)
         epochs = check_at_least("epochs", epochs, 1, integer=True)
         if staleness is not None:
             staleness = check_at_least("staleness", staleness, 0, integer=True)
-        return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness)
+        pipeline = {}
+        for name, value in (("window", window), ("batch", batch)):
+            if value == "auto":
+                value = 1 if staleness is not None else PIPELINE[name]
+            pipeline[name] = check_at_least(name, value, 1, integer=True)
+            if pipeline[name] > 1 and staleness is not None:
+                raise InputError(f"--{name} {value} lets workers step from views older "
+                                 "than their last push, which no staleness bound can "
+                                 f"gate; use --{name} 1 with --staleness")
+        return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
+                   **pipeline)
 
     @property
     def budgets(self) -> list[int]:
@@ -81,25 +102,34 @@ class ServerMonitor:
     def __post_init__(self):
         total = max(self.config.epochs * self.n_features, 1)
         self._every = max(1, total // 200)
+        self._next_trace = self._every
+        self._next_epoch = max(self.n_features, 1)
+        self.per_epoch: list[float] = []
 
-    def on_push(self, server: ServerState, worker: int, feature: int) -> None:
+    def on_push(self, server: ServerState, worker: int, features) -> None:
+        """After each push message (its ``features``: one per step it carries)."""
         if self.record_order:
-            self.order.append((worker, feature))
-        if server.clock % self._every == 0 or server.clock % self.n_features == 0:
-            self.trace.append((server.clock, time.perf_counter() - self.start,
-                               loss_value(int(self.config.loss), server.u, self.y)))
+            self.order.extend((worker, int(j)) for j in features)
+        epoch_done = server.clock >= self._next_epoch
+        if server.clock >= self._next_trace or epoch_done:
+            loss = loss_value(int(self.config.loss), server.u, self.y)
+            self.trace.append((server.clock, time.perf_counter() - self.start, loss))
+            while self._next_trace <= server.clock:
+                self._next_trace += self._every
+            if epoch_done:   # the first push at or past an epoch's worth of steps
+                self.per_epoch.append(loss)
+                while self._next_epoch <= server.clock:
+                    self._next_epoch += self.n_features
 
     def payload(self, server: ServerState, workers: list[dict], eta: float,
                 m: float) -> dict:
         """The results document (same keys as a sequential run, plus Asy-OS stats)."""
         selected, weights, difference = server.assemble()
         seconds = time.perf_counter() - self.start
-        per_epoch = [loss for clock, _, loss in self.trace
-                     if clock % self.n_features == 0 and clock > 0]
         steps = sum(w["steps"] for w in workers)
         payload = {
             "selected": selected, "weights": weights,
-            "objective_per_epoch": per_epoch[: self.config.epochs],
+            "objective_per_epoch": self.per_epoch[: self.config.epochs],
             "objective": loss_value(int(self.config.loss), server.u, self.y),
             "eta": eta, "m": m, "n_steps": steps,
             "timings": {"seconds": seconds, "us_per_step": 1e6 * seconds / max(steps, 1)},

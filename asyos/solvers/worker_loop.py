@@ -4,14 +4,16 @@
 touches a socket or a communicator: the simulator, MPI and ZeroMQ drive it.
 
     request = next(loop)              # PULL
-    request = loop.send((u_hat, v))   # Push(delta, version)
+    request = loop.send((u_hat, v))   # Push(delta, version, features)
     request = next(loop)              # PULL again ... then Final(...)
 
 Each iteration: pull û, one OS step of ``os_step`` on the worker's kept set plus its next
 feature with gradients at û, push Δu = X_S(t) w_S(t) − (its previous contribution).
+With ``batch`` > 1 a push carries the sum of several such steps.
 """
 
 import time
+from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
@@ -26,8 +28,8 @@ PULL = "pull"
 @dataclass
 class Push:
     delta: np.ndarray       # exact change of this worker's contribution to u_C
-    version: int            # the version of u_C the step was computed from
-    feature: int            # the feature this step processed (for replays and stats)
+    version: int            # the version of u_C the steps were computed from
+    features: np.ndarray    # the features these steps processed, in order (int64)
 
 
 @dataclass
@@ -36,25 +38,92 @@ class Final:
     weights: np.ndarray
     contribution: np.ndarray   # X_S(t) w_S(t): the server checks Σ_t of these = u_C
     steps: int
-    compute_seconds: float
+    compute_seconds: float     # in the OS kernel
+    read_seconds: float        # getting this worker's columns from its stream
+
+
+class LocalView:
+    """The û a worker steps from when it does not wait for every answer (spec §3.4).
+
+    Each push (and the first pull) asks the server for a view of u_C; up to ``window``
+    may be unanswered while the worker keeps stepping.  û is the newest view received
+    plus this worker's own pushes that the view does not include yet (staleness
+    "others": a worker always sees its own pushes), so only the other workers' steps
+    are stale, and the server records by how much.  window 1: the worker waits for
+    every answer, û is exactly the view.  Transport-free: MPI and ZeroMQ call
+    ``requested`` when they send and ``answered`` when a view arrives.
+    """
+
+    def __init__(self, n_samples: int, window: int = 1):
+        self.window = window
+        self.u_hat = np.zeros(n_samples)
+        self.version = -1
+        self._unanswered: deque = deque()   # own Δu (None: plain pull) per request
+
+    @property
+    def unanswered(self) -> int:
+        return len(self._unanswered)
+
+    @property
+    def must_wait(self) -> bool:
+        """No view yet, or ``window`` requests unanswered: the next step must wait."""
+        return self.version < 0 or self.unanswered >= self.window
+
+    def requested(self, delta: np.ndarray | None = None) -> None:
+        """A pull went out, riding on the push of ``delta`` (None: a plain pull)."""
+        self._unanswered.append(delta)
+        if delta is not None:
+            self.u_hat += delta
+
+    def answered(self, u: np.ndarray, version: int) -> None:
+        """The view answering the oldest request arrived."""
+        self._unanswered.popleft()
+        self.version = version
+        self.u_hat[:] = u
+        for delta in self._unanswered:
+            if delta is not None:
+                self.u_hat += delta
+
+    def current(self) -> tuple[np.ndarray, int]:
+        return self.u_hat, self.version
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
-                eta: float, m: float, epochs: int):
-    """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``."""
-    kept = KeptSet(stream.n_samples, capacity)
-    previous = np.zeros(stream.n_samples)
-    steps, compute = 0, 0.0
+                eta: float, m: float, epochs: int, batch: int = 1):
+    """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
+
+    Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
+    each step also sees this worker's own earlier steps) and one push of their sum.
+    """
+    n = stream.n_samples
+    kept = KeptSet(n, capacity)
+    u_local, before = np.zeros(n), np.zeros(n)
+    steps, compute, read = 0, 0.0, [0.0]
     for epoch in range(epochs):
-        for block_index, block in stream.blocks(epoch):
-            for j, x in zip(block_index, block):
+        for block_index, block in _timed(stream.blocks(epoch), read):
+            for first in range(0, block_index.size, batch):
+                features = block_index[first:first + batch]
                 u_hat, version = yield PULL
                 start = time.perf_counter()
-                previous[:] = kept.contribution
-                kept.step(j, x, u_hat, y, loss, eta, m)
-                delta = kept.contribution - previous
+                u_local[:] = u_hat
+                before[:] = kept.contribution
+                kept.run_local(features, block[first:first + batch], u_local, y, loss,
+                               eta, m)
+                delta = kept.contribution - before
                 compute += time.perf_counter() - start
-                steps += 1
-                yield Push(delta, version, int(j))
+                steps += features.size
+                yield Push(delta, version, features.copy())
     selected, weights = kept.selected()
-    yield Final(selected, weights, kept.contribution.copy(), steps, compute)
+    yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
+
+
+def _timed(items, seconds: list):
+    """Yield from ``items``, adding the time spent producing them to ``seconds[0]``."""
+    iterator = iter(items)
+    while True:
+        start = time.perf_counter()
+        item = next(iterator, None)
+        seconds[0] += time.perf_counter() - start
+        if item is None:
+            return
+        yield item

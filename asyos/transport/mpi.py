@@ -3,12 +3,14 @@
 Only buffers move (upper-case mpi4py calls, float64 arrays; never pickle).  Messages,
 worker → server (a 4-slot float64 header, then the payload):
 
-| tag   | header                              | payload                          |
-|-------|-------------------------------------|----------------------------------|
-| PULL  | 0 0 0 0                             | —                                |
-| PUSH  | version feature more 0          | Δu (n); more = 1: and pull again |
-| FINAL | k steps compute_s comm_s            | indices (k), weights (k), X_S w_S (n) |
-| ERROR | —                                   | UTF-8 text (MPI.BYTE)            |
+| tag   | header                   | payload                                          |
+|-------|--------------------------|--------------------------------------------------|
+| PULL  | 0 0 0 0                  | — (the first pull; later pulls ride on pushes)   |
+| PUSH  | k more version 0         | k features, Σ Δu (n) of k steps from one view    |
+| FINAL | k steps 0 0              | seconds computing, reading, communicating (3), indices (k), weights (k), X_S w_S (n) |
+| ERROR | —                        | UTF-8 text (MPI.BYTE)                            |
+
+(PUSH: more = 1 asks for a view in answer.)
 
 server → worker: VIEW, header ``version 0 0 0`` then u_C (n).  MPI keeps the messages of
 one pair in order, so a worker's push always lands before its next pull.  Both sides
@@ -17,6 +19,7 @@ poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a c
 
 import sys
 import time
+from collections import deque
 
 import numpy as np
 from mpi4py import MPI
@@ -25,11 +28,12 @@ from ..core.kept_set import warm_up
 from ..core.server_state import ServerState
 from ..errors import InputError
 from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
-from ..solvers.worker_loop import PULL, Final, Push, worker_loop
+from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
 from .base import Backoff
 
 PULL_TAG, PUSH_TAG, FINAL_TAG, ERROR_TAG, VIEW_TAG = 1, 2, 3, 4, 5
 HEADER = 4
+SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")   # per worker
 
 
 def _wait(request) -> None:
@@ -37,6 +41,36 @@ def _wait(request) -> None:
     backoff = Backoff()
     while not request.Test():
         backoff.sleep()
+
+
+class SendRing:
+    """``size`` send buffers of ``length`` float64, each reused once its Isend is done.
+
+    Nonblocking sends, because a long message (past MPI's eager limit) is only
+    delivered when its receiver polls; the sender waits only when every buffer is
+    still in flight.
+    """
+
+    def __init__(self, comm, size: int, length: int):
+        self.comm = comm
+        self._free = [np.empty(length) for _ in range(size)]
+        self._busy: deque = deque()          # (request, buffer), oldest first
+
+    def buffer(self) -> np.ndarray:
+        while self._busy and (not self._free or self._busy[0][0].Test()):
+            request, buffer = self._busy.popleft()
+            _wait(request)
+            self._free.append(buffer)
+        return self._free.pop()
+
+    def send(self, buffer: np.ndarray, length: int, dest: int, tag: int) -> None:
+        """Isend the first ``length`` values of ``buffer`` (from ``buffer()``)."""
+        request = self.comm.Isend([buffer, length, MPI.DOUBLE], dest=dest, tag=tag)
+        self._busy.append((request, buffer))
+
+    def drain(self) -> None:
+        for request, _ in self._busy:
+            _wait(request)
 
 
 def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
@@ -64,14 +98,14 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
     """Rank 0: run the server state machine until every worker has finished."""
     n = y.shape[0]
     cpu_start = time.process_time()
-    server = ServerState(n, config.n_workers, config.staleness)
+    server = ServerState(n, config.n_workers, config.staleness, config.window,
+                         config.batch)
     monitor = ServerMonitor(y, config, n_features, record_order)
-    buf = np.empty(HEADER + 2 * max(config.budgets) + n)
-    view = np.empty(HEADER + n)
+    buf = np.empty(HEADER + max(3 + 2 * max(config.budgets), config.batch) + n)
+    views = SendRing(comm, config.n_workers * config.window + 1, HEADER + n)
     status = MPI.Status()
     backoff = Backoff()
     workers = [None] * config.n_workers
-    sends = []
     while not server.done:
         if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
             backoff.sleep()
@@ -88,36 +122,30 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
         if tag == PULL_TAG:
             granted = server.request_pull(worker)
         elif tag == PUSH_TAG:
-            _, granted = server.push(worker, buf[HEADER:count])
-            monitor.on_push(server, worker, int(buf[1]))
-            if buf[2]:  # the worker's next pull rides on its push
+            k = int(buf[0])
+            _, granted = server.push(worker, buf[HEADER + k:count], int(buf[2]), k)
+            monitor.on_push(server, worker, buf[HEADER:HEADER + k])
+            if buf[1]:  # the worker's next pull rides on its push
                 granted += server.request_pull(worker)
         elif tag == FINAL_TAG:
-            k = int(buf[0])
-            granted = server.finish(worker, buf[HEADER:HEADER + k].astype(np.int64),
-                                    buf[HEADER + k:HEADER + 2 * k],
-                                    buf[HEADER + 2 * k:count])
-            workers[worker] = {"steps": int(buf[1]), "compute_seconds": buf[2],
-                               "communicate_seconds": buf[3],
-                               "kept": k, "budget": config.budgets[worker]}
+            k, at = int(buf[0]), HEADER + 3
+            granted = server.finish(worker, buf[at:at + k].astype(np.int64),
+                                    buf[at + k:at + 2 * k], buf[at + 2 * k:count])
+            workers[worker] = {"steps": int(buf[1]), "kept": k,
+                               "budget": config.budgets[worker],
+                               **dict(zip(SECONDS, buf[HEADER:at].tolist()))}
         else:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
         for target in granted:
-            _wait_all(sends)
-            u, version = server.view(target)
-            view[0] = version
+            view = views.buffer()
+            u, view[0] = server.view(target)
             view[HEADER:] = u
-            sends = [comm.Isend([view, MPI.DOUBLE], dest=target + 1, tag=VIEW_TAG)]
-    _wait_all(sends)
+            views.send(view, view.size, target + 1, VIEW_TAG)
+    views.drain()
     payload = monitor.payload(server, workers, eta, m)
     payload["asy"]["server_cpu_seconds"] = time.process_time() - cpu_start
     check_u(payload["asy"]["u_check_max_abs_diff"], server.u)
     return payload
-
-
-def _wait_all(requests) -> None:
-    for request in requests:
-        _wait(request)
 
 
 class WorkerFailed(RuntimeError):
@@ -125,43 +153,72 @@ class WorkerFailed(RuntimeError):
 
 
 def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) -> None:
-    """Rank t ≥ 1: drive the worker loop, moving its requests over MPI."""
+    """Rank t ≥ 1: drive the worker loop, moving its requests over MPI.
+
+    Every push carries the next pull.  Up to ``config.window`` of them may await their
+    view while the worker steps from ``LocalView`` (window 1: it waits for each).
+    Pushes go out with ``Isend``: a long message waits for the server to match it,
+    and the worker must not wait with it.
+    """
     worker = comm.Get_rank() - 1
     n = y.shape[0]
-    header = np.zeros(HEADER)
-    view = np.empty(HEADER + n)
-    out = np.empty(HEADER + n)
+    view = LocalView(n, config.window)
+    inbox = [np.empty(HEADER + n) for _ in range(config.window)]
+    pushes = SendRing(comm, config.window + 1, HEADER + config.batch + n)
+    replies = deque()                     # (Irecv request, buffer), oldest first
     communicate = 0.0
+
+    def absorb(wait_while) -> None:
+        """Take the views that arrived; wait for more while ``wait_while()``."""
+        backoff = Backoff()
+        while replies:
+            request, buffer = replies[0]
+            if request.Test():
+                replies.popleft()
+                view.answered(buffer[HEADER:], int(buffer[0]))
+                inbox.append(buffer)
+            elif wait_while():
+                backoff.sleep()
+            else:
+                return
+
+    def expect_view(delta=None) -> None:
+        view.requested(delta)
+        buffer = inbox.pop()
+        replies.append((comm.Irecv([buffer, MPI.DOUBLE], source=0, tag=VIEW_TAG), buffer))
+
     loop = worker_loop(shard, y, config.budgets[worker], config.loss, eta, m,
-                       config.epochs)
+                       config.epochs, config.batch)
     request = next(loop)
-    pending = None   # a push not yet sent: it goes out with the next pull
+    comm.Send([np.zeros(HEADER), MPI.DOUBLE], dest=0, tag=PULL_TAG)
+    expect_view()
     while True:
         start = time.perf_counter()
         if request is PULL:
-            if pending is None:
-                comm.Send([header, MPI.DOUBLE], dest=0, tag=PULL_TAG)
-            else:
-                pending[2] = 1.0
-                comm.Send([pending, MPI.DOUBLE], dest=0, tag=PUSH_TAG)
-                pending = None
-            _wait(comm.Irecv([view, MPI.DOUBLE], source=0, tag=VIEW_TAG))
+            absorb(lambda: view.must_wait)
             communicate += time.perf_counter() - start
-            request = loop.send((view[HEADER:], int(view[0])))
+            request = loop.send(view.current())
         elif isinstance(request, Push):
-            out[0], out[1], out[2] = request.version, request.feature, 0.0
-            out[HEADER:] = request.delta
-            pending = out
-            request = next(loop)
+            push, request = request, next(loop)   # (reading is timed by the loop)
+            start = time.perf_counter()
+            k, more = push.features.size, request is PULL
+            message = pushes.buffer()
+            message[:HEADER] = k, float(more), push.version, 0.0
+            message[HEADER:HEADER + k] = push.features
+            message[HEADER + k:HEADER + k + n] = push.delta
+            if more:
+                expect_view(push.delta)
+            pushes.send(message, HEADER + k + n, 0, PUSH_TAG)
+            communicate += time.perf_counter() - start
         elif isinstance(request, Final):
-            if pending is not None:
-                comm.Send([pending, MPI.DOUBLE], dest=0, tag=PUSH_TAG)
+            absorb(lambda: view.unanswered > 0)
+            pushes.drain()
             k = request.selected.size
-            final = np.concatenate([[k, request.steps, request.compute_seconds,
-                                     communicate], request.selected.astype(np.float64),
+            final = np.concatenate([[k, request.steps, 0.0, 0.0, request.compute_seconds,
+                                     request.read_seconds, communicate],
+                                    request.selected.astype(np.float64),
                                     request.weights, request.contribution])
             comm.Send([final, MPI.DOUBLE], dest=0, tag=FINAL_TAG)
-            communicate += time.perf_counter() - start
             return
 
 
@@ -200,7 +257,8 @@ def run(comm, open_worker_data, open_server_labels, config_factory,
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,
                       tag=ERROR_TAG)
-            _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=VIEW_TAG))
+            # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
+            _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG))
         return None
     try:
         return serve(comm, y, config, n_features, eta, m, record_order)

@@ -20,12 +20,13 @@ Q = COMM.Get_size() - 1
 
 
 def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
-         record_order=False):
+         record_order=False, window="auto", batch="auto"):
     stream = ArrayStream(X, block_size=16)
 
     def config(q, p):
         return AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
-                               staleness=staleness, n_features=p)
+                               staleness=staleness, window=window, batch=batch,
+                               n_features=p)
 
     return transport.run(COMM, lambda q, t: (stream.shard(q, t), y, stream.n_features),
                          lambda: (y, stream.n_features), config,
@@ -38,11 +39,13 @@ def _small(seed=0, n=60, p=90, s=8):
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("staleness", [0, 1, 3, None])
-def test_invariants_of_every_run(staleness):
+@pytest.mark.parametrize("staleness, window, batch", [
+    (0, "auto", "auto"), (1, "auto", "auto"), (3, "auto", "auto"),
+    (None, 1, 1), (None, "auto", "auto"), (None, 3, 5), (None, 1, 7)])
+def test_invariants_of_every_run(staleness, window, batch):
     X, y = _small()
     s = 8 if Q <= 8 else Q
-    payload = _run(X, y, s, staleness=staleness)
+    payload = _run(X, y, s, staleness=staleness, window=window, batch=batch)
     if COMM.Get_rank() != 0:
         assert payload is None
         return
@@ -70,6 +73,22 @@ def test_one_worker_without_staleness_is_sequential_os():
         np.testing.assert_array_equal(payload["selected"], result.selected)
         np.testing.assert_allclose(payload["weights"], result.weights, rtol=0,
                                    atol=1e-12)
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("window, batch", [(4, 3), (1, 6)])
+def test_one_pipelined_worker_is_still_sequential_os(window, batch):
+    """q = 1: the worker's local view is u_C itself, whatever the pipeline."""
+    if Q != 1:
+        pytest.skip("needs exactly 2 ranks (q = 1)")
+    X, y = _small(seed=4)
+    payload = _run(X, y, 8, eta=0.3, m=2.0, epochs=3, window=window, batch=batch)
+    if COMM.Get_rank() == 0:
+        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3)
+        np.testing.assert_array_equal(payload["selected"], result.selected)
+        np.testing.assert_allclose(payload["weights"], result.weights, rtol=0,
+                                   atol=1e-10)
+        assert payload["asy"]["staleness"]["max"] == 0
 
 
 @pytest.mark.mpi(min_size=3)
