@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyos.core.server_state import ProtocolError, ServerState
+from asyos.core.server_state import DuplicatePush, ProtocolError, ServerState
 
 
 def _drive(n, q, tau, pushes_each, seed):
@@ -183,3 +183,56 @@ def log_since(log, version):
             since.append((worker, steps))
         clock += steps
     return since
+
+
+def test_sequence_numbers_apply_each_push_once_and_in_order():
+    server = ServerState(2, 1, window=2)
+    server.request_pull(0)
+    server.push(0, np.ones(2), version=0, seq=1, kept=([3], [0.5], 1))
+    with pytest.raises(DuplicatePush):
+        server.push(0, np.ones(2), version=0, seq=1)
+    with pytest.raises(ProtocolError, match="skips 2"):
+        server.push(0, np.ones(2), version=0, seq=3)
+    assert server.clock == 1 and np.all(server.u == 1) and server.workers[0].position == 1
+    assert server.refresh(0) is False            # no pull in flight: nothing to resend
+    server.request_pull(0)
+    assert server.refresh(0) is True and server.view(0)[1] == 1
+
+
+def test_a_lost_worker_releases_the_gate_and_a_replacement_resumes_its_state():
+    server = ServerState(2, 2, staleness=0)
+    server.request_pull(0)
+    server.push(0, np.full(2, 2.0), seq=1, kept=([5], [1.5], 7))
+    assert server.request_pull(0) == [0]
+    assert server.request_pull(1) == []             # τ = 0: waits for worker 0
+    assert server.lose(0) == [1]                    # which dies holding its pull
+    with pytest.raises(ProtocolError, match="lost"):
+        server.push(0, np.ones(2), seq=2)
+    record = server.rejoin(0)
+    assert (record.selected.tolist(), record.weights.tolist(), record.position,
+            record.messages) == ([5], [1.5], 7, 1)
+    np.testing.assert_array_equal(record.applied, [2.0, 2.0])
+
+
+def test_lost_workers_count_with_their_last_acknowledged_state():
+    server = ServerState(2, 2)
+    for t in range(2):
+        server.request_pull(t)
+        server.push(t, np.full(2, t + 1.0), seq=1, kept=([t], [t + 1.0], 1))
+    server.lose(1)
+    server.finish(0, [0], [1.0], np.ones(2))
+    assert server.done and server.lost_workers == [1]
+    selected, weights, difference = server.assemble()
+    assert selected.tolist() == [0, 1] and weights.tolist() == [1.0, 2.0]
+    assert difference == 0.0
+
+
+def test_a_snapshot_restores_the_same_state(tmp_path):
+    server, contribution = _drive(5, 3, None, 4, seed=1)
+    np.savez(tmp_path / "s.npz", **server.snapshot())
+    with np.load(tmp_path / "s.npz", allow_pickle=False) as arrays:
+        back = ServerState.restore(arrays)
+    assert back.clock == server.clock and np.all(back.u == server.u)
+    assert back.staleness_stats() == server.staleness_stats()
+    assert [r.messages for r in back.workers] == [r.messages for r in server.workers]
+    np.testing.assert_array_equal(back.assemble()[0], server.assemble()[0])

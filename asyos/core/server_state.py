@@ -47,16 +47,30 @@ class ProtocolError(AsyosError):
     """
 
 
+class DuplicatePush(ProtocolError):
+    """A push whose sequence number was already applied (a resend): never reapplied."""
+
+
 @dataclass
 class WorkerRecord:
+    """What the server knows of one worker (shard).
+
+    ``applied`` is the sum of its applied Δu, so u_C = Σ_t applied_t always; with
+    ``selected``/``weights``/``position`` (its last acknowledged kept set and how many
+    features it has processed) a replacement can resume exactly where it stopped.
+    """
+
+    applied: np.ndarray
     pulled_version: int | None = None   # in flight when not None
-    pushes: int = 0
+    pushes: int = 0                     # steps applied
+    messages: int = 0                   # pushes applied = the last sequence number
+    position: int = 0
     finished: bool = False
-    selected: np.ndarray | None = None
-    weights: np.ndarray | None = None
-    contribution: np.ndarray | None = None
+    lost: bool = False
+    selected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    contribution: np.ndarray | None = None   # X_S w_S as reported at the end
     staleness: list = field(default_factory=list)
-    messages: int = 0
     views: deque = field(default_factory=deque)   # (version, own steps, own messages)
 
 
@@ -72,9 +86,10 @@ class ServerState:
         self.clock = 0
         self.tau = staleness
         self.window, self.batch = window, batch
-        self.workers = [WorkerRecord() for _ in range(n_workers)]
+        self.workers = [WorkerRecord(np.zeros(n_samples)) for _ in range(n_workers)]
         self._waiting: deque[int] = deque()
         self._finished = 0
+        self._lost = 0
 
     # -- checks -----------------------------------------------------------------------
     def _record(self, worker: int) -> WorkerRecord:
@@ -83,6 +98,8 @@ class ServerState:
         record = self.workers[worker]
         if record.finished:
             raise ProtocolError(f"worker {worker} has already finished")
+        if record.lost:
+            raise ProtocolError(f"worker {worker} was declared lost; it must rejoin")
         return record
 
     def _vector(self, worker: int, name: str, values) -> np.ndarray:
@@ -148,25 +165,39 @@ class ServerState:
         raise ProtocolError(f"worker {worker} pushed from view {version!r}, which it "
                             "was not sent or may no longer use")
 
-    def push(self, worker: int, delta, version: int | None = None,
-             steps: int = 1) -> tuple[int, list[int]]:
+    def push(self, worker: int, delta, version: int | None = None, steps: int = 1,
+             seq: int | None = None, kept=None) -> tuple[int, list[int]]:
         """Apply Δu from ``worker``: the summed change of ``steps`` OS steps, all
         computed from view ``version`` (default: its latest) plus its own steps.
 
-        Returns (their staleness: other workers' steps applied since that view,
-        workers granted a pull).
+        ``seq`` (transports that may lose or repeat messages): the push's sequence
+        number, 1, 2, ... per worker; an applied one raises DuplicatePush, a gap
+        ProtocolError, so each push is applied at most once and in order.  ``kept``:
+        (selected, weights, position) of the worker after these steps, its resume
+        state.  Returns (their staleness: other workers' steps applied since that
+        view, workers granted a pull).
         """
         record = self._record(worker)
+        if seq is not None and seq <= record.messages:
+            raise DuplicatePush(f"worker {worker}: push {seq} was already applied")
+        if seq is not None and seq != record.messages + 1:
+            raise ProtocolError(f"worker {worker}: push {seq} skips "
+                                f"{record.messages + 1}")
         if record.pulled_version is None:
             raise ProtocolError(f"worker {worker} pushed without a pull in flight")
         if version is None:
             version = record.pulled_version
         used = self._view_used(record, worker, version, steps)
         delta = self._vector(worker, "delta", delta)
+        if kept is not None:
+            kept = self._kept(worker, *kept[:2]) + (int(kept[2]),)
         while record.views[0] is not used:     # views are used in order: older expire
             record.views.popleft()
         staleness = self.clock - version - (record.pushes - used[1])
         self.u += delta
+        record.applied += delta
+        if kept is not None:
+            record.selected, record.weights, record.position = kept
         self.clock += steps
         record.pulled_version = None
         record.pushes += steps
@@ -174,31 +205,87 @@ class ServerState:
         record.staleness.extend([staleness] * steps)
         return staleness, self._grant()
 
+    def _kept(self, worker: int, selected, weights) -> tuple[np.ndarray, np.ndarray]:
+        """Copies of a kept set (transports reuse their receive buffers), checked."""
+        selected = np.array(selected, dtype=np.int64)
+        weights = np.array(weights, dtype=np.float64)
+        if selected.shape != weights.shape or selected.ndim != 1:
+            raise ProtocolError(f"worker {worker}: {selected.size} indices but "
+                                f"{weights.size} weights")
+        if not all_finite(weights):
+            raise ProtocolError(f"worker {worker}: weights contain NaN or inf")
+        return selected, weights
+
     def finish(self, worker: int, selected, weights, contribution) -> list[int]:
         """A worker's final (S(t), w(t), X_S(t) w_S(t)): sent exactly once, at the end."""
         record = self._record(worker)
         if record.pulled_version is not None or worker in self._waiting:
             raise ProtocolError(f"worker {worker} finished with a pull in flight")
-        selected = np.array(selected, dtype=np.int64)   # copies: transports reuse
-        weights = np.array(weights, dtype=np.float64)   # their receive buffers
-        if selected.shape != weights.shape or selected.ndim != 1:
-            raise ProtocolError(f"worker {worker}: {selected.size} indices but "
-                                f"{weights.size} weights")
+        selected, weights = self._kept(worker, selected, weights)
         record.contribution = self._vector(worker, "contribution", contribution).copy()
         record.selected, record.weights = selected, weights
         record.finished = True
         self._finished += 1
         return self._grant()
 
+    # -- workers that come and go (ZeroMQ) ----------------------------------------------
+    def lose(self, worker: int) -> list[int]:
+        """``worker`` is gone (no heartbeat): it stops holding a pull or the gate.
+
+        Its last acknowledged state stays; returns the workers granted a pull now.
+        """
+        record = self._record(worker)
+        record.pulled_version = None
+        record.views.clear()
+        if worker in self._waiting:
+            self._waiting.remove(worker)
+        record.lost = True
+        self._lost += 1
+        return self._grant()
+
+    def rejoin(self, worker: int) -> WorkerRecord:
+        """A replacement takes over a lost worker: it resumes from the returned record
+        (selected, weights, position, messages = its last sequence number)."""
+        if not (isinstance(worker, (int, np.integer)) and 0 <= worker < len(self.workers)):
+            raise ProtocolError(f"unknown worker {worker!r}")
+        record = self.workers[worker]
+        if record.finished:
+            raise ProtocolError(f"worker {worker} has already finished")
+        if record.lost:
+            record.lost = False
+            self._lost -= 1
+        record.pulled_version = None
+        record.views.clear()
+        if worker in self._waiting:
+            self._waiting.remove(worker)
+        return record
+
+    def refresh(self, worker: int) -> bool:
+        """Re-answer a worker whose view may have been lost: a newer view, if it holds
+        a pull (granted; a waiting one is answered when granted).  True: send it."""
+        record = self._record(worker)
+        if record.pulled_version is None:
+            return False
+        record.pulled_version = self.clock
+        record.views.append((self.clock, record.pushes, record.messages))
+        return True
+
     # -- the end ----------------------------------------------------------------------
     @property
     def done(self) -> bool:
-        return self._finished == len(self.workers)
+        """Every worker finished (or was lost: see ``lost_workers``)."""
+        return self._finished + self._lost == len(self.workers)
+
+    @property
+    def lost_workers(self) -> list[int]:
+        return [t for t, r in enumerate(self.workers) if r.lost]
 
     def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)| (§7.1.4).
 
-        A lost or doubled push shows up as a large difference: callers fail on it.
+        A lost worker counts with its last acknowledged kept set and the Δu the server
+        applied for it.  A lost or doubled push shows up as a large difference:
+        callers fail on it.
         """
         if not self.done:
             missing = [t for t, r in enumerate(self.workers) if not r.finished]
@@ -207,7 +294,8 @@ class ServerState:
         weights = np.concatenate([r.weights for r in self.workers])
         if np.unique(selected).size != selected.size:
             raise ProtocolError("workers' selected sets overlap")
-        total = np.sum([r.contribution for r in self.workers], axis=0)
+        total = np.sum([r.applied if r.lost else r.contribution for r in self.workers],
+                       axis=0)
         order = np.argsort(selected, kind="stable")
         return selected[order], weights[order], float(np.max(np.abs(self.u - total)))
 
@@ -219,3 +307,53 @@ class ServerState:
             return {"max": 0, "mean": 0.0, "histogram": []}
         return {"max": int(values.max()), "mean": float(values.mean()),
                 "histogram": np.bincount(values).tolist(), "bound": self.tau}
+
+    # -- checkpoints ----------------------------------------------------------------------
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """Plain arrays (saved without pickle) from which ``restore`` rebuilds the state.
+
+        Pulls in flight are not kept: after a restart every worker resynchronises.
+        """
+        records = self.workers
+        n = self.u.size
+        return {
+            "u": self.u.copy(), "clock": np.array(self.clock, dtype=np.int64),
+            "settings": np.array([-1 if self.tau is None else self.tau, self.window,
+                                  self.batch], dtype=np.int64),
+            "counts": np.array([[r.pushes, r.messages, r.position, r.finished, r.lost]
+                                for r in records], dtype=np.int64).reshape(-1, 5),
+            "applied": np.array([r.applied for r in records]).reshape(-1, n),
+            "contribution": np.array([np.zeros(n) if r.contribution is None
+                                      else r.contribution for r in records]).reshape(-1, n),
+            "kept_sizes": np.array([r.selected.size for r in records], dtype=np.int64),
+            "selected": np.concatenate([r.selected for r in records] + [np.zeros(0, np.int64)]),
+            "weights": np.concatenate([r.weights for r in records] + [np.zeros(0)]),
+            "staleness_sizes": np.array([len(r.staleness) for r in records], np.int64),
+            "staleness": np.concatenate([np.asarray(r.staleness, np.int64) for r in records]
+                                        + [np.zeros(0, np.int64)]),
+        }
+
+    @classmethod
+    def restore(cls, arrays) -> "ServerState":
+        """The state ``snapshot`` saved (a mapping of arrays, e.g. an opened .npz)."""
+        tau, window, batch = (int(v) for v in arrays["settings"])
+        counts = arrays["counts"]
+        state = cls(arrays["u"].size, counts.shape[0], None if tau < 0 else tau,
+                    window, batch)
+        state.u[:] = arrays["u"]
+        state.clock = int(arrays["clock"])
+        kept = np.cumsum(np.r_[0, arrays["kept_sizes"]])
+        stale = np.cumsum(np.r_[0, arrays["staleness_sizes"]])
+        for t, record in enumerate(state.workers):
+            pushes, messages, position, finished, lost = (int(v) for v in counts[t])
+            record.pushes, record.messages, record.position = pushes, messages, position
+            record.finished, record.lost = bool(finished), bool(lost)
+            record.applied[:] = arrays["applied"][t]
+            if finished:
+                record.contribution = arrays["contribution"][t].copy()
+            record.selected = arrays["selected"][kept[t]:kept[t + 1]].copy()
+            record.weights = arrays["weights"][kept[t]:kept[t + 1]].copy()
+            record.staleness = arrays["staleness"][stale[t]:stale[t + 1]].tolist()
+        state._finished = sum(r.finished for r in state.workers)
+        state._lost = sum(r.lost for r in state.workers)
+        return state
