@@ -12,18 +12,22 @@ from asyos.solvers.worker_loop import LocalView
 
 def test_local_view_is_the_newest_view_plus_own_unanswered_pushes():
     view = LocalView(3, window=2)
-    view.requested()
+    assert view.requested() == 0
     assert view.must_wait                          # no view yet
-    view.answered(np.array([1.0, 2.0, 3.0]), 0)
+    view.answered(np.array([1.0, 2.0, 3.0]), 0, through=0)
     assert not view.must_wait and view.current()[1] == 0
-    view.requested(np.array([1.0, 0.0, 0.0]))      # push 1 asks for a view
-    view.requested(np.array([0.0, 1.0, 0.0]))      # push 2 too: the window is full
+    assert view.requested(np.array([1.0, 0.0, 0.0])) == 1   # push 1 asks for a view
+    assert view.requested(np.array([0.0, 1.0, 0.0])) == 2   # push 2: window full
     assert view.must_wait
     np.testing.assert_array_equal(view.current()[0], [2.0, 3.0, 3.0])
-    view.answered(np.array([10.0, 10.0, 10.0]), 5)  # includes push 1, not push 2
+    view.answered(np.array([10.0, 10.0, 10.0]), 5, through=1)  # has push 1, not 2
     u_hat, version = view.current()
     np.testing.assert_array_equal(u_hat, [10.0, 11.0, 10.0])
     assert version == 5 and view.unanswered == 1 and not view.must_wait
+    view.requested(np.array([0.0, 0.0, 1.0]))     # push 3; then the answer to push 2
+    view.answered(np.array([20.0, 20.0, 20.0]), 9, through=3)  # is lost: covered
+    assert view.unanswered == 0
+    np.testing.assert_array_equal(view.current()[0], [20.0, 20.0, 20.0])
 
 
 @pytest.mark.parametrize("loss", list(Loss))

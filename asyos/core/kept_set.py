@@ -57,6 +57,16 @@ class KeptSet:
                              float(eta), float(m), self._g, self._gS, self.contribution,
                              self._previous)
 
+    def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
+        """Start from a saved kept set (a replacement worker resuming a lost one)."""
+        k = len(indices)
+        if k > self.capacity or columns.shape != (k, self.n_samples) or len(weights) != k:
+            raise ValueError(f"cannot load {k} features into a kept set of capacity "
+                             f"{self.capacity} and n = {self.n_samples}")
+        self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
+        self.size = k
+        self.contribution[:] = self.weights[:k] @ self.cols[:k]
+
     def selected(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices, weights) of the kept features, sorted by feature index."""
         order = np.argsort(self.index[: self.size], kind="stable")

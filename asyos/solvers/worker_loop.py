@@ -30,6 +30,9 @@ class Push:
     delta: np.ndarray       # exact change of this worker's contribution to u_C
     version: int            # the version of u_C the steps were computed from
     features: np.ndarray    # the features these steps processed, in order (int64)
+    selected: np.ndarray    # the kept set after them (int64) ...
+    weights: np.ndarray     # ... and its weights: the worker's resume state
+    position: int           # features processed so far (this push included)
 
 
 @dataclass
@@ -46,19 +49,22 @@ class LocalView:
     """The û a worker steps from when it does not wait for every answer (spec §3.4).
 
     Each push (and the first pull) asks the server for a view of u_C; up to ``window``
-    may be unanswered while the worker keeps stepping.  û is the newest view received
-    plus this worker's own pushes that the view does not include yet (staleness
+    may be unanswered while the worker keeps stepping.  Pushes are numbered 1, 2, ...;
+    a view says through which push it includes this worker's updates.  û is the
+    newest view plus this worker's own pushes it does not include yet (staleness
     "others": a worker always sees its own pushes), so only the other workers' steps
-    are stale, and the server records by how much.  window 1: the worker waits for
-    every answer, û is exactly the view.  Transport-free: MPI and ZeroMQ call
-    ``requested`` when they send and ``answered`` when a view arrives.
+    are stale, and the server records by how much.  A lost view is covered by the
+    next one.  window 1: the worker waits for every answer, û is exactly the view.
+    Transport-free: MPI and ZeroMQ call ``requested`` when they send and ``answered``
+    when a view arrives.
     """
 
-    def __init__(self, n_samples: int, window: int = 1):
+    def __init__(self, n_samples: int, window: int = 1, last_push: int = 0):
         self.window = window
         self.u_hat = np.zeros(n_samples)
         self.version = -1
-        self._unanswered: deque = deque()   # own Δu (None: plain pull) per request
+        self.last_push = last_push
+        self._unanswered: deque = deque()   # (push number, own Δu or None), in order
 
     @property
     def unanswered(self) -> int:
@@ -69,18 +75,22 @@ class LocalView:
         """No view yet, or ``window`` requests unanswered: the next step must wait."""
         return self.version < 0 or self.unanswered >= self.window
 
-    def requested(self, delta: np.ndarray | None = None) -> None:
-        """A pull went out, riding on the push of ``delta`` (None: a plain pull)."""
-        self._unanswered.append(delta)
+    def requested(self, delta: np.ndarray | None = None) -> int:
+        """A request went out: a push of ``delta`` (numbered, returned), or a plain
+        pull (None; answered by any view through the last push)."""
         if delta is not None:
+            self.last_push += 1
             self.u_hat += delta
+        self._unanswered.append((self.last_push, delta))
+        return self.last_push
 
-    def answered(self, u: np.ndarray, version: int) -> None:
-        """The view answering the oldest request arrived."""
-        self._unanswered.popleft()
+    def answered(self, u: np.ndarray, version: int, through: int) -> None:
+        """A view arrived that includes this worker's pushes 1..``through``."""
+        while self._unanswered and self._unanswered[0][0] <= through:
+            self._unanswered.popleft()
         self.version = version
         self.u_hat[:] = u
-        for delta in self._unanswered:
+        for _, delta in self._unanswered:
             if delta is not None:
                 self.u_hat += delta
 
@@ -89,18 +99,29 @@ class LocalView:
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
-                eta: float, m: float, epochs: int, batch: int = 1):
+                eta: float, m: float, epochs: int, batch: int = 1, resume=None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
     each step also sees this worker's own earlier steps) and one push of their sum.
+    ``resume``: (selected, weights, position) of a worker this one replaces — its
+    kept set and the number of features it had processed.
     """
     n = stream.n_samples
     kept = KeptSet(n, capacity)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
-    for epoch in range(epochs):
+    first_epoch, skip = 0, 0
+    if resume is not None:
+        selected, weights, steps = resume
+        kept.load(np.asarray(selected, np.int64), stream.columns(selected),
+                  np.asarray(weights, np.float64))
+        first_epoch, skip = divmod(steps, max(stream.n_features, 1))
+    for epoch in range(first_epoch, epochs):
         for block_index, block in _timed(stream.blocks(epoch), read):
+            if skip:   # a resumed worker passes over what its predecessor processed
+                block_index, block, skip = block_index[skip:], block[skip:], \
+                    max(skip - block_index.size, 0)
             for first in range(0, block_index.size, batch):
                 features = block_index[first:first + batch]
                 u_hat, version = yield PULL
@@ -112,7 +133,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 delta = kept.contribution - before
                 compute += time.perf_counter() - start
                 steps += features.size
-                yield Push(delta, version, features.copy())
+                yield Push(delta, version, features.copy(), *kept.selected(), steps)
     selected, weights = kept.selected()
     yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 

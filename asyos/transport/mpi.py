@@ -12,7 +12,8 @@ worker → server (a 4-slot float64 header, then the payload):
 
 (PUSH: more = 1 asks for a view in answer.)
 
-server → worker: VIEW, header ``version 0 0 0`` then u_C (n).  MPI keeps the messages of
+server → worker: VIEW, header ``version through 0 0`` then u_C (n), where ``through``
+is the number of that worker's pushes applied.  MPI keeps the messages of
 one pair in order, so a worker's push always lands before its next pull.  Both sides
 poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a core.
 """
@@ -139,6 +140,7 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
         for target in granted:
             view = views.buffer()
             u, view[0] = server.view(target)
+            view[1] = server.workers[target].messages
             view[HEADER:] = u
             views.send(view, view.size, target + 1, VIEW_TAG)
     views.drain()
@@ -175,7 +177,7 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) ->
             request, buffer = replies[0]
             if request.Test():
                 replies.popleft()
-                view.answered(buffer[HEADER:], int(buffer[0]))
+                view.answered(buffer[HEADER:], int(buffer[0]), int(buffer[1]))
                 inbox.append(buffer)
             elif wait_while():
                 backoff.sleep()
