@@ -107,24 +107,27 @@ def _auto_or_int(text: str):
     return text if text == "auto" else int(text)
 
 
-def _config(args, job: Job, s: int) -> dict:
-    return {"s": s, "loss": job.loss.name.lower(), "epochs": args.epochs,
-            "eta": args.eta, "m": args.m, "standardize": args.standardize,
-            "shuffle": args.shuffle, "seed": args.seed, "staleness": args.staleness,
-            "window": args.window, "batch": args.batch}
-
-
-def _finish(args, job: Job, payload: dict) -> dict:
-    """Add what every results document carries, and write it."""
-    payload["data"] = {"source": job.source, "n_samples": job.stream.n_samples,
-                       "n_features": job.stream.n_features}
-    payload["config"] = _config(args, job, job.s)
-    if job.truth is not None:
-        payload["truth"] = {"support": job.truth.support,
-                            **job.truth.evaluate(payload["selected"])}
+def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
+           s: int, loss: Loss, truth=None) -> dict:
+    """Add what every results document carries (data, config, truth), and write it."""
+    payload["data"] = {"source": source, "n_samples": n_samples,
+                       "n_features": n_features}
+    payload["config"] = {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
+                         "eta": args.eta, "m": args.m,
+                         **{name: getattr(args, name, None) for name in (
+                             "standardize", "shuffle", "seed", "staleness", "window",
+                             "batch")}}
+    if truth is not None:
+        payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
         write_result(args.out, payload)
     return payload
+
+
+def _finish(args, job: Job, payload: dict) -> dict:
+    return finish(args, payload, source=job.source, n_samples=job.stream.n_samples,
+                  n_features=job.stream.n_features, s=job.s, loss=job.loss,
+                  truth=job.truth)
 
 
 def run_sequential(args) -> dict:

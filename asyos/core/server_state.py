@@ -142,6 +142,10 @@ class ServerState:
             granted.append(worker)
         return granted
 
+    def is_waiting(self, worker: int) -> bool:
+        """True while ``worker``'s pull waits for the staleness gate."""
+        return worker in self._waiting
+
     def view(self, worker: int) -> tuple[np.ndarray, int]:
         """(u_C, version) for a worker whose pull was granted.
 

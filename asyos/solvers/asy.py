@@ -106,6 +106,13 @@ class ServerMonitor:
         self._next_epoch = max(self.n_features, 1)
         self.per_epoch: list[float] = []
 
+    def skip_to(self, clock: int) -> None:
+        """Continue a resumed run: the next trace and epoch points come after ``clock``."""
+        while self._next_trace <= clock:
+            self._next_trace += self._every
+        while self._next_epoch <= clock:
+            self._next_epoch += self.n_features
+
     def on_push(self, server: ServerState, worker: int, features) -> None:
         """After each push message (its ``features``: one per step it carries)."""
         if self.record_order:

@@ -75,13 +75,15 @@ class LocalView:
         """No view yet, or ``window`` requests unanswered: the next step must wait."""
         return self.version < 0 or self.unanswered >= self.window
 
-    def requested(self, delta: np.ndarray | None = None) -> int:
+    def requested(self, delta: np.ndarray | None = None, answer: bool = True) -> int:
         """A request went out: a push of ``delta`` (numbered, returned), or a plain
-        pull (None; answered by any view through the last push)."""
+        pull (None; answered by any view through the last push).  ``answer`` False:
+        a last push that asks for no view."""
         if delta is not None:
             self.last_push += 1
             self.u_hat += delta
-        self._unanswered.append((self.last_push, delta))
+        if answer:
+            self._unanswered.append((self.last_push, delta))
         return self.last_push
 
     def answered(self, u: np.ndarray, version: int, through: int) -> None:

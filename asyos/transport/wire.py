@@ -9,7 +9,7 @@ receivers log it and drop the message.
 
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
-| HELLO     | w→s | 0              | q (shards) | n         | ν of its first block (f8 ×1)             |
+| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1)             |
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×8), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
@@ -134,9 +134,6 @@ def decode(frames, limits: Limits) -> Message:
         raise WireError(f"unknown message kind {kind}") from None
     if limits.run_id and run_id != limits.run_id and kind != Kind.HELLO:
         raise WireError(f"run id {run_id:#x} is not this run's ({limits.run_id:#x})")
-    if kind == Kind.HELLO and b != limits.n:
-        raise WireError(f"worker data has n = {b} samples, the labels have "
-                        f"{limits.n}")
     layout = _layout(kind, limits)
     if len(frames) != 1 + len(layout):
         raise WireError(f"{kind.name} has {len(frames) - 1} data frames, expected "

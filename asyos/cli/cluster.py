@@ -1,0 +1,217 @@
+"""``asyos server``, ``asyos worker`` and ``asyos keys``: Asy-OS over ZeroMQ.
+
+    python -m asyos.server --bind tcp://127.0.0.1:5555 --labels y.npy -s 64 --workers 4
+    python -m asyos.worker --connect tcp://127.0.0.1:5555 --data X.npy --shard 0/4
+
+The server hands each worker its whole configuration; a worker needs only the
+endpoint, its data and its shard.  Without --labels / --data both sides use the
+synthetic problem of the same -p and --seed.
+"""
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from ..core.losses import Loss
+from ..core.validate import check_at_least, check_labels
+from ..datasets import stream_problem
+from ..errors import InputError
+from ..io.data import load_features, load_labels
+from ..solvers.asy import PIPELINE, AsyConfig
+from .run import LOSS_NAMES, finish, guarded, report
+
+DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
+
+
+def _timeouts(args):
+    from ..transport.zeromq import Timeouts
+
+    values = {name: check_at_least(name.replace("_", "-"), getattr(args, name), 1e-3)
+              for name in ("heartbeat_timeout", "replace_timeout", "resend_after",
+                           "server_timeout", "heartbeat_every")
+              if getattr(args, name, None) is not None}
+    return Timeouts(**values)
+
+
+def _synthetic_group(parser, sparsity: bool) -> None:
+    group = parser.add_argument_group("synthetic problem (when no data is given)")
+    group.add_argument("--synthetic", choices=["regression", "classification"],
+                       default="regression")
+    if sparsity:   # n of the synthetic problem depends on s: workers must agree
+        group.add_argument("-s", "--sparsity", type=int, default=100)
+    group.add_argument("--features", "-p", type=int, default=2000)
+    group.add_argument("--seed", type=int, default=0)
+
+
+def _common(parser) -> None:
+    parser.add_argument("--keys", type=Path, help="CURVE key directory made by "
+                        "`asyos keys DIR` (required beyond 127.0.0.1)")
+    parser.add_argument("--resend-after", type=float, help="seconds before an "
+                        "unanswered message is sent again (default 0.5)")
+    parser.add_argument("--verbose", "-v", action="store_true", help="log to stderr")
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--bind", default=DEFAULT_ENDPOINT,
+                        help=f"ZeroMQ endpoint (default {DEFAULT_ENDPOINT})")
+    parser.add_argument("--labels", help="labels y: .npy or one-column text")
+    parser.add_argument("-s", "--sparsity", type=int, help="feature budget s "
+                        "(default 100 for the synthetic problem; required with --labels)")
+    parser.add_argument("--workers", type=int, required=True,
+                        help="number of workers (shards) q")
+    parser.add_argument("--loss", default=None, help=f"one of {', '.join(LOSS_NAMES)}")
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--eta", default="auto")
+    parser.add_argument("--m", default="auto")
+    parser.add_argument("--staleness", type=int, default=None)
+    parser.add_argument("--window", default="auto", help="pushes a worker may await "
+                        f"answers to (default {PIPELINE['window']}, 1 with --staleness)")
+    parser.add_argument("--batch", default="auto", help="steps per push (default "
+                        f"{PIPELINE['batch']}, 1 with --staleness)")
+    parser.add_argument("--record-order", action="store_true")
+    parser.add_argument("--out", help="write results JSON here")
+    parser.add_argument("--quiet", "-q", action="store_true", help="no summary")
+    parser.add_argument("--checkpoint", type=Path, help="checkpoint file (.npz)")
+    parser.add_argument("--checkpoint-every", type=float, default=30.0,
+                        help="seconds between checkpoints (default 30)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run saved in --checkpoint")
+    parser.add_argument("--heartbeat-timeout", type=float,
+                        help="seconds of silence before a worker is lost (default 10)")
+    parser.add_argument("--replace-timeout", type=float, help="seconds to wait for "
+                        "a replacement of a lost shard before ending without it "
+                        "(default 30)")
+    _common(parser)
+    _synthetic_group(parser, sparsity=False)
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--connect", default=DEFAULT_ENDPOINT,
+                        help=f"the server's endpoint (default {DEFAULT_ENDPOINT})")
+    parser.add_argument("--data", help="features X (as for `asyos run --data`)")
+    parser.add_argument("--shard", required=True, help="T/Q: this worker's shard")
+    parser.add_argument("--shuffle", action="store_true",
+                        help="seeded random feature order within the shard")
+    parser.add_argument("--heartbeat-every", type=float,
+                        help="seconds between heartbeats (default 1)")
+    parser.add_argument("--server-timeout", type=float, help="give up after this "
+                        "many seconds without a word from the server (default 120)")
+    _common(parser)
+    _synthetic_group(parser, sparsity=True)
+
+
+def _shard(text: str) -> tuple[int, int]:
+    try:
+        t, q = (int(v) for v in text.split("/"))
+    except ValueError:
+        raise InputError(f"--shard must be T/Q, e.g. 0/4, got {text!r}") from None
+    if not (q >= 1 and 0 <= t < q):
+        raise InputError(f"--shard {text}: need 0 <= T < Q")
+    return t, q
+
+
+def _logging(args) -> None:
+    level = logging.INFO if args.verbose else logging.WARNING
+    logging.basicConfig(level=level, stream=sys.stderr,
+                        format="asyos %(asctime)s %(levelname)s %(message)s")
+
+
+def run_server(args) -> dict:
+    from ..transport.zeromq import ZmqServer
+
+    _logging(args)
+    truth = None
+    if args.labels is not None:
+        if args.sparsity is None:
+            raise InputError("-s/--sparsity is required with --labels")
+        y, s, source = load_labels(args.labels), args.sparsity, str(args.labels)
+        loss = Loss.parse(args.loss or "squared")
+    else:
+        s = 100 if args.sparsity is None else args.sparsity
+        truth = stream_problem(args.synthetic, p=args.features, s=s, seed=args.seed)
+        y, source = truth.y, f"synthetic {args.synthetic}"
+        loss = Loss.parse(args.loss or ("squared" if args.synthetic == "regression"
+                                        else "squared_hinge"))
+    y = check_labels(y, loss, len(y))
+    window = args.window if args.window == "auto" else _int("--window", args.window)
+    batch = args.batch if args.batch == "auto" else _int("--batch", args.batch)
+    config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
+                             eta=args.eta, m=args.m, staleness=args.staleness,
+                             window=window, batch=batch)
+    server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
+                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                       resume=args.resume, record_order=args.record_order)
+    try:
+        if not args.quiet:
+            print(f"asyos server on {server.endpoint}: waiting for {args.workers} "
+                  "workers", file=sys.stderr, flush=True)
+        payload = server.serve()
+    finally:
+        server.close()
+    lost = payload["asy"]["lost_shards"]
+    if lost:
+        print(f"asyos: warning: shards {', '.join(lost)} were lost and not replaced; "
+              "the results use their last acknowledged state", file=sys.stderr)
+    return finish(args, payload, source=source, n_samples=len(y),
+                  n_features=server.monitor.n_features, s=s, loss=loss, truth=truth)
+
+
+def _int(flag: str, text) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise InputError(f"{flag} must be an integer or 'auto', got {text!r}") from None
+
+
+def run_worker(args) -> None:
+    from ..transport.zeromq import ServerGone, ZmqWorker
+
+    _logging(args)
+    t, q = _shard(args.shard)
+    if args.data is None:
+        stream = stream_problem(args.synthetic, p=args.features, s=args.sparsity,
+                                seed=args.seed, shuffle=args.shuffle).stream
+    else:
+        stream, _ = load_features(args.data, shuffle=args.shuffle, seed=args.seed)
+    if q > stream.n_features:
+        raise InputError(f"{q} shards but only {stream.n_features} features")
+    worker = ZmqWorker(args.connect, stream.shard(q, t), t, q, timeouts=_timeouts(args),
+                       keys=args.keys)
+    try:
+        worker.run()
+    except ServerGone as exc:
+        print(f"asyos: error: shard {t}/{q}: {exc}", file=sys.stderr)
+        raise SystemExit(1) from None
+    finally:
+        worker.close()
+
+
+def make_keys(args) -> None:
+    from ..transport.zeromq import make_keys as create
+
+    directory = create(args.directory)
+    print(f"CURVE keys in {directory}: keep server.key_secret on the server; give "
+          "workers client.key_secret and server.key; the server accepts the public "
+          f"keys in {directory / 'clients'}")
+
+
+def serve(args) -> None:
+    payload = run_server(args)
+    if not args.quiet:
+        report(payload)
+
+
+def main_server(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asyos.server",
+                                     description="Asy-OS server over ZeroMQ")
+    add_server_arguments(parser)
+    args = parser.parse_args(argv)
+    return guarded(lambda: serve(args))
+
+
+def main_worker(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asyos.worker",
+                                     description="Asy-OS worker over ZeroMQ")
+    add_worker_arguments(parser)
+    return guarded(lambda: run_worker(parser.parse_args(argv)))
