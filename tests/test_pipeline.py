@@ -63,3 +63,42 @@ def test_pipeline_defaults_follow_the_staleness_bound():
             AsyConfig.build(8, 2, staleness=1, **bad)
     with pytest.raises(InputError, match="window must be ≥ 1"):
         AsyConfig.build(8, 2, window=0)
+
+
+def _drive(loop, u, stop_after=None):
+    """A single worker whose views are exact (q = 1): returns its last Push / Final."""
+    request, pushes, last = next(loop), 0, None
+    while True:
+        if request == "pull":
+            request = loop.send((u, 0))
+        elif hasattr(request, "delta"):
+            u = u + request.delta
+            pushes, last = pushes + 1, request
+            if pushes == stop_after:
+                return last, u
+            request = next(loop)
+        else:
+            return request, u
+
+
+@pytest.mark.parametrize("batch", [1, 3])
+def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch):
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=120, s=6, n=50, seed=5)
+    stream = ArrayStream(problem.X, block_size=16)
+
+    def loop(resume=None):
+        return worker_loop(stream, problem.y, 6, Loss.SQUARED, 0.3, 1.5, 2, batch,
+                           resume=resume)
+
+    start = np.zeros(50)
+    whole, _ = _drive(loop(), start)
+    stopped, u = _drive(loop(), start, stop_after=150 // batch)
+    assert 120 < stopped.position < 240
+    resumed, _ = _drive(loop((stopped.selected, stopped.weights, stopped.position)), u)
+    np.testing.assert_array_equal(resumed.selected, whole.selected)
+    np.testing.assert_allclose(resumed.weights, whole.weights, rtol=0, atol=1e-9)
+    assert resumed.steps == whole.steps == 240

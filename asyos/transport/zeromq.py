@@ -158,6 +158,7 @@ class ZmqServer:
             raise InputError(f"cannot bind {bind}: {exc}") from None
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._stop = False
+        self._last_checkpoint = time.monotonic()
 
     def _secure(self, keys) -> None:
         from zmq.auth.thread import ThreadAuthenticator
@@ -375,34 +376,34 @@ class ZmqServer:
         """Run until done; returns the results payload (same keys as MPI runs)."""
         previous = signal.signal(signal.SIGTERM, self._on_sigterm) \
             if _main_thread() else None
-        poller = zmq.Poller()
-        poller.register(self.socket, zmq.POLLIN)
-        last_checkpoint = time.monotonic()
         try:
-            while True:
-                if poller.poll(50):
-                    while True:
-                        try:
-                            frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
-                        except zmq.Again:
-                            break
-                        if not self.drop():
-                            self._handle(bytes(frames[0].buffer), frames[1:])
-                now = time.monotonic()
-                self._check_liveness(now)
-                if self._stop:
-                    self.save_checkpoint()
-                    raise SystemExit(143)
-                if now - last_checkpoint > self.checkpoint_every:
-                    self.save_checkpoint()
-                    last_checkpoint = now
-                if self._finished(now):
-                    break
+            while not self.step():
+                pass
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         self.save_checkpoint()
         return self._payload()
+
+    def step(self, timeout: float = 0.05) -> bool:
+        """Handle what arrives within ``timeout`` s, then the timers; True when done."""
+        if self.socket.poll(int(timeout * 1000)):
+            while True:
+                try:
+                    frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                except zmq.Again:
+                    break
+                if not self.drop():
+                    self._handle(bytes(frames[0].buffer), frames[1:])
+        now = time.monotonic()
+        self._check_liveness(now)
+        if self._stop:
+            self.save_checkpoint()
+            raise SystemExit(143)
+        if now - self._last_checkpoint > self.checkpoint_every:
+            self.save_checkpoint()
+            self._last_checkpoint = now
+        return self._finished(now)
 
     def _on_sigterm(self, signum, frame) -> None:
         self._stop = True

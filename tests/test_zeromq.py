@@ -1,0 +1,214 @@
+"""Asy-OS over ZeroMQ end to end: real server and worker processes over TCP loopback.
+
+Every process runs under a timeout (a hang guard, not a speed assertion).
+"""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+GUARD = 120
+PROBLEM = ["-p", "3000", "-s", "20", "--seed", "3"]   # n = 264
+PLAIN = ["--window", "1", "--batch", "1"]     # one round trip per step: ~1 ms here
+
+
+def _port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _start(module, *args, env=None):
+    environment = {**os.environ, **(env or {})}
+    return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT,
+                            env=environment, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _server(tmp_path, port, *extra, env=None, name="r.json"):
+    return _start("asyos.server", "--bind", f"tcp://127.0.0.1:{port}", "--workers", "2",
+                  *PROBLEM, "--out", str(tmp_path / name), "-v", *extra, env=env)
+
+
+def _worker(port, t, *extra, env=None):
+    return _start("asyos.worker", "--connect", f"tcp://127.0.0.1:{port}", "--shard",
+                  f"{t}/2", *PROBLEM, *extra, env=env)
+
+
+def _wait(*procs):
+    outputs = []
+    for proc in procs:
+        try:
+            out, err = proc.communicate(timeout=GUARD)
+        except subprocess.TimeoutExpired:
+            for other in procs:
+                other.kill()
+            raise
+        outputs.append((proc.returncode, out, err))
+    return outputs
+
+
+def _wait_for(proc_stderr_path_or_check, timeout=30.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc_stderr_path_or_check():
+            return
+        time.sleep(0.05)
+    raise AssertionError("condition not reached")
+
+
+def _result(tmp_path, name="r.json"):
+    return json.loads((tmp_path / name).read_text())
+
+
+@pytest.fixture(scope="module")
+def undisturbed(tmp_path_factory):
+    """One normal run, the reference for the disturbed ones."""
+    tmp_path = tmp_path_factory.mktemp("zmq")
+    port = _port()
+    server = _server(tmp_path, port)
+    workers = [_worker(port, t) for t in range(2)]
+    (rc, out, err), *rest = _wait(server, *workers)
+    assert rc == 0, err
+    assert all(code == 0 for code, _, _ in rest), rest
+    return _result(tmp_path)
+
+
+def test_a_normal_run_matches_the_mpi_quality(undisturbed, tmp_path):
+    asy = undisturbed["asy"]
+    assert asy["transport"] == "zeromq" and asy["lost_shards"] == []
+    assert asy["u_check_max_abs_diff"] < 1e-9
+    assert len(undisturbed["selected"]) <= 20
+    assert sum(w["steps"] for w in asy["workers"]) == 2 * 3000
+    mpiexec = Path(sys.executable).parent / "mpiexec"
+    if not mpiexec.exists():
+        pytest.skip("no mpiexec in this environment")
+    proc = subprocess.run([str(mpiexec), "-n", "3", sys.executable, "-m", "asyos.run",
+                           *PROBLEM, "--quiet", "--out", str(tmp_path / "mpi.json")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=GUARD)
+    assert proc.returncode == 0, proc.stderr
+    mpi = _result(tmp_path, "mpi.json")
+    assert undisturbed["truth"]["recall"] >= mpi["truth"]["recall"] - 0.1
+
+
+def test_ten_percent_of_messages_lost_and_the_run_still_finishes(tmp_path, undisturbed):
+    env = {"ASYOS_DROP_PERCENT": "10"}
+    port = _port()
+    server = _server(tmp_path, port, "--resend-after", "0.05", env=env)
+    workers = [_worker(port, t, "--resend-after", "0.05", env=env) for t in range(2)]
+    results = _wait(server, *workers)
+    assert all(rc == 0 for rc, _, _ in results), results
+    result = _result(tmp_path)
+    asy = result["asy"]
+    assert asy["dropped_messages"] > 0
+    assert asy["u_check_max_abs_diff"] < 1e-9           # the sum invariant held
+    assert sum(w["steps"] for w in asy["workers"]) == 2 * 3000
+    assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.15
+
+
+def _logged(server_log: list, proc, text: str) -> bool:
+    """Read the server's stderr (one line per call) until ``text`` appears."""
+    line = proc.stderr.readline()
+    server_log.append(line)
+    return text in line
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """An undisturbed run of the plain loop, long enough to disturb (4 epochs)."""
+    tmp_path = tmp_path_factory.mktemp("plain")
+    port = _port()
+    results = _wait(_server(tmp_path, port, *PLAIN, "--epochs", "4"),
+                    *(_worker(port, t) for t in range(2)))
+    assert all(rc == 0 for rc, _, _ in results), results
+    return _result(tmp_path)
+
+
+def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain):
+    port = _port()
+    server = _server(tmp_path, port, "--heartbeat-timeout", "0.5", *PLAIN,
+                     "--epochs", "4")
+    workers = [_worker(port, t) for t in range(2)]
+    log = []
+    _wait_for(lambda: _logged(log, server, "all 2 shards here"))
+    time.sleep(0.3)
+    workers[0].send_signal(signal.SIGKILL)          # mid-run
+    _wait_for(lambda: _logged(log, server, "shard 0/2 lost"))
+    replacement = _worker(port, 0)
+    (rc, out, err), *rest = _wait(server, workers[1], replacement)
+    err = "".join(log) + err
+    assert rc == 0, err
+    assert "joins at push" in err
+    assert all(code == 0 for code, _, _ in rest), rest
+    result = _result(tmp_path)
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+    assert result["asy"]["lost_shards"] == []
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
+    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05
+
+
+def test_a_lost_shard_without_replacement_is_reported(tmp_path):
+    port = _port()
+    server = _server(tmp_path, port, "--heartbeat-timeout", "1", "--replace-timeout",
+                     "1", *PLAIN)
+    workers = [_worker(port, t) for t in range(2)]
+    log = []
+    _wait_for(lambda: _logged(log, server, "all 2 shards here"))
+    time.sleep(0.3)
+    workers[0].send_signal(signal.SIGKILL)
+    (rc, out, err), _ = _wait(server, workers[1])
+    assert rc == 0, err
+    assert "shards 0/2 were lost" in err
+    result = _result(tmp_path)
+    assert result["asy"]["lost_shards"] == ["0/2"]
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+
+
+def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain):
+    port = _port()
+    checkpoint = tmp_path / "ck.npz"
+    args = ("--checkpoint", str(checkpoint), "--checkpoint-every", "0.1", *PLAIN,
+            "--epochs", "4")
+    server = _server(tmp_path, port, *args)
+    workers = [_worker(port, t) for t in range(2)]
+    log = []
+    _wait_for(lambda: _logged(log, server, "all 2 shards here"))
+    _wait_for(checkpoint.exists)
+    time.sleep(0.3)
+    server.send_signal(signal.SIGKILL)
+    server.wait(GUARD)
+    assert not (tmp_path / "r.json").exists()
+    resumed = _server(tmp_path, port, *args, "--resume")
+    (rc, out, err), *rest = _wait(resumed, *workers)
+    assert rc == 0, err
+    assert all(code == 0 for code, _, _ in rest), rest
+    result = _result(tmp_path)
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
+    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05
+
+
+def test_bad_setups_exit_2_with_a_message(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "asyos.server", "--bind",
+                           "tcp://0.0.0.0:5999", "--workers", "2"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=GUARD)
+    assert proc.returncode == 2 and "CURVE" in proc.stderr
+    port = _port()
+    server = _server(tmp_path, port)
+    stranger = _start("asyos.worker", "--connect", f"tcp://127.0.0.1:{port}",
+                      "--shard", "0/3", *PROBLEM)
+    rc, out, err = _wait(stranger)[0]
+    assert rc == 2 and "does not fit this run of 2 workers" in err
+    server.kill()
+    server.wait(GUARD)
+    proc = subprocess.run([sys.executable, "-m", "asyos.worker", "--shard", "2/2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=GUARD)
+    assert proc.returncode == 2 and "0 <= T < Q" in proc.stderr

@@ -1,0 +1,113 @@
+"""The ZeroMQ server against raw sockets: duplicates, garbage, strangers (in process)."""
+
+import numpy as np
+import pytest
+import zmq
+
+from asyos.solvers.asy import AsyConfig
+from asyos.transport.wire import HEADER, MAGIC, MORE, Kind, Limits, decode, encode
+from asyos.transport.zeromq import Timeouts, ZmqServer
+
+N = 6
+
+
+@pytest.fixture
+def server():
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2)
+    srv = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                    timeouts=Timeouts(heartbeat_timeout=60))
+    yield srv
+    srv.close()
+
+
+def _socket(server):
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.linger = 0
+    sock.connect(server.endpoint)
+    return sock
+
+
+def _exchange(server, sock, frames, rounds=6):
+    """Send ``frames``, let the server work, return the decoded replies."""
+    sock.send_multipart(frames)
+    replies = []
+    for _ in range(rounds):
+        server.step(0.01)
+        while sock.poll(0):
+            replies.append(decode(sock.recv_multipart(), Limits(N, 10, 10)))
+    return replies
+
+
+def _push(run_id, seq, delta, flags=MORE):
+    return encode(Kind.PUSH, 0, np.array([seq - 1]), delta, np.array([seq - 1]),
+                  np.array([0.5]), flags=flags, run_id=run_id, seq=seq, a=0, b=seq)
+
+
+def _joined(server, sock):
+    [config] = _exchange(server, sock, encode(Kind.HELLO, 0, np.array([1.0]), seq=5,
+                                              a=1, b=N))
+    assert config.kind == Kind.CONFIG and config.arrays[1].size == N
+    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=config.run_id))
+    assert view.kind == Kind.VIEW and view.a == 0
+    return config.run_id
+
+
+def test_a_duplicated_push_is_applied_once(server):
+    sock = _socket(server)
+    run_id = _joined(server, sock)
+    delta = np.arange(N, dtype=float)
+    [view] = _exchange(server, sock, _push(run_id, 1, delta))
+    assert view.kind == Kind.VIEW and view.seq == 1
+    replies = _exchange(server, sock, _push(run_id, 1, delta))   # a resend
+    assert [r.kind for r in replies] == [Kind.VIEW] and replies[0].seq == 1
+    assert server.state.clock == 1
+    np.testing.assert_array_equal(server.state.u, delta)
+    [ack] = _exchange(server, sock, _push(run_id, 2, delta, flags=0))
+    assert ack.kind == Kind.ACK and ack.seq == 2 and server.state.clock == 2
+
+
+@pytest.mark.parametrize("make, refused", [
+    (lambda run: [b"garbage bytes"], False),
+    (lambda run: [HEADER.pack(MAGIC, 9, int(Kind.PULL), 0, 0, run, 0, 0, 0)], False),
+    (lambda run: [HEADER.pack(MAGIC, 1, 77, 0, 0, run, 0, 0, 0)], False),  # kind 77
+    (lambda run: encode(Kind.PULL, 0, run_id=run + 1), False),           # other run
+    (lambda run: encode(Kind.PUSH, 0, np.ones(2), run_id=run), False),   # truncated
+    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), seq=5, a=1, b=N + 1), True),
+    (lambda run: encode(Kind.HELLO, 3, np.array([1.0]), seq=5, a=1, b=N), True),
+    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), seq=5, a=1, b=N), True),
+    (lambda run: encode(Kind.PULL, 7, run_id=run), True),                # no worker 7
+], ids=["garbage", "version", "kind", "run-id", "truncated", "wrong-n", "bad-shard",
+        "shard-taken", "unknown-worker"])
+def test_bad_messages_are_dropped_or_refused_and_change_nothing(server, make, refused):
+    sock = _socket(server)
+    run_id = _joined(server, sock)
+    _exchange(server, sock, _push(run_id, 1, np.ones(N)))
+    before = server.state.u.copy(), server.state.clock
+    stranger = _socket(server)
+    replies = _exchange(server, stranger, make(run_id))
+    assert [r.kind for r in replies] == ([Kind.REFUSE] if refused else [])
+    assert np.all(server.state.u == before[0]) and server.state.clock == before[1]
+    # ... and the server keeps serving its worker
+    [view] = _exchange(server, sock, _push(run_id, 2, np.ones(N)))
+    assert view.kind == Kind.VIEW and server.state.clock == before[1] + 1
+
+
+def test_a_stranger_impersonating_a_worker_is_refused(server):
+    sock = _socket(server)
+    run_id = _joined(server, sock)
+    [refusal] = _exchange(server, _socket(server), _push(run_id, 1, np.ones(N)))
+    assert refusal.kind == Kind.REFUSE and "unknown peer" in refusal.arrays[0]
+    assert server.state.clock == 0
+
+
+def test_an_oversized_message_is_cut_off_without_harm(server):
+    sock = _socket(server)
+    run_id = _joined(server, sock)
+    huge = _socket(server)
+    huge.send_multipart([HEADER.pack(MAGIC, 1, int(Kind.PUSH), 0, 0, run_id, 1, 0, 0),
+                         b"\0" * (1 << 22)])
+    for _ in range(10):
+        server.step(0.02)
+    assert server.state.clock == 0
+    [view] = _exchange(server, sock, _push(run_id, 1, np.ones(N)))
+    assert view.kind == Kind.VIEW and server.state.clock == 1
