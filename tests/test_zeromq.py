@@ -172,7 +172,8 @@ def test_a_lost_shard_without_replacement_is_reported(tmp_path):
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
 
 
-def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain):
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain, how):
     port = _port()
     checkpoint = tmp_path / "ck.npz"
     args = ("--checkpoint", str(checkpoint), "--checkpoint-every", "0.1", *PLAIN,
@@ -183,8 +184,10 @@ def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain):
     _wait_for(lambda: _logged(log, server, "all 2 shards here"))
     _wait_for(checkpoint.exists)
     time.sleep(0.3)
-    server.send_signal(signal.SIGKILL)
-    server.wait(GUARD)
+    server.send_signal(how)
+    code = server.wait(GUARD)
+    if how == signal.SIGTERM:   # saves on the way out: the checkpoint is fresh
+        assert code == 143 and time.time() - checkpoint.stat().st_mtime < 5
     assert not (tmp_path / "r.json").exists()
     resumed = _server(tmp_path, port, *args, "--resume")
     (rc, out, err), *rest = _wait(resumed, *workers)
@@ -212,3 +215,101 @@ def test_bad_setups_exit_2_with_a_message(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "asyos.worker", "--shard", "2/2"],
                           cwd=ROOT, capture_output=True, text=True, timeout=GUARD)
     assert proc.returncode == 2 and "0 <= T < Q" in proc.stderr
+
+
+def _keys(directory: Path) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "asyos.cli.main", "keys",
+                           str(directory)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=GUARD)
+    assert proc.returncode == 0, proc.stderr
+    return directory
+
+
+def _stranger_keys(tmp_path: Path, keys: Path) -> Path:
+    """A client key pair the server does not know, with the server's public key."""
+    other = _keys(tmp_path / "stranger")
+    (other / "server.key").write_bytes((keys / "server.key").read_bytes())
+    return other
+
+
+def _secure_run(tmp_path, keys, bind, connect, prefix=()):
+    """Server bound beyond loopback with CURVE, two workers and a stranger."""
+    server = subprocess.Popen([*(prefix[0] if prefix else []), sys.executable, "-m",
+                               "asyos.server", "--bind", bind, "--workers", "2",
+                               *PROBLEM, "--keys", str(keys), "--out",
+                               str(tmp_path / "r.json"), "-v"],
+                              cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True)
+    worker_prefix = prefix[1] if prefix else []
+    workers = [subprocess.Popen([*worker_prefix, sys.executable, "-m", "asyos.worker",
+                                 "--connect", connect, "--shard", f"{t}/2", *PROBLEM,
+                                 "--keys", str(keys)], cwd=ROOT, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for t in range(2)]
+    stranger = subprocess.Popen([*worker_prefix, sys.executable, "-m", "asyos.worker",
+                                 "--connect", connect, "--shard", "0/2", *PROBLEM,
+                                 "--keys", str(_stranger_keys(tmp_path, keys)),
+                                 "--server-timeout", "3"], cwd=ROOT,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    (rc, _, err), *rest = _wait(server, *workers)
+    assert rc == 0, err
+    assert all(code == 0 for code, _, _ in rest), rest
+    code, _, stranger_err = _wait(stranger)[0]
+    assert code == 1 and "no answer from the server" in stranger_err
+    result = _result(tmp_path)
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+    return result
+
+
+def test_curve_admits_known_keys_and_refuses_an_unknown_one(tmp_path):
+    keys = _keys(tmp_path / "keys")
+    port = _port()
+    result = _secure_run(tmp_path, keys, f"tcp://0.0.0.0:{port}",
+                         f"tcp://127.0.0.1:{port}")
+    assert result["asy"]["lost_shards"] == []
+
+
+@pytest.fixture
+def namespaces():
+    """Two network namespaces joined by a veth pair: 10.231.0.1 (server side) and
+    10.231.0.2.  Skipped where namespaces cannot be made (no root, no ip)."""
+    tag = f"{os.getpid() % 100000}"
+    names = [f"asyos-s{tag}", f"asyos-w{tag}"]
+
+    def ip(*args):
+        return subprocess.run(["ip", *args], capture_output=True, text=True, timeout=30)
+
+    try:
+        probe = ip("netns", "add", names[0])
+    except FileNotFoundError:
+        pytest.skip("no `ip` command: cannot make network namespaces")
+    if probe.returncode != 0:
+        pytest.skip(f"network namespaces not permitted here: {probe.stderr.strip()}")
+    try:
+        for step in (["netns", "add", names[1]],
+                     ["link", "add", f"va{tag}", "type", "veth", "peer", "name",
+                      f"vb{tag}"],
+                     ["link", "set", f"va{tag}", "netns", names[0]],
+                     ["link", "set", f"vb{tag}", "netns", names[1]],
+                     ["-n", names[0], "addr", "add", "10.231.0.1/24", "dev", f"va{tag}"],
+                     ["-n", names[1], "addr", "add", "10.231.0.2/24", "dev", f"vb{tag}"],
+                     ["-n", names[0], "link", "set", f"va{tag}", "up"],
+                     ["-n", names[1], "link", "set", f"vb{tag}", "up"],
+                     ["-n", names[0], "link", "set", "lo", "up"],
+                     ["-n", names[1], "link", "set", "lo", "up"]):
+            proc = ip(*step)
+            if proc.returncode != 0:
+                pytest.skip(f"cannot set up namespaces (ip {' '.join(step)}): "
+                            f"{proc.stderr.strip()}")
+        yield [["ip", "netns", "exec", name] for name in names]
+    finally:
+        for name in names:
+            ip("netns", "del", name)
+
+
+def test_server_and_workers_in_separate_network_namespaces_with_curve(tmp_path,
+                                                                      namespaces):
+    keys = _keys(tmp_path / "keys")
+    port = _port()
+    result = _secure_run(tmp_path, keys, f"tcp://10.231.0.1:{port}",
+                         f"tcp://10.231.0.1:{port}", prefix=namespaces)
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 2 * 3000

@@ -461,6 +461,8 @@ class ZmqWorker:
         self.context = zmq.Context.instance()
         self.socket = self.context.socket(zmq.DEALER)
         self.socket.linger = 0
+        # a DEALER blocks sending while no server is connected: never wait forever
+        self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
         self.socket.identity = f"shard-{t}-{random.getrandbits(32):08x}".encode()
         if keys is not None:
             public, secret = _load_keys(keys, "client")
@@ -477,9 +479,16 @@ class ZmqWorker:
     # -- messages -------------------------------------------------------------------------
     def _send(self, kind: Kind, *arrays, **fields) -> list:
         frames = encode(kind, self.t, *arrays, run_id=self.run_id, **fields)
-        self.socket.send_multipart(frames, copy=False)
-        self.last_sent = time.monotonic()
+        self._transmit(frames)
         return frames
+
+    def _transmit(self, frames) -> None:
+        """Send, or give up after ``resend_after`` (no server): resends cover it."""
+        try:
+            self.socket.send_multipart(frames, copy=False)
+        except zmq.Again:
+            self._check_server()
+        self.last_sent = time.monotonic()
 
     def _receive(self, timeout: float):
         """The next valid message within ``timeout`` seconds, or None."""
@@ -601,10 +610,9 @@ class ZmqWorker:
         """Everything unacknowledged, in order (the server ignores what it has), or
         the pull whose view has not come."""
         for seq in sorted(self.unacked):
-            self.socket.send_multipart(self.unacked[seq], copy=False)
+            self._transmit(self.unacked[seq])
         if self.view.must_wait and not self.unacked:
             self._send(Kind.PULL)
-        self.last_sent = time.monotonic()
 
     def _finish(self, final: Final) -> None:
         self._absorb(lambda: bool(self.unacked))
