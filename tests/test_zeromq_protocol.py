@@ -1,11 +1,13 @@
 """The ZeroMQ server against raw sockets: duplicates, garbage, strangers (in process)."""
 
+import time
+
 import numpy as np
 import pytest
 import zmq
 
 from asyos.solvers.asy import AsyConfig
-from asyos.transport.wire import HEADER, MAGIC, MORE, Kind, Limits, decode, encode
+from asyos.transport.wire import HEADER, MAGIC, Kind, Limits, decode, encode, flags
 from asyos.transport.zeromq import Timeouts, ZmqServer
 
 N = 6
@@ -38,31 +40,35 @@ def _exchange(server, sock, frames, rounds=6):
     return replies
 
 
-def _push(run_id, seq, delta, flags=MORE):
+def _push(joined, seq, delta, more=True):
+    """Worker 0's push number ``seq``, tagged with its configuration."""
+    run_id, tag = joined
     return encode(Kind.PUSH, 0, np.array([seq - 1]), delta, np.array([seq - 1]),
-                  np.array([0.5]), flags=flags, run_id=run_id, seq=seq, a=0, b=seq)
+                  np.array([0.5]), flags=flags(tag, more), run_id=run_id, seq=seq, a=0,
+                  b=seq)
 
 
 def _joined(server, sock):
     [config] = _exchange(server, sock, encode(Kind.HELLO, 0, np.array([1.0]), seq=5,
                                               a=1, b=N))
     assert config.kind == Kind.CONFIG and config.arrays[1].size == N
-    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=config.run_id))
+    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=config.run_id,
+                                            flags=config.flags))
     assert view.kind == Kind.VIEW and view.a == 0
-    return config.run_id
+    return config.run_id, config.tag
 
 
 def test_a_duplicated_push_is_applied_once(server):
     sock = _socket(server)
-    run_id = _joined(server, sock)
+    joined = _joined(server, sock)
     delta = np.arange(N, dtype=float)
-    [view] = _exchange(server, sock, _push(run_id, 1, delta))
+    [view] = _exchange(server, sock, _push(joined, 1, delta))
     assert view.kind == Kind.VIEW and view.seq == 1
-    replies = _exchange(server, sock, _push(run_id, 1, delta))   # a resend
+    replies = _exchange(server, sock, _push(joined, 1, delta))   # a resend
     assert [r.kind for r in replies] == [Kind.VIEW] and replies[0].seq == 1
     assert server.state.clock == 1
     np.testing.assert_array_equal(server.state.u, delta)
-    [ack] = _exchange(server, sock, _push(run_id, 2, delta, flags=0))
+    [ack] = _exchange(server, sock, _push(joined, 2, delta, more=False))
     assert ack.kind == Kind.ACK and ack.seq == 2 and server.state.clock == 2
 
 
@@ -80,34 +86,52 @@ def test_a_duplicated_push_is_applied_once(server):
         "shard-taken", "unknown-worker"])
 def test_bad_messages_are_dropped_or_refused_and_change_nothing(server, make, refused):
     sock = _socket(server)
-    run_id = _joined(server, sock)
-    _exchange(server, sock, _push(run_id, 1, np.ones(N)))
+    joined = _joined(server, sock)
+    _exchange(server, sock, _push(joined, 1, np.ones(N)))
     before = server.state.u.copy(), server.state.clock
     stranger = _socket(server)
-    replies = _exchange(server, stranger, make(run_id))
+    replies = _exchange(server, stranger, make(joined[0]))
     assert [r.kind for r in replies] == ([Kind.REFUSE] if refused else [])
     assert np.all(server.state.u == before[0]) and server.state.clock == before[1]
     # ... and the server keeps serving its worker
-    [view] = _exchange(server, sock, _push(run_id, 2, np.ones(N)))
+    [view] = _exchange(server, sock, _push(joined, 2, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == before[1] + 1
 
 
 def test_a_stranger_impersonating_a_worker_is_refused(server):
     sock = _socket(server)
-    run_id = _joined(server, sock)
-    [refusal] = _exchange(server, _socket(server), _push(run_id, 1, np.ones(N)))
+    joined = _joined(server, sock)
+    [refusal] = _exchange(server, _socket(server), _push(joined, 1, np.ones(N)))
     assert refusal.kind == Kind.REFUSE and "unknown peer" in refusal.arrays[0]
     assert server.state.clock == 0
 
 
 def test_an_oversized_message_is_cut_off_without_harm(server):
     sock = _socket(server)
-    run_id = _joined(server, sock)
+    joined = _joined(server, sock)
     huge = _socket(server)
-    huge.send_multipart([HEADER.pack(MAGIC, 1, int(Kind.PUSH), 0, 0, run_id, 1, 0, 0),
+    huge.send_multipart([HEADER.pack(MAGIC, 1, int(Kind.PUSH), 0, 0, joined[0], 1, 0, 0),
                          b"\0" * (1 << 22)])
     for _ in range(10):
         server.step(0.02)
     assert server.state.clock == 0
-    [view] = _exchange(server, sock, _push(run_id, 1, np.ones(N)))
+    [view] = _exchange(server, sock, _push(joined, 1, np.ones(N)))
+    assert view.kind == Kind.VIEW and server.state.clock == 1
+
+
+def test_a_push_from_before_a_reconfiguration_is_dropped(server):
+    sock = _socket(server)
+    run_id, tag = _joined(server, sock)
+    server._send_config(0)            # e.g. a resynchronisation: a new tag
+    assert sock.poll(5000)
+    config = decode(sock.recv_multipart(), Limits(N, 10, 10))
+    assert config.kind == Kind.CONFIG and config.tag != tag
+    assert _exchange(server, sock, _push((run_id, tag), 1, np.ones(N))) == []
+    assert server.state.clock == 0    # the stale push changed nothing
+    time.sleep(server.timeouts.resend_after)   # its resend: the CONFIG was lost?
+    [again] = _exchange(server, sock, _push((run_id, tag), 1, np.ones(N)))
+    assert again.kind == Kind.CONFIG and again.tag == config.tag and server.state.clock == 0
+    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=run_id, flags=config.flags))
+    assert view.kind == Kind.VIEW
+    [view] = _exchange(server, sock, _push((run_id, config.tag), 1, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == 1

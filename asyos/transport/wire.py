@@ -20,7 +20,9 @@ receivers log it and drop the message.
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 
-Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer).
+Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer); bits
+1–31 = the configuration tag: the one in the worker's last CONFIG, which the server
+changes at every (re)configuration, so a message sent before it is recognised as stale.
 """
 
 import struct
@@ -35,6 +37,7 @@ MAGIC = b"ASYO"
 PROTOCOL = 1
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
+TAG_LIMIT = 1 << 31
 PARAMS = ("loss", "epochs", "budget", "window", "batch", "eta", "m", "staleness")
 REASON_LIMIT = 4096
 
@@ -77,6 +80,18 @@ class Message:
     b: int
     arrays: tuple = ()
 
+    @property
+    def more(self) -> bool:
+        return bool(self.flags & MORE)
+
+    @property
+    def tag(self) -> int:
+        return self.flags >> 1
+
+
+def flags(tag: int, more: bool = False) -> int:
+    """The flags field: configuration ``tag`` (< 2³¹) and the MORE bit."""
+    return (tag << 1) | (MORE if more else 0)
 
 # -- encoding ------------------------------------------------------------------------------
 def encode(kind: Kind, worker: int = 0, *arrays, flags: int = 0, run_id: int = 0,

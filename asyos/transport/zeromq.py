@@ -38,7 +38,7 @@ from ..core.server_state import DuplicatePush, ProtocolError, ServerState
 from ..errors import InputError
 from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
-from .wire import MORE, PARAMS, Kind, Limits, WireError, decode, encode
+from .wire import PARAMS, Kind, Limits, WireError, decode, encode, flags
 
 log = logging.getLogger("asyos.zeromq")
 
@@ -138,6 +138,12 @@ class ZmqServer:
             self.state = ServerState(n, q, config.staleness, config.window, config.batch)
         self.limits = Limits(n, max(config.budgets), config.batch, self.run_id)
         self.identity: list[bytes | None] = [None] * q
+        # configuration tags: (this server's random boot id, joins) per worker; a
+        # worker's message with another tag predates its last (re)configuration
+        self.boot = random.getrandbits(14) + 1
+        self.tags = [0] * q
+        self.active = [False] * q
+        self.config_sent = [0.0] * q
         self.last_seen = [time.monotonic()] * q
         self.lost_at: dict[int, float] = {}
         self.stats: list[dict | None] = [None] * q
@@ -154,7 +160,7 @@ class ZmqServer:
         try:
             self.socket.bind(bind)
         except zmq.ZMQError as exc:
-            self.socket.close()
+            self.close()
             raise InputError(f"cannot bind {bind}: {exc}") from None
         self.endpoint = self.socket.getsockopt_string(zmq.LAST_ENDPOINT)
         self._stop = False
@@ -178,11 +184,14 @@ class ZmqServer:
         if self.checkpoint_path is None or not self.checkpoint_path.exists():
             raise InputError(f"--resume needs the checkpoint file given by --checkpoint "
                              f"(not found: {self.checkpoint_path})")
-        with np.load(self.checkpoint_path, allow_pickle=False) as saved:
-            arrays = dict(saved)
-        self.state = ServerState.restore(arrays)
-        self.run_id = int(arrays["run_id"])
-        self.eta, self.m = (float(v) for v in arrays["step"])
+        try:
+            with np.load(self.checkpoint_path, allow_pickle=False) as saved:
+                arrays = dict(saved)
+            self.state = ServerState.restore(arrays)
+            self.run_id = int(arrays["run_id"])
+            self.eta, self.m = (float(v) for v in arrays["step"])
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputError(f"cannot resume from {self.checkpoint_path}: {exc}") from None
         if self.state.u.size != self.y.shape[0] or \
                 len(self.state.workers) != self.config.n_workers:
             raise InputError(f"{self.checkpoint_path} is for another run (n or q differ)")
@@ -222,13 +231,24 @@ class ZmqServer:
                        a=version)
 
     def _send_config(self, worker: int) -> None:
-        record = self.state.rejoin(worker)
+        """(Re)configure ``worker`` from its record; its older messages become stale."""
+        self.state.rejoin(worker)
+        self.tags[worker] = (self.boot << 16) | ((self.tags[worker] + 1) & 0xFFFF)
+        self.active[worker] = False
+        self._repeat_config(worker)
+
+    def _repeat_config(self, worker: int) -> None:
+        """Send ``worker`` its current configuration (again, if that one was lost: its
+        record has not changed, since no message with the new tag was accepted)."""
+        self.config_sent[worker] = time.monotonic()
+        record = self.state.workers[worker]
         c = self.config
         params = [int(c.loss), c.epochs, c.budgets[worker], c.window, c.batch,
                   self.eta, self.m, -1 if c.staleness is None else c.staleness]
         self._send(worker, Kind.CONFIG, np.array(params, dtype=np.float64), self.y,
                    record.selected, record.weights, seq=record.messages,
-                   a=record.position, b=self.y.shape[0])
+                   a=record.position, b=self.y.shape[0],
+                   flags=flags(self.tags[worker]))
         self.last_seen[worker] = time.monotonic()
         self.lost_at.pop(worker, None)
 
@@ -251,6 +271,8 @@ class ZmqServer:
         if self.identity[t] not in (None, identity) and not record.lost and \
                 not record.finished and t in self.nu:
             return self._refuse(identity, f"shard {t}/{q} already has a live worker")
+        if self.identity[t] == identity and self.active[t]:
+            return   # a late copy of a HELLO this worker already had answered
         self.identity[t] = identity
         self.last_seen[t] = time.monotonic()
         if record.finished:
@@ -287,14 +309,14 @@ class ZmqServer:
                                          seq=message.seq,
                                          kept=(selected, weights, message.b))
         except DuplicatePush:
-            if message.flags & MORE and self.state.refresh(t):
+            if message.more and self.state.refresh(t):
                 return self._send_views([t])
             return self._send(t, Kind.ACK, seq=self.state.workers[t].messages)
         except ProtocolError as exc:   # a gap, or a view this server never sent
             log.info("resynchronising worker %d: %s", t, exc)
             return self._send_config(t)
         self.monitor.on_push(self.state, t, features)
-        if message.flags & MORE:
+        if message.more:
             granted = granted + self.state.request_pull(t)
         else:
             self._send(t, Kind.ACK, seq=self.state.workers[t].messages)
@@ -337,6 +359,14 @@ class ZmqServer:
         self.last_seen[t] = time.monotonic()
         if self.state.workers[t].lost:
             return self._send_config(t)   # it was only slow: it resumes from its state
+        if message.kind != Kind.HEARTBEAT:
+            if message.tag != self.tags[t]:
+                log.info("dropped a stale %s from worker %d", message.kind.name, t)
+                if not self.active[t] and time.monotonic() - self.config_sent[t] > \
+                        self.timeouts.resend_after:
+                    self._repeat_config(t)   # it still works from the old one
+                return
+            self.active[t] = True
         try:
             if message.kind == Kind.PUSH:
                 self._push(t, message)
@@ -473,12 +503,14 @@ class ZmqWorker:
         self.endpoint = connect
         self.limits = Limits(self.n)
         self.run_id = 0
+        self.tag = 0       # from the last CONFIG; sent back in every message
         self.last_heard = self.last_sent = time.monotonic()
         self.communicate = 0.0
 
     # -- messages -------------------------------------------------------------------------
-    def _send(self, kind: Kind, *arrays, **fields) -> list:
-        frames = encode(kind, self.t, *arrays, run_id=self.run_id, **fields)
+    def _send(self, kind: Kind, *arrays, more: bool = False, **fields) -> list:
+        frames = encode(kind, self.t, *arrays, run_id=self.run_id,
+                        flags=flags(self.tag, more), **fields)
         self._transmit(frames)
         return frames
 
@@ -538,7 +570,7 @@ class ZmqWorker:
                 message = resync.message
 
     def _run_from(self, config) -> None:
-        self.run_id = config.run_id
+        self.run_id, self.tag = config.run_id, config.tag
         params = dict(zip(PARAMS, config.arrays[0].tolist()))
         budget, batch = int(params["budget"]), int(params["batch"])
         self.limits = Limits(self.n, budget, batch, self.run_id)
@@ -567,7 +599,7 @@ class ZmqWorker:
                 more = request is PULL
                 seq = view.requested(push.delta, answer=more)
                 frames = self._send(Kind.PUSH, push.features, push.delta, push.selected,
-                                    push.weights, flags=MORE if more else 0, seq=seq,
+                                    push.weights, more=more, seq=seq,
                                     a=push.version, b=push.position)
                 self.unacked[seq] = frames
                 self._absorb(lambda: False)
@@ -595,9 +627,16 @@ class ZmqWorker:
             if not waiting:
                 return
 
+    def _newer(self, config) -> bool:
+        """A CONFIG from another server boot, or a later one from this boot."""
+        return (config.tag >> 16) != (self.tag >> 16) or \
+            (config.tag & 0xFFFF) > (self.tag & 0xFFFF)
+
     def _on_message(self, message) -> None:
         if message.kind == Kind.CONFIG:
-            raise Resync(message)
+            if self._newer(message):
+                raise Resync(message)
+            return
         if message.kind in (Kind.VIEW, Kind.ACK):
             for seq in [s for s in self.unacked if s <= message.seq]:
                 del self.unacked[seq]
@@ -627,8 +666,7 @@ class ZmqWorker:
                     continue
                 if message.kind == Kind.DONE:
                     return
-                if message.kind == Kind.CONFIG:
-                    raise Resync(message)
+                self._on_message(message)
 
     def close(self) -> None:
         self.socket.close(linger=0)
