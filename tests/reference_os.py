@@ -28,9 +28,11 @@ def value(loss, u, y):
     return np.sum(np.logaddexp(0.0, -y * u)) / n
 
 
-def os_step(X, y, S, W, j, s, eta, m, loss):
-    """One step; returns (S, W, dropped)."""
-    u = X[:, S] @ W if S else np.zeros(X.shape[0])
+def os_step(X, y, S, W, j, s, eta, m, loss, u=None):
+    """One step with the gradient at ``u`` (default X_S W: sequential OS; an Asy-OS
+    worker passes its possibly stale view û); returns (S, W, dropped)."""
+    if u is None:
+        u = X[:, S] @ W if S else np.zeros(X.shape[0])
     g = grad_u(loss, u, y)
     gS = X[:, S].T @ g if S else np.zeros(0)
     if j in S:

@@ -5,7 +5,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from asyos.core.server_state import DuplicatePush, ProtocolError, ServerState
+from asyos.core.server_state import (
+    DuplicatePush,
+    OutOfOrderPush,
+    ProtocolError,
+    ServerState,
+)
 
 
 def _drive(n, q, tau, pushes_each, seed):
@@ -191,7 +196,7 @@ def test_sequence_numbers_apply_each_push_once_and_in_order():
     server.push(0, np.ones(2), version=0, seq=1, kept=([3], [0.5], 1))
     with pytest.raises(DuplicatePush):
         server.push(0, np.ones(2), version=0, seq=1)
-    with pytest.raises(ProtocolError, match="skips 2"):
+    with pytest.raises(OutOfOrderPush, match="skips 2"):
         server.push(0, np.ones(2), version=0, seq=3)
     assert server.clock == 1 and np.all(server.u == 1) and server.workers[0].position == 1
     assert server.refresh(0) is False            # no pull in flight: nothing to resend

@@ -1,5 +1,6 @@
 """The ZeroMQ server against raw sockets: duplicates, garbage, strangers (in process)."""
 
+import threading
 import time
 
 import numpy as np
@@ -135,3 +136,21 @@ def test_a_push_from_before_a_reconfiguration_is_dropped(server):
     assert view.kind == Kind.VIEW
     [view] = _exchange(server, sock, _push((run_id, config.tag), 1, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == 1
+
+
+def test_after_the_run_a_late_final_still_gets_its_done(server):
+    """A worker whose DONE was lost resends FINAL: the lingering server answers it."""
+    sock = _socket(server)
+    joined = _joined(server, sock)
+    lingering = threading.Thread(target=server._linger)
+    lingering.start()
+    final = encode(Kind.FINAL, 0, np.array([0]), np.array([0.5]), np.zeros(N),
+                   np.zeros(3), flags=flags(joined[1]), run_id=joined[0], seq=0, a=1)
+    sock.send_multipart(final)
+    assert sock.poll(5000)
+    assert decode(sock.recv_multipart(), Limits(N, 10, 10)).kind == Kind.DONE
+    stranger = _socket(server)
+    stranger.send_multipart(final)          # not this run's worker: no answer
+    lingering.join(timeout=30)
+    assert not lingering.is_alive() and not stranger.poll(0)
+    assert server.state.clock == 0

@@ -61,6 +61,13 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      f"else {PIPELINE['batch']})")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
+    sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
+    sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
+                     "over the server state machine, with simulated staleness")
+    sim.add_argument("--delay", type=int, metavar="TAU", help="each step reads u_C as "
+                     "it was TAU updates ago (default: Q, the paper's setting)")
+    sim.add_argument("--random-delay", action="store_true",
+                     help="draw each step's delay uniformly from 0..TAU (seeded)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="write results JSON here")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -116,7 +123,7 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch")}}
+                             "batch", "simulate", "delay", "random_delay")}}
     if truth is not None:
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
@@ -203,6 +210,24 @@ def run_mpi(args) -> dict | None:
     return None if payload is None else _finish(args, job, payload)
 
 
+def run_simulated(args) -> dict:
+    """Asy-OS with --simulate Q virtual workers in this process (solvers.simulator)."""
+    from ..solvers.simulator import fit_simulated
+
+    if args.standardize:
+        raise InputError("--standardize is not supported with --simulate yet")
+    for name in ("staleness", "window", "batch"):
+        if getattr(args, name) not in (None, "auto"):
+            raise InputError(f"--{name} is for real runs; --simulate sets the staleness "
+                             "with --delay")
+    job = load_job(args)
+    payload = fit_simulated(job.stream, job.y, job.s, args.simulate, delay=args.delay,
+                            random_delay=args.random_delay, loss=job.loss,
+                            epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
+                            record_order=args.record_order)
+    return _finish(args, job, payload)
+
+
 def under_mpi() -> bool:
     """True when started by mpiexec/mpirun with more than one process."""
     for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
@@ -213,6 +238,12 @@ def under_mpi() -> bool:
 
 
 def run(args) -> dict | None:
+    if args.simulate is not None or args.delay is not None or args.random_delay:
+        if args.simulate is None:
+            raise InputError("--delay and --random-delay go with --simulate Q")
+        if under_mpi():
+            raise InputError("--simulate runs in one process; start it without mpirun")
+        return run_simulated(args)
     return run_mpi(args) if under_mpi() else run_sequential(args)
 
 
@@ -232,9 +263,13 @@ def report(payload: dict, out=None) -> None:
     if "asy" in payload:
         asy = payload["asy"]
         stale = asy["staleness"]
-        print(f"Asy-OS: {asy['n_workers']} workers, budgets {asy['budgets']}; "
-              f"staleness max {stale['max']} mean {stale['mean']:.2f} "
-              f"(bound {stale.get('bound')}); |u_C - sum X_S w_S| = "
+        simulated = asy.get("transport") == "simulator"
+        limit = f"delay {config.get('delay') or asy['n_workers']}" + \
+            (", random" if config.get("random_delay") else "") if simulated \
+            else f"bound {stale.get('bound')}"
+        print(f"Asy-OS{' (simulated)' if simulated else ''}: {asy['n_workers']} workers, "
+              f"budgets {asy['budgets']}; staleness max {stale['max']} mean "
+              f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
     print(f"step size eta = {payload['eta']:.4g}, m = {payload['m']:.4g}; "
           f"{payload['timings']['us_per_step']:.1f} us per feature step", file=out)

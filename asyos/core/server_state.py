@@ -51,6 +51,11 @@ class DuplicatePush(ProtocolError):
     """A push whose sequence number was already applied (a resend): never reapplied."""
 
 
+class OutOfOrderPush(ProtocolError):
+    """A push that skips sequence numbers (one before it was lost): it waits for the
+    worker's resend of the missing ones, in order."""
+
+
 @dataclass
 class WorkerRecord:
     """What the server knows of one worker (shard).
@@ -185,7 +190,7 @@ class ServerState:
         if seq is not None and seq <= record.messages:
             raise DuplicatePush(f"worker {worker}: push {seq} was already applied")
         if seq is not None and seq != record.messages + 1:
-            raise ProtocolError(f"worker {worker}: push {seq} skips "
+            raise OutOfOrderPush(f"worker {worker}: push {seq} skips "
                                 f"{record.messages + 1}")
         if record.pulled_version is None:
             raise ProtocolError(f"worker {worker} pushed without a pull in flight")

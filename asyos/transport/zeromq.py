@@ -34,7 +34,12 @@ import zmq
 
 from ..core.kept_set import warm_up
 from ..core.losses import Loss
-from ..core.server_state import DuplicatePush, ProtocolError, ServerState
+from ..core.server_state import (
+    DuplicatePush,
+    OutOfOrderPush,
+    ProtocolError,
+    ServerState,
+)
 from ..errors import InputError
 from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
@@ -144,6 +149,7 @@ class ZmqServer:
         self.tags = [0] * q
         self.active = [False] * q
         self.config_sent = [0.0] * q
+        self.closing = False
         self.last_seen = [time.monotonic()] * q
         self.lost_at: dict[int, float] = {}
         self.stats: list[dict | None] = [None] * q
@@ -312,7 +318,9 @@ class ZmqServer:
             if message.more and self.state.refresh(t):
                 return self._send_views([t])
             return self._send(t, Kind.ACK, seq=self.state.workers[t].messages)
-        except ProtocolError as exc:   # a gap, or a view this server never sent
+        except OutOfOrderPush as exc:  # the worker resends the missing ones in order
+            return log.info("dropped: %s", exc)
+        except ProtocolError as exc:   # a view this server never sent
             log.info("resynchronising worker %d: %s", t, exc)
             return self._send_config(t)
         self.monitor.on_push(self.state, t, features)
@@ -345,9 +353,13 @@ class ZmqServer:
             log.warning("dropped a malformed message: %s", exc)
             self.refused += 1
             return
+        t = message.worker
+        if self.closing:   # the run is over: its workers are told so, nothing changes
+            if 0 <= t < len(self.identity) and self.identity[t] == identity:
+                self._send(t, Kind.DONE)
+            return None
         if message.kind == Kind.HELLO:
             return self._hello(identity, message)
-        t = message.worker
         if not 0 <= t < len(self.state.workers):
             return self._refuse(identity, f"unknown worker {t}")
         if self.identity[t] != identity:
@@ -409,6 +421,7 @@ class ZmqServer:
         try:
             while not self.step():
                 pass
+            self._linger()
         finally:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
@@ -417,14 +430,7 @@ class ZmqServer:
 
     def step(self, timeout: float = 0.05) -> bool:
         """Handle what arrives within ``timeout`` s, then the timers; True when done."""
-        if self.socket.poll(int(timeout * 1000)):
-            while True:
-                try:
-                    frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
-                except zmq.Again:
-                    break
-                if not self.drop():
-                    self._handle(bytes(frames[0].buffer), frames[1:])
+        self._receive(timeout)
         now = time.monotonic()
         self._check_liveness(now)
         if self._stop:
@@ -434,6 +440,27 @@ class ZmqServer:
             self.save_checkpoint()
             self._last_checkpoint = now
         return self._finished(now)
+
+    def _receive(self, timeout: float) -> bool:
+        """Handle every message that arrives within ``timeout`` s; True if any did."""
+        if not self.socket.poll(int(timeout * 1000)):
+            return False
+        while True:
+            try:
+                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return True
+            if not self.drop():
+                self._handle(bytes(frames[0].buffer), frames[1:])
+
+    def _linger(self) -> None:
+        """After the run, answer late FINALs (whose DONE was lost) until the workers
+        have been quiet for two resend periods, so none waits for a server that left."""
+        self.closing = True
+        quiet = 2 * self.timeouts.resend_after
+        deadline = time.monotonic() + 10 * quiet
+        while self._receive(quiet) and time.monotonic() < deadline:
+            pass
 
     def _on_sigterm(self, signum, frame) -> None:
         self._stop = True

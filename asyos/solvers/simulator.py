@@ -1,0 +1,197 @@
+"""Asy-OS in one process: q virtual workers over the real server state (spec §3.4).
+
+For staleness studies on one machine.  The workers are the same ``worker_loop``
+generators that MPI and ZeroMQ drive, the server is the same ``ServerState`` (it checks
+every view a push claims and records its staleness) and the results are the same
+payload.  Only the delivery of views is simulated, deterministically for a seed:
+
+* **delay mode** (default): the workers take turns (round-robin over those that still
+  have features, or a seeded random pick); at its turn worker t reads u_C as it was
+  τ_k updates ago (τ_k = ``delay``, or uniform in 0..``delay`` with ``random_delay``;
+  ``delay`` None is the paper's τ_max = q), plus its own later pushes (staleness
+  "others": a worker always sees its own steps).  This is spec §3.4's simulator; the
+  u_C versions it needs are kept in a ring of τ_max + 1 vectors.  A worker cannot read
+  a version older than the one it read last, nor one from before its last
+  ``delay + 1`` pushes; then it reads the oldest it may.
+* **virtual clock** (``clock=(a, c_comm)``): each worker iteration costs
+  a·n·(|S(t)| + 2) + c_comm virtual seconds, pulls at its start and pushes at its end,
+  in time order (spec §3.4, "virtual-clock event simulator").  Staleness arises from
+  the timing as on a real machine with one core per worker; the payload carries
+  ``virtual_seconds`` and a trace against virtual time, from which speedups on more
+  cores than this machine has are modelled.
+"""
+
+import numpy as np
+
+from ..core.kept_set import warm_up
+from ..core.losses import Loss
+from ..core.server_state import ServerState
+from ..core.validate import check_at_least, check_labels
+from ..errors import InputError
+from ..streams import as_stream
+from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu
+from .worker_loop import PULL, Final, LocalView, worker_loop
+
+ORDERS = ("round_robin", "random")
+
+
+def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
+                  order="round_robin", clock=None, loss="squared", epochs=2,
+                  eta="auto", m="auto", seed=0, record_order=False) -> dict:
+    """Run Asy-OS with ``n_workers`` virtual workers; returns the results payload.
+
+    ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
+    ``delay``: τ, the age in updates of the u_C each step reads (None: q); with
+    ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin" or
+    "random" (seeded).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
+    """
+    loss = Loss.parse(loss)
+    stream = as_stream(source)
+    n, p = stream.n_samples, stream.n_features
+    y = check_labels(y, loss, n)
+    q = check_at_least("n_workers", n_workers, 1, integer=True)
+    if clock is None:
+        tau = q if delay is None else check_at_least("delay", delay, 0, integer=True)
+        if order not in ORDERS:
+            raise InputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+    else:
+        if delay is not None or random_delay:
+            raise InputError("the virtual clock makes its own staleness: give either "
+                             "clock or delay, not both")
+        tau = None
+        clock = _check_clock(clock)
+    window = 1 if tau is None else tau + 1
+    config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
+                             window=window, batch=1, n_features=p)
+    shards = [stream.shard(q, t) for t in range(q)]
+    step = config.step(n, max(first_block_nu(shard) for shard in shards))
+    warm_up()
+    sim = _Simulation(y, config, shards, step, p, record_order)
+    if clock is None:
+        sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
+    else:
+        sim.run_clocked(*clock)
+    return sim.payload()
+
+
+def _check_clock(clock) -> tuple[float, float]:
+    try:
+        a, c_comm = (float(v) for v in clock)
+    except (TypeError, ValueError):
+        raise InputError(f"clock must be (a, c_comm), two numbers; got {clock!r}") \
+            from None
+    if not (np.isfinite(a) and np.isfinite(c_comm) and a > 0 and c_comm >= 0):
+        raise InputError(f"clock needs a > 0 and c_comm ≥ 0, got ({a}, {c_comm})")
+    return a, c_comm
+
+
+class _Simulation:
+    """The server, the q worker generators and the u_C versions they may read."""
+
+    def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order):
+        n, q = y.shape[0], config.n_workers
+        self.config, self.eta, self.m = config, *step
+        self.state = ServerState(n, q, None, config.window, 1)
+        self.monitor = ServerMonitor(y, config, n_features, record_order)
+        self.loops = [worker_loop(shards[t], y, config.budgets[t], config.loss,
+                                  self.eta, self.m, config.epochs, 1) for t in range(q)]
+        self.views = [LocalView(n, config.window) for _ in range(q)]
+        self.kept = [0] * q                  # |S(t)| after each worker's last step
+        self.stats: list[dict | None] = [None] * q
+        self.history: dict[int, np.ndarray] = {}   # the versions a worker may read
+        self.started = [0] * q               # the version current at each one's start
+        self.virtual: list[float] = []       # virtual time of each trace point
+        self.now = 0.0
+        for t in range(q):
+            next(self.loops[t])              # its first pull (no shard is empty: q ≤ p)
+            self.state.request_pull(t)
+            self.views[t].requested()
+        self._publish()
+
+    @property
+    def active(self) -> list[int]:
+        return [t for t, stats in enumerate(self.stats) if stats is None]
+
+    def _publish(self) -> None:
+        """A new version of u_C: every worker holding a pull may be sent it; versions
+        no worker may read any more are forgotten."""
+        self.history[self.state.clock] = self.state.u.copy()
+        for t in self.active:
+            self.state.refresh(t)
+        oldest = min((self.state.workers[t].views[0][0] for t in self.active),
+                     default=self.state.clock)
+        for version in [v for v in self.history if v < oldest]:
+            del self.history[version]
+
+    def _read(self, t: int, age: int) -> None:
+        """Deliver to worker t the newest version at least ``age`` updates old that it
+        may still use (its window of views, never older than its last)."""
+        record = self.state.workers[t]
+        usable = [entry for entry in record.views
+                  if entry[2] >= record.messages + 1 - self.config.window]
+        target = self.state.clock - age
+        chosen = usable[0]
+        for entry in usable:
+            if entry[0] <= target:
+                chosen = entry
+        version, _, through = chosen
+        self.views[t].answered(self.history[version], version, through)
+
+    def _step(self, t: int) -> None:
+        """Worker t steps from its view and pushes; the server applies it."""
+        push = self.loops[t].send(self.views[t].current())
+        self.state.push(t, push.delta, push.version, push.features.size)
+        self.monitor.on_push(self.state, t, push.features)
+        self.kept[t] = push.selected.size
+        self.views[t].requested(push.delta)
+        request = next(self.loops[t])
+        self.started[t] = self.state.clock
+        if request is PULL:
+            self.state.request_pull(t)
+        else:
+            self._finish(t, request)
+        if len(self.monitor.trace) > len(self.virtual):
+            self.virtual.append(self.now)
+        self._publish()
+
+    def _finish(self, t: int, final: Final) -> None:
+        self.state.finish(t, final.selected, final.weights, final.contribution)
+        self.stats[t] = {"steps": final.steps, "kept": final.selected.size,
+                         "budget": self.config.budgets[t],
+                         "compute_seconds": final.compute_seconds,
+                         "read_seconds": final.read_seconds,
+                         "communicate_seconds": 0.0}
+
+    def run_delayed(self, tau: int, random_delay: bool, order: str, rng) -> None:
+        turn = 0
+        while self.active:
+            active = self.active
+            if order == "random":
+                t = active[int(rng.integers(len(active)))]
+            else:
+                t = min(active, key=lambda w: (w - turn) % len(self.stats))
+                turn = t + 1
+            age = int(rng.integers(tau + 1)) if random_delay else tau
+            self._read(t, age)
+            self._step(t)
+
+    def run_clocked(self, a: float, c_comm: float) -> None:
+        """Event order by virtual finish time; each pull reads the version current at
+        its start (the one published after the worker's previous push)."""
+        n = self.state.u.size
+        finish = {t: a * n * 2 + c_comm for t in self.active}
+        while self.active:
+            t = min(self.active, key=lambda w: (finish[w], w))
+            self.now = finish[t]
+            self._read(t, self.state.clock - self.started[t])
+            self._step(t)
+            finish[t] = self.now + a * n * (self.kept[t] + 2) + c_comm
+
+    def payload(self) -> dict:
+        payload = self.monitor.payload(self.state, self.stats, self.eta, self.m)
+        check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
+        payload["asy"]["transport"] = "simulator"
+        if self.virtual:
+            payload["virtual_seconds"] = self.now
+            payload["trace"]["virtual_seconds"] = self.virtual
+        return payload

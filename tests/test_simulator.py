@@ -1,0 +1,151 @@
+"""The staleness simulator (spec §3.4): exact against a literal reference, invariants
+for any delay, determinism, and the CLI."""
+
+import json
+import subprocess
+import sys
+from collections import deque
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from reference_os import os_step
+
+from asyos.datasets import make_classification, make_regression
+from asyos.errors import InputError
+from asyos.solvers.sequential import fit_os
+from asyos.solvers.simulator import fit_simulated
+
+ETA, M = 0.5, 1.0
+
+
+def reference_simulator(X, y, s, q, tau, epochs=2, loss="squared"):
+    """Spec §3.4 literally: round-robin workers, a log of the last τ pushes, and
+    û = u_C − Σ other workers' pushes in the log (staleness "others")."""
+    n, p = X.shape
+    budgets = [s // q + (1 if t < s % q else 0) for t in range(q)]
+    queues = [deque(list(range(t, p, q)) * epochs) for t in range(q)]
+    kept = [([], np.zeros(0)) for _ in range(q)]
+    u_c = np.zeros(n)
+    log = deque(maxlen=tau) if tau > 0 else deque(maxlen=0)
+    t = 0
+    while any(queues):
+        while not queues[t]:
+            t = (t + 1) % q
+        j = queues[t].popleft()
+        u_hat = u_c - sum((d for w, d in log if w != t), np.zeros(n))
+        S, W = kept[t]
+        u_old = X[:, S] @ W if S else np.zeros(n)
+        S, W, _ = os_step(X, y, list(S), W, j, budgets[t], ETA, M, loss, u=u_hat)
+        delta = (X[:, S] @ W if S else np.zeros(n)) - u_old
+        u_c = u_c + delta
+        log.append((t, delta))
+        kept[t] = (S, W)
+        t = (t + 1) % q
+    selected = np.concatenate([np.asarray(S, dtype=np.int64) for S, _ in kept])
+    weights = np.concatenate([W for _, W in kept])
+    order = np.argsort(selected)
+    return selected[order], weights[order]
+
+
+@pytest.mark.parametrize("q, tau", [(1, 0), (2, 2), (3, 1), (4, 4), (4, 9), (5, 0)])
+def test_equals_the_literal_reference(q, tau):
+    problem = make_regression(p=90, s=8, n=60, seed=q + tau)
+    out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, eta=ETA, m=M)
+    selected, weights = reference_simulator(problem.X, problem.y, 8, q, tau)
+    np.testing.assert_array_equal(out["selected"], selected)
+    np.testing.assert_allclose(out["weights"], weights, rtol=1e-9, atol=1e-12)
+
+
+def test_one_worker_is_sequential_os_for_any_delay():
+    problem = make_regression(p=400, s=20, seed=1)
+    sequential = fit_os(problem.X, problem.y, 20)
+    for delay in (0, 3):
+        out = fit_simulated(problem.X, problem.y, 20, 1, delay=delay)
+        np.testing.assert_array_equal(out["selected"], sequential.selected)
+        np.testing.assert_allclose(out["weights"], sequential.weights, atol=1e-12)
+
+
+@settings(max_examples=25, deadline=None)
+@given(q=st.integers(1, 6), tau=st.integers(0, 8), random_delay=st.booleans(),
+       order=st.sampled_from(["round_robin", "random"]), seed=st.integers(0, 9),
+       classify=st.booleans())
+def test_invariants_for_any_delay(q, tau, random_delay, order, seed, classify):
+    make = make_classification if classify else make_regression
+    problem = make(p=60, s=6, n=40, seed=seed)
+    out = fit_simulated(problem.X, problem.y, 6, q, delay=tau, random_delay=random_delay,
+                        order=order, seed=seed,
+                        loss="squared_hinge" if classify else "squared")
+    asy = out["asy"]
+    assert asy["u_check_max_abs_diff"] <= 1e-9 * (1 + np.max(np.abs(problem.y)))
+    assert asy["staleness"]["max"] <= tau                 # no step reads older than τ
+    assert sum(w["steps"] for w in asy["workers"]) == 2 * 60
+    assert all(w["kept"] <= w["budget"] for w in asy["workers"])
+    selected = np.asarray(out["selected"])
+    assert selected.size <= 6 and np.unique(selected).size == selected.size
+
+
+def test_round_robin_staleness_is_the_delay_up_to_q_minus_one():
+    problem = make_regression(p=300, s=12, n=80, seed=2)
+    for q, tau, expected in [(4, 2, 2), (4, 4, 3), (6, 0, 0)]:
+        hist = fit_simulated(problem.X, problem.y, 12, q, delay=tau)["asy"]["staleness"]
+        # all but the first round's steps read exactly min(τ, q − 1) others' updates
+        assert int(np.argmax(hist["histogram"])) == expected
+        assert hist["histogram"][expected] >= 2 * 300 - q
+
+
+def test_the_paper_default_and_determinism():
+    problem = make_regression(p=300, s=12, n=80, seed=3)
+    paper = fit_simulated(problem.X, problem.y, 12, 4)
+    assert paper["asy"]["staleness"]["max"] == 3          # τ_max = q: q − 1 others
+    runs = [fit_simulated(problem.X, problem.y, 12, 4, delay=6, random_delay=True,
+                          order="random", seed=seed) for seed in (5, 5, 6)]
+    assert np.array_equal(runs[0]["selected"], runs[1]["selected"])
+    assert np.array_equal(runs[0]["weights"], runs[1]["weights"])
+    assert runs[0]["asy"]["staleness"] == runs[1]["asy"]["staleness"]
+    assert runs[0]["asy"]["staleness"] != runs[2]["asy"]["staleness"]
+
+
+def test_virtual_clock_makes_staleness_and_speedup():
+    problem = make_regression(p=400, s=16, n=100, seed=4)
+    one = fit_simulated(problem.X, problem.y, 16, 1, clock=(1e-9, 0.0))
+    four = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6))
+    assert one["asy"]["staleness"]["max"] == 0
+    assert four["asy"]["staleness"]["mean"] > 2      # about q − 1 with equal costs
+    # per step the cost is a·n·(|S(t)|+2): four workers with s/4 each finish sooner
+    assert four["virtual_seconds"] < one["virtual_seconds"] / 4
+    times = four["trace"]["virtual_seconds"]
+    assert len(times) == len(four["trace"]["steps"]) and times == sorted(times)
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"n_workers": 0}, "n_workers"),
+    ({"delay": -1}, "delay"),
+    ({"order": "sideways"}, "order"),
+    ({"clock": (1e-9,)}, "clock"),
+    ({"clock": (0.0, 1.0)}, "a > 0"),
+    ({"clock": (1e-9, 0.0), "delay": 2}, "either clock or delay"),
+    ({"n_workers": 11}, "at most 10 workers"),
+])
+def test_bad_settings_are_refused(kwargs, message):
+    problem = make_regression(p=50, s=10, n=30, seed=0)
+    args = {"n_workers": 2, **kwargs}
+    with pytest.raises(InputError, match=message):
+        fit_simulated(problem.X, problem.y, 10, **args)
+
+
+def test_cli_simulate_writes_the_results_of_real_runs(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--simulate", "3",
+                           "--delay", "2", "-p", "500", "-s", "12", "--quiet", "--out",
+                           str(out)], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["asy"]["transport"] == "simulator" and result["asy"]["n_workers"] == 3
+    assert result["asy"]["staleness"]["max"] == 2 and result["config"]["delay"] == 2
+    assert 0 < result["truth"]["recall"] <= 1
+    for bad in (["--delay", "2"], ["--simulate", "2", "--staleness", "1"]):
+        proc = subprocess.run([sys.executable, "-m", "asyos.run", *bad, "-p", "100",
+                               "-s", "5"], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 2 and "asyos: error:" in proc.stderr
