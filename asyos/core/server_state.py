@@ -97,12 +97,17 @@ class ServerState:
         self._lost = 0
 
     # -- checks -----------------------------------------------------------------------
-    def _record(self, worker: int) -> WorkerRecord:
+    def _running(self, worker: int) -> WorkerRecord:
+        """The record of a known worker that has not finished."""
         if not (isinstance(worker, (int, np.integer)) and 0 <= worker < len(self.workers)):
             raise ProtocolError(f"unknown worker {worker!r}")
         record = self.workers[worker]
         if record.finished:
             raise ProtocolError(f"worker {worker} has already finished")
+        return record
+
+    def _record(self, worker: int) -> WorkerRecord:
+        record = self._running(worker)
         if record.lost:
             raise ProtocolError(f"worker {worker} was declared lost; it must rejoin")
         return record
@@ -255,11 +260,7 @@ class ServerState:
     def rejoin(self, worker: int) -> WorkerRecord:
         """A replacement takes over a lost worker: it resumes from the returned record
         (selected, weights, position, messages = its last sequence number)."""
-        if not (isinstance(worker, (int, np.integer)) and 0 <= worker < len(self.workers)):
-            raise ProtocolError(f"unknown worker {worker!r}")
-        record = self.workers[worker]
-        if record.finished:
-            raise ProtocolError(f"worker {worker} has already finished")
+        record = self._running(worker)
         if record.lost:
             record.lost = False
             self._lost -= 1
