@@ -93,6 +93,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--shard", required=True, help="T/Q: this worker's shard")
     parser.add_argument("--shuffle", action="store_true",
                         help="seeded random feature order within the shard")
+    parser.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                        help="storage and compute type of this worker's columns")
     parser.add_argument("--heartbeat-every", type=float,
                         help="seconds between heartbeats (default 1)")
     parser.add_argument("--server-timeout", type=float, help="give up after this "
@@ -171,9 +173,11 @@ def run_worker(args) -> None:
     t, q = _shard(args.shard)
     if args.data is None:
         stream = stream_problem(args.synthetic, p=args.features, s=args.sparsity,
-                                seed=args.seed, shuffle=args.shuffle).stream
+                                seed=args.seed, shuffle=args.shuffle,
+                                dtype=args.dtype).stream
     else:
-        stream, _ = load_features(args.data, shuffle=args.shuffle, seed=args.seed)
+        stream, _ = load_features(args.data, shuffle=args.shuffle, seed=args.seed,
+                                  dtype=args.dtype)
     if q > stream.n_features:
         raise InputError(f"{q} shards but only {stream.n_features} features")
     worker = ZmqWorker(args.connect, stream.shard(q, t), t, q, timeouts=_timeouts(args),

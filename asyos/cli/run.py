@@ -50,6 +50,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     algo.add_argument("--shuffle", action="store_true",
                       help="seeded random feature order in each epoch")
     algo.add_argument("--seed", type=int, default=0, help="seed of data and order")
+    algo.add_argument("--dtype", choices=["float64", "float32"], default="float64",
+                      help="storage and compute type of the feature columns (float32: "
+                      "half the memory; sums still in float64)")
     asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
     asy.add_argument("--staleness", type=int, default=None, help="bound τ on the "
                      "number of updates between a worker's pull and push (default: none)")
@@ -91,7 +94,7 @@ def load_job(args) -> Job:
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
         problem = stream_problem(kind, p=args.features, s=s, seed=args.seed,
-                                 shuffle=args.shuffle)
+                                 shuffle=args.shuffle, dtype=args.dtype)
         stream = problem.stream
         default_loss = "squared" if kind == "regression" else "squared_hinge"
         y, truth, source = problem.y, problem, f"synthetic {kind}"
@@ -100,7 +103,8 @@ def load_job(args) -> Job:
             raise InputError("give either --data or --synthetic, not both")
         if args.sparsity is None:
             raise InputError("-s/--sparsity is required with --data")
-        stream, y = load_features(args.data, shuffle=args.shuffle, seed=args.seed)
+        stream, y = load_features(args.data, shuffle=args.shuffle, seed=args.seed,
+                                  dtype=args.dtype)
         if args.labels is not None:
             y = load_labels(args.labels)
         if y is None:
@@ -123,7 +127,7 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch", "simulate", "delay", "random_delay")}}
+                             "batch", "simulate", "delay", "random_delay", "dtype")}}
     if truth is not None:
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:

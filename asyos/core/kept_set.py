@@ -14,10 +14,11 @@ from .os_step import os_block, os_local, os_step
 class KeptSet:
     """Retained features of one OS process (sequential solver or Asy-OS worker)."""
 
-    def __init__(self, n_samples: int, capacity: int):
+    def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
         self.capacity = int(capacity)
         self.n_samples = int(n_samples)
-        self.cols = np.zeros((self.capacity + 1, self.n_samples))
+        # columns in the stream's storage type; weights, u and gradients in float64
+        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
         self.index = np.full(self.capacity + 1, -1, dtype=np.int64)
         self.weights = np.zeros(self.capacity + 1)
         self.size = 0
@@ -85,9 +86,11 @@ def warm_up() -> None:
     all_finite(np.ones(2))
     y = np.ones(2)
     for loss in Loss:
-        kept = KeptSet(2, 1)
-        kept.step(0, np.ones(2), kept.contribution, y, loss, 0.1, 1.0)
-        kept.run_local(np.arange(1), np.ones((1, 2)), np.zeros(2), y, loss, 0.1, 1.0)
-        kept.run_block(np.arange(1), np.ones((1, 2)), y, loss, 1.0,
-                       np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
+        for dtype in (np.float64, np.float32):
+            kept = KeptSet(2, 1, dtype)
+            column = np.ones((1, 2), dtype=dtype)
+            kept.step(0, column[0], kept.contribution, y, loss, 0.1, 1.0)
+            kept.run_local(np.arange(1), column, np.zeros(2), y, loss, 0.1, 1.0)
+            kept.run_block(np.arange(1), column, y, loss, 1.0,
+                           np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
         loss_value(int(loss), kept.contribution, y)

@@ -4,7 +4,8 @@
 kept set, step η on the newcomer (from zero, or from its weight on a revisit), then the
 projection that drops the smallest |w|.  ``os_step`` feeds it the gradient products at a given ``u_grad`` (stale in an Asy-OS
 worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two passes over
-the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS).  ``os_block`` drives ``os_step`` over a block of columns for
+the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for float64
+columns, or a float64-accumulating loop for float32 ones (spec issue 6: half the memory).  ``os_block`` drives ``os_step`` over a block of columns for
 the sequential solver, with the default step-size rule.
 
 Slot convention (documents spec §2.3 "ties"): the kept set lives in slots 0..size-1 of
@@ -15,7 +16,8 @@ slot: an O(n) copy instead of an O(n·s) shift.
 """
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .losses import loss_grad, loss_value
 
@@ -29,6 +31,44 @@ def _dot(a, b):
     for r in range(a.shape[0]):
         total += a[r] * b[r]
     return total
+
+
+def _matvec(cols, v, out):
+    """out = cols @ v (X_Sᵀ g): BLAS for float64 columns, a float64-accumulating
+    loop for float32 ones (half the memory traffic, no float32 rounding in the sums)."""
+
+
+def _vecmat(w, cols, out):
+    """out = w @ cols (X_S w_S), like ``_matvec``."""
+
+
+@overload(_matvec, inline="always")
+def _matvec_impl(cols, v, out):
+    if cols.dtype == types.float64:
+        def impl(cols, v, out):
+            out[:] = np.dot(cols, v)  # BLAS gemv
+        return impl
+
+    def mixed(cols, v, out):
+        for k in range(cols.shape[0]):
+            out[k] = _dot(cols[k], v)
+    return mixed
+
+
+@overload(_vecmat, inline="always")
+def _vecmat_impl(w, cols, out):
+    if cols.dtype == types.float64:
+        def impl(w, cols, out):
+            out[:] = np.dot(w, cols)  # BLAS gemv
+        return impl
+
+    def mixed(w, cols, out):
+        out[:] = 0.0
+        for k in range(cols.shape[0]):
+            wk = w[k]
+            for r in range(cols.shape[1]):
+                out[r] += wk * cols[k, r]
+    return mixed
 
 
 @njit(cache=True, inline="always")
@@ -84,11 +124,11 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
     """
     loss_grad(loss, u_grad, y, g)
     if size > 0:
-        gS[:size] = np.dot(cols[:size], g)  # BLAS gemv: X_Sᵀ g
+        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
     size, dropped = _substitute(cols, index, weights, size, capacity, x, j,
                                 _dot(x, g), gS, eta, m)
     if size > 0:
-        contribution[:] = np.dot(weights[:size], cols[:size])  # X_S w_S
+        _vecmat(weights[:size], cols[:size], contribution)  # X_S w_S
     else:
         contribution[:] = 0.0
     return size, dropped

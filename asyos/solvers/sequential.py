@@ -63,7 +63,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     m = step.block_factor(stream.n_samples, s)
 
     warm_up()
-    kept = KeptSet(stream.n_samples, s)
+    kept = KeptSet(stream.n_samples, s, stream.dtype)
     state = step.state(loss, stream.n_samples, s)
     result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
     trace_every = max(1, epochs * stream.n_features // 200)

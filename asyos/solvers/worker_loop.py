@@ -110,7 +110,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     kept set and the number of features it had processed.
     """
     n = stream.n_samples
-    kept = KeptSet(n, capacity)
+    kept = KeptSet(n, capacity, stream.dtype)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0

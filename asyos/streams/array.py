@@ -29,8 +29,9 @@ class ArrayStream(FeatureStream):
     """
 
     def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
-                 seed: int = 0):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+                 seed: int = 0, dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
         X = np.asarray(X)
         if X.dtype.kind not in "biuf":
             raise InputError(f"X must hold numbers, got dtype {X.dtype}")

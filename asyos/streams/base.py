@@ -1,7 +1,8 @@
 """The feature stream: columns of X, feature by feature, in blocks.
 
 OS (spec §2) touches one feature at a time, so the solver never needs X in memory: a
-stream hands it blocks of columns, each block a C-contiguous (b, n) float64 array whose
+stream hands it blocks of columns, each block a C-contiguous (b, n) array (float64, or
+float32 with ``dtype="float32"``) whose
 row k is column ``indices[k]`` of X.  Ordering (optionally a per-epoch shuffle),
 chunking, sharding and the NaN/inf check live here once; a subclass only says how to
 read a set of columns (``_read``).
@@ -27,6 +28,21 @@ def check_int(name: str, value, low: int, high: int | None = None) -> int:
         bound = f"in [{low}, {high})" if high is not None else f">= {low}"
         raise InputError(f"{name} must be {bound}, got {value}")
     return int(value)
+
+
+DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
+
+
+def check_dtype(dtype) -> np.dtype:
+    """The storage and compute type of the columns: float64 or float32 (half the
+    memory; the kernel accumulates in float64)."""
+    try:
+        value = np.dtype(dtype)
+    except TypeError:
+        value = None
+    if value not in DTYPES:
+        raise InputError(f"dtype must be float64 or float32, got {dtype!r}")
+    return value
 
 
 def batch_columns(pairs: Iterable[tuple[int, np.ndarray]],
@@ -66,8 +82,10 @@ class FeatureStream:
     n_samples: int
     n_features: int
 
-    def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0):
+    def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0,
+                 dtype="float64"):
         self.block_size = check_int("block_size", block_size, 1)
+        self.dtype = check_dtype(dtype)
         if not isinstance(shuffle, (bool, np.bool_)):
             raise InputError(f"shuffle must be True or False, got {shuffle!r}")
         self.shuffle = bool(shuffle)
@@ -107,7 +125,7 @@ class FeatureStream:
         return base[np.random.default_rng([self.seed, epoch]).permutation(len(base))]
 
     def blocks(self, epoch: int = 0) -> Iterator[Block]:
-        """Yield (indices int64 (b,), block float64 C-contiguous (b, n)).
+        """Yield (indices int64 (b,), block C-contiguous (b, n) of ``self.dtype``).
 
         ``block[k]`` is column ``indices[k]`` of X.  A block holding NaN or inf raises
         InputError naming the global index of the first bad column, before it is
@@ -117,7 +135,7 @@ class FeatureStream:
             yield index, self._finish(index, raw)
 
     def columns(self, indices) -> np.ndarray:
-        """(len, n) float64 C-contiguous columns by global index (random access).
+        """(len, n) C-contiguous columns (``self.dtype``) by global index (random access).
 
         For refits and final reports, not for the pass itself; an index this stream
         does not hold raises InputError.
@@ -152,8 +170,8 @@ class FeatureStream:
         return index
 
     def _finish(self, indices: np.ndarray, raw) -> np.ndarray:
-        """Make ``raw`` a C-contiguous float64 (b, n) block and reject NaN/inf."""
-        block = np.ascontiguousarray(raw, dtype=np.float64)
+        """Make ``raw`` a C-contiguous (b, n) block of ``self.dtype``; reject NaN/inf."""
+        block = np.ascontiguousarray(raw, dtype=self.dtype)
         if block.shape != (len(indices), self.n_samples):
             raise InputError(f"block for features {indices[:3].tolist()}... has shape "
                              f"{block.shape}, expected ({len(indices)}, "
@@ -175,7 +193,7 @@ class Shard(FeatureStream):
 
     def __init__(self, parent: FeatureStream, q: int, t: int):
         super().__init__(block_size=parent.block_size, shuffle=parent.shuffle,
-                         seed=parent.seed)
+                         seed=parent.seed, dtype=parent.dtype)
         self.parent, self.q, self.t = parent, q, t
         self._index: np.ndarray | None = None
 

@@ -18,8 +18,10 @@ class GaussianStream(FeatureStream):
     """iid N(0, 1) columns of an (n, p) design, regenerated on demand from a seed."""
 
     def __init__(self, n_samples: int, n_features: int, *, design_seed: int = 0,
-                 block_size: int = 256, shuffle: bool = False, seed: int = 0):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+                 block_size: int = 256, shuffle: bool = False, seed: int = 0,
+                 dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
         self.n_samples, self.n_features = check_design_shape(
             (n_samples, n_features), "the Gaussian design")
         self.design_seed = check_int("design_seed", design_seed, 0)

@@ -52,8 +52,9 @@ class GeneratorStream(FeatureStream):
 
     def __init__(self, factory: Callable[[], Iterable], n_samples: int,
                  n_features: int | None = None, *, block_size: int = 256,
-                 shuffle: bool = False, seed: int = 0):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+                 shuffle: bool = False, seed: int = 0, dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
         if self.shuffle:
             raise InputError("a generator stream cannot be shuffled (shuffle=True): "
                              "its order is the order the factory yields")

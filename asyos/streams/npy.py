@@ -54,12 +54,15 @@ class NpyStream(FeatureStream):
 
     The header is parsed and the file size checked against it up front, so a wrong
     dtype, a non-2-D or empty array, or a truncated file fails at once with an
-    InputError naming the path.  Blocks are float64 whatever the file's float type.
+    InputError naming the path.  Blocks are in the stream's ``dtype`` (float64 by
+    default) whatever the file's float type: a float32 file read as float32 is not copied
+    twice.
     """
 
     def __init__(self, path, *, block_size: int = 256, shuffle: bool = False,
-                 seed: int = 0):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+                 seed: int = 0, dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
         self.path = Path(path)
         shape, self.fortran_order, dtype, self._offset = _read_header(self.path)
         if dtype.kind != "f" or dtype.itemsize not in (4, 8):

@@ -18,8 +18,9 @@ class SparseStream(FeatureStream):
     """
 
     def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
-                 seed: int = 0):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed)
+                 seed: int = 0, dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
         import scipy.sparse as sp
 
         if not sp.issparse(X):

@@ -43,7 +43,7 @@ class Standardized(FeatureStream):
 
     def __init__(self, stream: FeatureStream):
         super().__init__(block_size=stream.block_size, shuffle=stream.shuffle,
-                         seed=stream.seed)
+                         seed=stream.seed, dtype=stream.dtype)
         self.stream = stream
 
     @property
