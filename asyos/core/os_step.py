@@ -134,7 +134,7 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
     return size, dropped
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)   # nogil: a prefetch thread reads the next block
 def os_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
              m, g, gS, step):
     """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.
@@ -166,7 +166,7 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
     return size
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def os_local(cols, index, weights, size, capacity, block, block_index, u_local, y, loss,
              eta, m, g, gS, contribution, previous):
     """An Asy-OS worker's steps over ``block`` from its view ``u_local`` (spec §3.2).

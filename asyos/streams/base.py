@@ -16,6 +16,7 @@ from numbers import Integral
 import numpy as np
 
 from ..errors import InputError
+from .prefetch import prefetch
 
 Block = tuple[np.ndarray, np.ndarray]
 
@@ -86,6 +87,7 @@ class FeatureStream:
                  dtype="float64"):
         self.block_size = check_int("block_size", block_size, 1)
         self.dtype = check_dtype(dtype)
+        self.prefetch = True   # read ahead in a thread; False: read in the caller
         if not isinstance(shuffle, (bool, np.bool_)):
             raise InputError(f"shuffle must be True or False, got {shuffle!r}")
         self.shuffle = bool(shuffle)
@@ -129,10 +131,12 @@ class FeatureStream:
 
         ``block[k]`` is column ``indices[k]`` of X.  A block holding NaN or inf raises
         InputError naming the global index of the first bad column, before it is
-        yielded (a NaN would otherwise silently poison every later weight).
+        yielded (a NaN would otherwise silently poison every later weight).  With
+        ``prefetch`` (the default) the next block is read while this one is used.
         """
-        for index, raw in self._raw_blocks(self.order(epoch), self.block_size):
-            yield index, self._finish(index, raw)
+        raw = self._raw_blocks(self.order(epoch), self.block_size)
+        finished = ((index, self._finish(index, block)) for index, block in raw)
+        yield from prefetch(finished) if self.prefetch else finished
 
     def columns(self, indices) -> np.ndarray:
         """(len, n) C-contiguous columns (``self.dtype``) by global index (random access).

@@ -1,0 +1,75 @@
+"""Read-ahead of blocks in a background thread: same blocks, errors, clean stops."""
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from asyos.errors import InputError
+from asyos.solvers.sequential import fit_os
+from asyos.streams import ArrayStream, NpyStream
+from asyos.streams.prefetch import prefetch
+
+
+def _threads() -> int:
+    return sum(t.name == "asyos-prefetch" for t in threading.enumerate())
+
+
+def test_prefetched_blocks_are_the_blocks(tmp_path):
+    X = np.random.default_rng(0).standard_normal((30, 1000))
+    np.save(tmp_path / "X.npy", np.asfortranarray(X))
+    for stream in (ArrayStream(X, block_size=64, shuffle=True, seed=2),
+                   NpyStream(tmp_path / "X.npy", block_size=64)):
+        plain = ArrayStream(X, block_size=64, shuffle=stream.shuffle, seed=stream.seed)
+        plain.prefetch = False
+        for epoch in (0, 1):
+            got, want = list(stream.blocks(epoch)), list(plain.blocks(epoch))
+            assert len(got) == len(want) == 16
+            for (i, b), (j, c) in zip(got, want, strict=True):
+                np.testing.assert_array_equal(i, j)
+                np.testing.assert_array_equal(b, c)
+
+
+def test_a_run_is_the_same_with_and_without_prefetch():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((80, 600))
+    y = X[:, :5] @ rng.standard_normal(5)
+    ahead, inline = ArrayStream(X, block_size=32), ArrayStream(X, block_size=32)
+    inline.prefetch = False
+    a, b = fit_os(ahead, y, 10), fit_os(inline, y, 10)
+    np.testing.assert_array_equal(a.selected, b.selected)
+    np.testing.assert_array_equal(a.weights, b.weights)
+
+
+def test_a_bad_column_raises_in_the_consumer_at_its_block():
+    X = np.ones((5, 100))
+    X[2, 70] = np.nan
+    seen = []
+    with pytest.raises(InputError, match="feature 70"):
+        for index, _ in ArrayStream(X, block_size=32).blocks(0):
+            seen.append(int(index[0]))
+    assert seen == [0, 32]              # the blocks before the bad one came through
+    assert _wait_for_no_threads()
+
+
+def test_stopping_early_stops_the_reader():
+    produced = []
+
+    def slow():
+        for k in range(1000):
+            produced.append(k)
+            yield k
+
+    items = prefetch(slow(), depth=2)
+    assert [next(items) for _ in range(3)] == [0, 1, 2]
+    items.close()
+    assert _wait_for_no_threads()
+    assert len(produced) <= 3 + 2 + 1   # read ahead by the depth only
+
+
+def _wait_for_no_threads(timeout=5.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while _threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return _threads() == 0
