@@ -10,16 +10,13 @@ from numbers import Integral
 
 import numpy as np
 
-from ..core.losses import Loss, loss_grad
+from ..core.losses import loss_grad
 from ..errors import InputError
 from . import Selection
+from ._common import check_problem as _check
+from ._common import top_s as _top_s
 
 __all__ = ["fit_iht", "hard_threshold", "spectral_norm_sq"]
-
-
-def _top_s(v: np.ndarray, s: int) -> np.ndarray:
-    """Indices of the s largest |v_i|, ties to the lower index (stable sort)."""
-    return np.argsort(-np.abs(v), kind="stable")[:s]
 
 
 def hard_threshold(v, s: int) -> np.ndarray:
@@ -75,24 +72,6 @@ def spectral_norm_sq(X, iters: int = 50, seed=0) -> float:
         q = z / nz
     T = Q[:m] @ AQ[:m].T
     return max(0.0, float(np.linalg.eigvalsh(0.5 * (T + T.T))[-1]))
-
-
-def _check(X, y, s, loss) -> tuple[np.ndarray, np.ndarray, int, Loss]:
-    loss = Loss.parse(loss)
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
-        raise InputError(f"X must be a nonempty 2-D array, got shape {X.shape}")
-    n, p = X.shape
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise InputError(f"y must have length n = {n}, got shape {y.shape}")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise InputError("X and y must be finite (no NaN or inf)")
-    if isinstance(s, bool) or not isinstance(s, Integral) or not 1 <= s <= p:
-        raise InputError(f"s must be an integer in 1..p = {p}, got {s!r}")
-    if loss.is_classification and not np.all(np.abs(y) == 1.0):
-        raise InputError(f"labels must be -1 or +1 for the {loss.name.lower()} loss")
-    return X, y, int(s), loss
 
 
 def fit_iht(X, y, s: int, loss="squared", max_iter: int = 500,
