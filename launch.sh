@@ -14,7 +14,7 @@
 # describe the data also go to every worker:
 #   server and workers:  -p/--features  -s/--sparsity  --seed  --synthetic  --keys
 #                        --resend-after  -v/--verbose
-#   workers only:        --data  --dtype  --shuffle  --heartbeat-every  --server-timeout
+#   workers only:        --data  --dtype  --degree  --shuffle  --heartbeat-every  --server-timeout
 #   server only:         everything else (--labels, --out, --checkpoint, --quiet, ...)
 # Write these flags in full, as `--flag VALUE`, `--flag=VALUE` or `-pVALUE`; launch.sh
 # sets --bind, --workers, --connect and --shard itself.  `--` ends launch.sh's own
@@ -103,8 +103,9 @@ zmq() {
         case "$arg" in
             --bind | --bind=* | --workers | --workers=* | --connect | --connect=* | --shard | --shard=*)
                 die "${arg%%=*} is set by launch.sh (use --zmq Q and --port P)" ;;
-            --data | --dtype | --heartbeat-every | --server-timeout) forward=w value=1 ;;
-            --data=* | --dtype=* | --heartbeat-every=* | --server-timeout=* | --shuffle)
+            --data | --dtype | --degree | --heartbeat-every | --server-timeout) forward=w value=1 ;;
+            --data=* | --dtype=* | --degree=* | --heartbeat-every=* | --server-timeout=* | \
+                --shuffle)
                 forward=w value=0 ;;
             -p | --features | -s | --sparsity | --seed | --synthetic | --keys | --resend-after)
                 forward=sw value=1 ;;
@@ -113,7 +114,7 @@ zmq() {
                 forward=sw value=0 ;;
             --?*)
                 # argparse accepts abbreviations, but only the server would get them.
-                for name in --data --dtype --shuffle --heartbeat-every --server-timeout --features \
+                for name in --data --dtype --degree --shuffle --heartbeat-every --server-timeout --features \
                     --sparsity --seed --synthetic --keys --resend-after --verbose; do
                     [[ "$name" != "${arg%%=*}"* ]] || die "write $name in full: launch.sh forwards it to the workers"
                 done

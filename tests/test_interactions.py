@@ -80,3 +80,24 @@ def test_a_stream_base_and_bad_degrees():
             InteractionStream(B, bad)
     with pytest.raises(InputError, match="not in this stream"):
         from_stream.terms([10_000])
+
+
+def test_cli_degree_selects_among_products_of_the_data(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(3)
+    B = rng.standard_normal((300, 30))
+    np.save(tmp_path / "B.npy", B)
+    np.save(tmp_path / "y.npy", 2.0 * B[:, 4] * B[:, 11] - 1.5 * B[:, 7])
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--data",
+                           str(tmp_path / "B.npy"), "--labels", str(tmp_path / "y.npy"),
+                           "-s", "5", "--degree", "2", "--epochs", "3", "--quiet",
+                           "--out", str(tmp_path / "r.json")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["data"]["n_features"] == 30 + 30 * 31 // 2
+    assert {"x4*x11", "x7"} <= set(result["feature_names"])
+    assert "x4*x11" in proc.stdout

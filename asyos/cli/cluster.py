@@ -95,6 +95,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seeded random feature order within the shard")
     parser.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                         help="storage and compute type of this worker's columns")
+    parser.add_argument("--degree", type=int, default=1, choices=[1, 2, 3],
+                        help="products of up to DEGREE columns of --data (as for run)")
     parser.add_argument("--heartbeat-every", type=float,
                         help="seconds between heartbeats (default 1)")
     parser.add_argument("--server-timeout", type=float, help="give up after this "
@@ -172,12 +174,14 @@ def run_worker(args) -> None:
     _logging(args)
     t, q = _shard(args.shard)
     if args.data is None:
+        if args.degree != 1:
+            raise InputError("--degree expands the columns of --data; give --data")
         stream = stream_problem(args.synthetic, p=args.features, s=args.sparsity,
                                 seed=args.seed, shuffle=args.shuffle,
                                 dtype=args.dtype).stream
     else:
-        stream, _ = load_features(args.data, shuffle=args.shuffle, seed=args.seed,
-                                  dtype=args.dtype)
+        stream, _ = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
+                                  seed=args.seed, dtype=args.dtype)
     if q > stream.n_features:
         raise InputError(f"{q} shards but only {stream.n_features} features")
     worker = ZmqWorker(args.connect, stream.shard(q, t), t, q, timeouts=_timeouts(args),

@@ -22,7 +22,7 @@ from ..io.data import load_features, load_labels
 from ..io.results import write_result
 from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
-from ..streams import FeatureStream
+from ..streams import FeatureStream, InteractionStream
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
 
@@ -35,6 +35,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "(svmlight files carry their own)")
     data.add_argument("--synthetic", choices=["regression", "classification"],
                       help="generate the paper's problem (default when no --data)")
+    data.add_argument("--degree", type=int, default=1, choices=[1, 2, 3],
+                      help="select among all products of up to DEGREE columns of --data, "
+                      "generated on the fly (2: d + d(d+1)/2 features)")
     data.add_argument("--features", "-p", type=int, default=2000,
                       help="p of the synthetic problem (default 2000)")
     algo = parser.add_argument_group("algorithm")
@@ -91,6 +94,8 @@ class Job:
 def load_job(args) -> Job:
     """Open the data (or generate the synthetic problem) and validate the labels."""
     if args.data is None:
+        if args.degree != 1:
+            raise InputError("--degree expands the columns of --data; give --data")
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
         problem = stream_problem(kind, p=args.features, s=s, seed=args.seed,
@@ -103,8 +108,8 @@ def load_job(args) -> Job:
             raise InputError("give either --data or --synthetic, not both")
         if args.sparsity is None:
             raise InputError("-s/--sparsity is required with --data")
-        stream, y = load_features(args.data, shuffle=args.shuffle, seed=args.seed,
-                                  dtype=args.dtype)
+        stream, y = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
+                                  seed=args.seed, dtype=args.dtype)
         if args.labels is not None:
             y = load_labels(args.labels)
         if y is None:
@@ -127,7 +132,7 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch", "simulate", "delay", "random_delay", "dtype")}}
+                             "batch", "simulate", "delay", "random_delay", "dtype", "degree")}}
     if truth is not None:
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
@@ -136,6 +141,8 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
 
 
 def _finish(args, job: Job, payload: dict) -> dict:
+    if isinstance(job.stream, InteractionStream):   # "x4*x11" says more than 151
+        payload["feature_names"] = job.stream.names(payload["selected"])
     return finish(args, payload, source=job.source, n_samples=job.stream.n_samples,
                   n_features=job.stream.n_features, s=job.s, loss=job.loss,
                   truth=job.truth)
@@ -282,8 +289,8 @@ def report(payload: dict, out=None) -> None:
         extra = {k: v for k, v in truth.items() if k not in ("support", "recall")}
         print(f"recall of the true support: {truth['recall']:.3f}  "
               + "  ".join(f"{k} = {v:.4g}" for k, v in extra.items()), file=out)
-    print(f"selected {selected.size} features: "
-          + " ".join(str(j) for j in selected), file=out)
+    names = payload.get("feature_names") or [str(j) for j in selected]
+    print(f"selected {selected.size} features: " + " ".join(names), file=out)
 
 
 def main(argv=None) -> int:

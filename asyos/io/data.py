@@ -11,7 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..streams import ArrayStream, FeatureStream, NpyStream, SparseStream
+from ..streams import (
+    ArrayStream,
+    FeatureStream,
+    InteractionStream,
+    NpyStream,
+    SparseStream,
+)
 
 SVMLIGHT_SUFFIXES = {".svm", ".svmlight", ".libsvm"}
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv"}
@@ -37,11 +43,17 @@ def _load_text(path: Path) -> np.ndarray:
     return table
 
 
-def load_features(path, **stream_options) -> tuple[FeatureStream, np.ndarray | None]:
+def load_features(path, *, degree: int = 1,
+                  **stream_options) -> tuple[FeatureStream, np.ndarray | None]:
     """Open ``path`` as a feature stream; also return labels when the format has them.
 
-    ``stream_options`` (block_size, shuffle, seed) go to the stream.
+    ``stream_options`` (block_size, shuffle, seed, dtype) go to the stream.  ``degree``
+    2 or 3: the stream of all products of up to that many of the file's columns
+    (``InteractionStream``, generated on the fly; the file's d columns are held).
     """
+    if degree != 1:
+        base, labels = load_features(path)
+        return InteractionStream(base, degree, **stream_options), labels
     path = _existing(path)
     suffix = path.suffix.lower()
     if suffix == ".npy":
