@@ -3,7 +3,8 @@
 import argparse
 import sys
 
-from . import cluster
+from .. import experiments
+from . import cluster, convert
 from . import run as run_command
 
 
@@ -20,7 +21,15 @@ def main(argv=None) -> int:
     keys = commands.add_parser("keys", help="make CURVE keys for a server bound "
                                "beyond 127.0.0.1")
     keys.add_argument("directory", help="where to write the keys")
+    convert.add_convert_arguments(commands.add_parser(
+        "convert", help="row-major data to the feature-major .npy (bounded memory)"))
+    experiments.add_arguments(commands.add_parser(
+        "experiments", help="the paper's experiments (python -m asyos.experiments)"))
     args = parser.parse_args(argv)
+    if args.command == "convert":
+        return run_command.guarded(lambda: convert.run_convert(args))
+    if args.command == "experiments":
+        return experiments.run(args)
     if args.command == "run":
         return run_command.guarded(lambda: run_command.report(run_command.run(args)))
     if args.command == "server":

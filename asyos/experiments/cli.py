@@ -1,0 +1,102 @@
+"""``python -m asyos.experiments NAME`` (or ``asyos experiments NAME``): the figures.
+
+Every run writes ``OUT/NAME.csv`` (one row per setting, method and repetition, with the
+metrics and seconds) and ``OUT/NAME.png`` (mean ± standard error across repetitions),
+and prints a summary table.
+"""
+
+import argparse
+import sys
+import time
+
+from ..errors import InputError
+
+EXPERIMENTS = {
+    "vs-p": "recall and error vs p, every method, 2 scans (Figs. 1-2, left)",
+    "vs-epochs": "recall and error vs scans 1..5, OS and the online baselines (middle)",
+    "vs-workers": "simulated Asy-OS, recall and error vs workers q, tau = q (right)",
+    "speedup": "real MPI runs: error vs time, speedup vs q, and the virtual-clock "
+               "model (Fig. 3)",
+}
+
+
+def _at_least(low: int):
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
+        return value
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("name", metavar="NAME", choices=list(EXPERIMENTS),
+                        help="; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
+    parser.add_argument("--quick", action="store_true", help="a few-minute version: "
+                        "s = 30 instead of 100, 2-3 values of p up to 3000 "
+                        "(regression) or 5000, scans 1-3, 3 repetitions; speedup: "
+                        "p = 4096, 2 repetitions")
+    parser.add_argument("--reps", type=_at_least(1), default=None, help="repetitions "
+                        "per setting (default 30 as in the paper, 3 with --quick; "
+                        "speedup: 10, 2 with --quick)")
+    parser.add_argument("--out", default="experiment-results",
+                        help="output directory (default ./experiment-results)")
+    parser.add_argument("--seed", type=_at_least(0), default=0,
+                        help="base seed; repetition r draws its problem with [seed, r]")
+    parser.add_argument("--jobs", type=_at_least(1), default=1,
+                        help="repetitions run in a pool of this many processes "
+                        "(default 1; speedup always runs one at a time)")
+    parser.add_argument("--task", choices=["regression", "classification", "both"],
+                        default="both", help="which problem (default both)")
+    parser.add_argument("--max-workers", type=_at_least(1), default=None,
+                        help="speedup: Asy-OS runs for q = 1..Q workers "
+                        "(default min(cpu count, 4))")
+    parser.add_argument("--timeout", type=float, default=600.0,
+                        help="speedup: seconds allowed to each run (default 600)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="no progress bar")
+
+
+def run(args) -> int:
+    """Run the experiment named by ``args``; bad input → message and status 2."""
+    from . import speedup, sweeps
+
+    tasks = sweeps.TASKS if args.task == "both" else (args.task,)
+    common = dict(tasks=tasks, reps=args.reps, seed=args.seed, jobs=args.jobs,
+                  quick=args.quick, progress=not args.no_progress)
+    start = time.perf_counter()
+    try:
+        if args.name == "speedup":
+            if args.jobs > 1:
+                print("asyos experiments: speedup times its runs, so it runs them one "
+                      "at a time (--jobs ignored)", file=sys.stderr)
+            result = speedup.speedup(args.out, max_workers=args.max_workers,
+                                     timeout=args.timeout, **common)
+        else:
+            function = {"vs-p": sweeps.vs_p, "vs-epochs": sweeps.vs_epochs,
+                        "vs-workers": sweeps.vs_workers}[args.name]
+            result = function(args.out, **common)
+    except InputError as exc:
+        print(f"asyos experiments: error: {exc}", file=sys.stderr)
+        return 2
+    except speedup.RunFailed as exc:
+        print(f"asyos experiments: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("asyos experiments: interrupted", file=sys.stderr)
+        return 130
+    print(result.table)
+    print(f"{args.name}: {len(result.rows)} rows in "
+          f"{time.perf_counter() - start:.1f} s; wrote "
+          + ", ".join(str(f) for f in result.files))
+    return 0
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m asyos.experiments",
+                                     description=__doc__.split("\n\n")[0])
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

@@ -1,0 +1,184 @@
+"""The experiments CLI (asyos.experiments): tiny in-process runs of every experiment,
+the CLI's usage errors, and the speedup arithmetic on hand-made traces."""
+
+import csv
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asyos.baselines import Selection
+from asyos.datasets import paper_n
+from asyos.experiments import speedup as sp
+from asyos.experiments import sweeps
+from asyos.experiments.runner import mean_se
+
+ROOT = Path(__file__).resolve().parent.parent
+TINY = dict(ps=[300, 400], s=10, reps=2, progress=False)
+
+
+def _rows(path: Path) -> list[dict]:
+    with path.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _finite(row: dict, *columns) -> bool:
+    return all(math.isfinite(float(row[c])) for c in columns)
+
+
+def _png(path: Path) -> None:
+    assert path.exists() and path.stat().st_size > 1000
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_vs_p_one_row_per_setting_method_and_rep(tmp_path):
+    result = sweeps.vs_p(tmp_path, **TINY)
+    rows = _rows(tmp_path / "vs-p.csv")
+    _png(tmp_path / "vs-p.png")
+    expected = 0
+    for task in sweeps.TASKS:
+        methods = sweeps.method_table(task)
+        assert {"OS", "Proj-GD", "LASSO", "Grafting", "L1 coordinate descent",
+                "L0 coordinate descent"} <= set(methods)
+        expected += 2 * 2 * len(methods)
+        mine = [r for r in rows if r["task"] == task]
+        assert {(r["p"], r["method"], r["rep"]) for r in mine} == {
+            (str(p), m, str(rep))
+            for p in (300, 400) for m in methods for rep in (0, 1)}
+        error = "recovery_error" if task == "regression" else "test_error"
+        for row in mine:
+            assert not row.get("failure"), row
+            assert _finite(row, "recall", error, "seconds")
+            assert 0 <= float(row["recall"]) <= 1
+            assert int(row["n_selected"]) <= 10
+            assert row["n"] == str(paper_n(10, int(row["p"]))) and row["epochs"] == "2"
+    assert len(rows) == expected == len(result.rows)
+    assert "OS" in result.table and "±" in result.table
+
+
+def test_vs_epochs_runs_os_and_the_online_baselines_per_scan_count(tmp_path):
+    sweeps.vs_epochs(tmp_path, tasks="regression", epochs=[1, 2], **TINY)
+    rows = _rows(tmp_path / "vs-epochs.csv")
+    _png(tmp_path / "vs-epochs.png")
+    methods = {"OS", "Grafting", "L1 coordinate descent", "L0 coordinate descent"}
+    assert {(r["p"], r["method"], r["epochs"], r["rep"]) for r in rows} == {
+        (str(p), m, str(e), str(rep)) for p in (300, 400) for m in methods
+        for e in (1, 2) for rep in (0, 1)}
+    assert len(rows) == 2 * 4 * 2 * 2
+    assert all(_finite(r, "recall", "recovery_error") for r in rows)
+    assert {r["task"] for r in rows} == {"regression"}
+
+
+def test_vs_workers_simulates_tau_equal_q_and_plots_staleness(tmp_path):
+    sweeps.vs_workers(tmp_path, workers=[1, 2, 5], **TINY)
+    rows = _rows(tmp_path / "vs-workers.csv")
+    _png(tmp_path / "vs-workers.png")
+    _png(tmp_path / "vs-workers-staleness.png")
+    assert len(rows) == 2 * 2 * 3 * 2  # tasks × p × q × reps
+    for row in rows:
+        q = int(row["workers"])
+        error = "recovery_error" if row["task"] == "regression" else "test_error"
+        assert _finite(row, "recall", error, "staleness_mean")
+        assert int(row["staleness_max"]) <= q          # τ_max = q
+        counts = [int(c) for c in row["staleness_histogram"].split()]
+        assert sum(counts) > 0 and len(counts) - 1 == int(row["staleness_max"])
+    assert {int(r["staleness_max"]) for r in rows if r["workers"] == "1"} == {0}
+
+
+def test_a_pool_of_jobs_gives_the_same_rows_as_one_process(tmp_path):
+    kwargs = dict(tasks="regression", workers=[1, 2], ps=[300], s=10, reps=2,
+                  progress=False)
+    one = sweeps.vs_workers(tmp_path / "one", jobs=1, **kwargs).rows
+    two = sweeps.vs_workers(tmp_path / "two", jobs=2, **kwargs).rows
+    strip = [{k: v for k, v in r.items() if k != "seconds"} for r in one]
+    assert strip == [{k: v for k, v in r.items() if k != "seconds"} for r in two]
+
+
+def test_selection_keeps_the_s_largest_weights():
+    sel = Selection(np.array([1, 4, 7, 9]), np.array([0.1, -3.0, 2.0, 0.5]), 1, "x")
+    assert sweeps.selection(sel, 2).tolist() == [4, 7]
+    assert sweeps.selection({"selected": [3, 1]}, 5).tolist() == [1, 3]
+
+
+def test_mean_and_standard_error():
+    assert mean_se([1.0, 3.0]) == (2.0, 1.0, 2)
+    assert mean_se([2.0]) == (2.0, 0.0, 1)
+    assert mean_se([float("nan"), 4.0])[:2] == (4.0, 0.0)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["vs-p", "--reps", "0"], "--reps: must be >= 1"),
+    (["vs-q"], "invalid choice: 'vs-q'"),
+    (["vs-p", "--jobs", "0"], "--jobs: must be >= 1"),
+])
+def test_cli_usage_errors_exit_2_with_a_message(args, message):
+    proc = subprocess.run([sys.executable, "-m", "asyos.experiments", *args],
+                          capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert proc.returncode == 2
+    assert message in proc.stderr
+
+
+def test_asyos_experiments_subcommand_is_wired():
+    from asyos.cli.main import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["experiments", "vs-p", "--reps", "0"])
+    assert exit_info.value.code == 2
+
+
+# ------------------------------------------------------------------ speedup arithmetic
+def test_time_to_threshold_interpolates_between_trace_points():
+    seconds, objective = [1.0, 2.0, 3.0, 4.0], [1.0, 0.5, 0.3, 0.2]
+    assert sp.time_to_threshold(seconds, objective, 0.4) == pytest.approx(2.5)
+    assert sp.time_to_threshold(seconds, objective, 0.3) == pytest.approx(3.0)
+    assert sp.time_to_threshold(seconds, objective, 2.0) == 1.0     # starts below
+    assert sp.time_to_threshold(seconds, objective, 0.1) == math.inf
+    assert sp.threshold_of([0.2, 0.25, 0.1]) == pytest.approx(1.05 * 0.25)
+
+
+def test_speedup_of_hand_made_traces():
+    # worst final objective 0.2 → threshold 0.21, reached by the sequential run at 8 s,
+    # by q = 2 at 2 s and by q = 4 at 1 s (between its points at 0.5 s and 1.5 s)
+    runs = {"seq": ([2.0, 8.0, 10.0], [1.0, 0.21, 0.1]),
+            "q2": ([1.0, 2.0, 3.0], [1.0, 0.21, 0.2]),
+            "q4": ([0.5, 1.5, 4.0], [1.0, 0.0, 0.0])}
+    threshold, times, gains = sp.speedups(runs, "seq")
+    assert threshold == pytest.approx(0.21)
+    assert times["q4"] == pytest.approx(0.5 + 0.79)
+    assert times["seq"] == pytest.approx(8.0) and times["q2"] == pytest.approx(2.0)
+    assert gains == pytest.approx({"seq": 1.0, "q2": 4.0, "q4": 8.0 / 1.29})
+
+
+def test_cost_model_recovers_a_and_c_comm():
+    n, s, a, c = 100, 8, 2e-9, 5e-6
+    sequential = {"n_steps": 1000, "timings": {"us_per_step": 1e6 * a * n * (s + 2)}}
+    workers = [{"steps": 500, "budget": 4, "compute_seconds": 500 * a * n * 6,
+                "communicate_seconds": 500 * c} for _ in range(2)]
+    fitted = sp.fit_cost_model([sequential, {"asy": {"workers": workers}}], n, s)
+    assert fitted == pytest.approx((a, c))
+
+
+@pytest.mark.skipif(not sp.mpiexec_path().exists(), reason="no mpiexec next to python")
+def test_speedup_real_mpi_runs_for_one_and_two_workers(tmp_path):
+    result = sp.speedup(tmp_path, tasks="regression", p=600, n=200, s=16,
+                        max_workers=2, reps=1, timeout=120, model_workers=(1, 2),
+                        progress=False)
+    rows = _rows(tmp_path / "speedup.csv")
+    _png(tmp_path / "speedup.png")
+    measured = [r for r in rows if r["kind"] == "measured"]
+    assert [(r["method"], r["workers"]) for r in measured] == [
+        ("OS (sequential)", "1"), ("Asy-OS (MPI)", "1"), ("Asy-OS (MPI)", "2")]
+    assert float(measured[0]["speedup"]) == 1.0
+    for row in measured:
+        assert _finite(row, "speedup", "t_threshold", "recall", "recovery_error")
+        assert float(row["speedup"]) > 0 and "j mod q" in row["partition"]
+        assert Path(row["result_file"]).exists()
+    predicted = [r for r in rows if r["kind"] == "predicted"]
+    assert [r["workers"] for r in predicted] == ["1", "2"]
+    for row in predicted:
+        assert _finite(row, "speedup", "model_a", "model_c_comm")
+        assert float(row["model_a"]) > 0
+    assert len(result.rows) == 5
