@@ -12,6 +12,7 @@ import pytest
 
 from asyos.baselines import Selection
 from asyos.datasets import paper_n
+from asyos.errors import InputError
 from asyos.experiments import speedup as sp
 from asyos.experiments import sweeps
 from asyos.experiments.runner import mean_se
@@ -182,3 +183,13 @@ def test_speedup_real_mpi_runs_for_one_and_two_workers(tmp_path):
         assert _finite(row, "speedup", "model_a", "model_c_comm")
         assert float(row["model_a"]) > 0
     assert len(result.rows) == 5
+
+
+def test_method_selection_per_task():
+    from asyos.experiments.sweeps import method_table
+
+    both = ["OS", "L1 Hinge Loss Classification"]
+    assert list(method_table("regression", both)) == ["OS"]
+    assert list(method_table("classification", both)) == both
+    with pytest.raises(InputError, match="unknown method"):
+        method_table("regression", ["OS", "Lassoo"])

@@ -56,6 +56,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default min(cpu count, 4))")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="speedup: seconds allowed to each run (default 600)")
+    parser.add_argument("--methods", type=lambda text: [m.strip() for m in
+                        text.split(",") if m.strip()], default=None,
+                        help="vs-p, vs-epochs: only these methods, comma-separated "
+                        "legend names (e.g. 'OS,Proj-GD,LASSO'; default: all)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar")
 
@@ -78,6 +82,10 @@ def run(args) -> int:
         else:
             function = {"vs-p": sweeps.vs_p, "vs-epochs": sweeps.vs_epochs,
                         "vs-workers": sweeps.vs_workers}[args.name]
+            if args.methods is not None:
+                if args.name == "vs-workers":
+                    raise InputError("--methods is for vs-p and vs-epochs")
+                common["methods"] = args.methods
             result = function(args.out, **common)
     except InputError as exc:
         print(f"asyos experiments: error: {exc}", file=sys.stderr)

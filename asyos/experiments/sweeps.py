@@ -84,18 +84,23 @@ def _os(X, y, s, *, loss, epochs):
 
 def method_table(task: str, names: Sequence[str] | None = None) -> dict:
     """Legend name → f(X, y, s, *, loss, epochs): OS, the baselines of spec §6 and the
-    installed third-party comparators (which ignore loss and epochs)."""
-    from .comparators import available_comparators
+    installed third-party comparators (which ignore loss and epochs).
+
+    ``names``: only these, among those that apply to ``task`` (a comparator for the
+    other task is skipped); a name no task knows is an error.
+    """
+    from .comparators import COMPARATORS, available_comparators
 
     table: dict[str, Callable] = {"OS": _os, **METHODS}
     for name, fit in available_comparators(task).items():
         table.setdefault(name, _comparator(fit))
     if names is None:
         return table
-    unknown = [n for n in names if n not in table]
+    known = {"OS", *METHODS, *COMPARATORS}
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise InputError(f"unknown method(s) {unknown}; available: {sorted(table)}")
-    return {n: table[n] for n in names}
+        raise InputError(f"unknown method(s) {unknown}; available: {sorted(known)}")
+    return {n: table[n] for n in names if n in table}
 
 
 def _comparator(fit):
