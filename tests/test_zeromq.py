@@ -18,6 +18,10 @@ ROOT = Path(__file__).resolve().parent.parent
 GUARD = 120
 PROBLEM = ["-p", "3000", "-s", "20", "--seed", "3"]   # n = 264
 PLAIN = ["--window", "1", "--batch", "1"]     # one round trip per step: ~1 ms here
+# Quality comparisons run 4 epochs: after 2, recall of these asynchronous runs varies
+# by ±0.1 from run to run (s = 20: one feature is 0.05); after 4 it has settled.
+SETTLED = ["--epochs", "4"]
+SLACK = 1e-9     # 0.8 - 0.1 is 0.7000000000000001
 
 
 def _port() -> int:
@@ -74,7 +78,7 @@ def undisturbed(tmp_path_factory):
     """One normal run, the reference for the disturbed ones."""
     tmp_path = tmp_path_factory.mktemp("zmq")
     port = _port()
-    server = _server(tmp_path, port)
+    server = _server(tmp_path, port, *SETTLED)
     workers = [_worker(port, t) for t in range(2)]
     (rc, out, err), *rest = _wait(server, *workers)
     assert rc == 0, err
@@ -87,22 +91,23 @@ def test_a_normal_run_matches_the_mpi_quality(undisturbed, tmp_path):
     assert asy["transport"] == "zeromq" and asy["lost_shards"] == []
     assert asy["u_check_max_abs_diff"] < 1e-9
     assert len(undisturbed["selected"]) <= 20
-    assert sum(w["steps"] for w in asy["workers"]) == 2 * 3000
+    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists():
         pytest.skip("no mpiexec in this environment")
     proc = subprocess.run([str(mpiexec), "-n", "3", sys.executable, "-m", "asyos.run",
-                           *PROBLEM, "--quiet", "--out", str(tmp_path / "mpi.json")],
+                           *PROBLEM, *SETTLED, "--quiet", "--out",
+                           str(tmp_path / "mpi.json")],
                           cwd=ROOT, capture_output=True, text=True, timeout=GUARD)
     assert proc.returncode == 0, proc.stderr
     mpi = _result(tmp_path, "mpi.json")
-    assert undisturbed["truth"]["recall"] >= mpi["truth"]["recall"] - 0.1
+    assert undisturbed["truth"]["recall"] >= mpi["truth"]["recall"] - 0.1 - SLACK
 
 
 def test_ten_percent_of_messages_lost_and_the_run_still_finishes(tmp_path, undisturbed):
     env = {"ASYOS_DROP_PERCENT": "10"}
     port = _port()
-    server = _server(tmp_path, port, "--resend-after", "0.05", env=env)
+    server = _server(tmp_path, port, "--resend-after", "0.05", *SETTLED, env=env)
     workers = [_worker(port, t, "--resend-after", "0.05", env=env) for t in range(2)]
     results = _wait(server, *workers)
     assert all(rc == 0 for rc, _, _ in results), results
@@ -110,8 +115,8 @@ def test_ten_percent_of_messages_lost_and_the_run_still_finishes(tmp_path, undis
     asy = result["asy"]
     assert asy["dropped_messages"] > 0
     assert asy["u_check_max_abs_diff"] < 1e-9           # the sum invariant held
-    assert sum(w["steps"] for w in asy["workers"]) == 2 * 3000
-    assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.15
+    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000
+    assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.15 - SLACK
 
 
 def _logged(server_log: list, proc, text: str) -> bool:
@@ -152,7 +157,7 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain):
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
     assert result["asy"]["lost_shards"] == []
     assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
-    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05
+    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK
 
 
 def test_a_lost_shard_without_replacement_is_reported(tmp_path):
@@ -196,7 +201,7 @@ def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain, how):
     result = _result(tmp_path)
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
     assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
-    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05
+    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK
 
 
 def test_bad_setups_exit_2_with_a_message(tmp_path):
