@@ -77,6 +77,22 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
     return w, it
 
 
+def first_on_grid(lam_max: float, s: int, solve) -> tuple[float, np.ndarray, int]:
+    """Walk the λ grid of §5.5, λ_max·0.85^k, calling ``solve(λ)`` (warm starts are
+    the caller's); return (λ, coefficients, grid points tried) of the first λ whose
+    solution has ≥ s nonzeros, else of the one with the most (the larger λ on ties)."""
+    lam, best = lam_max, None
+    for step in range(1, MAX_GRID_STEPS + 2):
+        w = solve(lam)
+        nnz = int(np.count_nonzero(w))
+        if nnz >= s:
+            return lam, w, step
+        if best is None or nnz > best[0]:
+            best = (nnz, lam, w)
+        lam *= LAMBDA_RATIO
+    return best[1], best[2], MAX_GRID_STEPS + 1
+
+
 def _path(X, y, s: int, loss: Loss, max_iter: int,
           tol: float) -> tuple[float, np.ndarray, int]:
     """Walk the λ grid of §5.5 with warm starts; return (λ, w, total iterations).
@@ -87,22 +103,17 @@ def _path(X, y, s: int, loss: Loss, max_iter: int,
     λ → 0.  Should no grid value get there, the one with the most nonzeros is
     returned (the larger λ on ties).
     """
-    s = min(s, X.shape[0])
-    lam = lambda_max(X, y, loss)
     lip = loss.curvature * spectral_norm_sq(X) / X.shape[0]
-    w = np.zeros(X.shape[1])
-    best = (-1, lam, w)
-    total = 0
-    for _ in range(MAX_GRID_STEPS + 1):
-        w, it = fista(X, y, lam, loss, w0=w, lip=lip, max_iter=max_iter, tol=tol)
-        total += it
-        nnz = int(np.count_nonzero(w))
-        if nnz >= s:
-            return lam, w, total
-        if nnz > best[0]:
-            best = (nnz, lam, w)
-        lam *= LAMBDA_RATIO
-    return best[1], best[2], total
+    state = {"w": np.zeros(X.shape[1]), "iterations": 0}
+
+    def solve(lam):
+        state["w"], it = fista(X, y, lam, loss, w0=state["w"], lip=lip,
+                               max_iter=max_iter, tol=tol)
+        state["iterations"] += it
+        return state["w"]
+
+    lam, w, _ = first_on_grid(lambda_max(X, y, loss), min(s, X.shape[0]), solve)
+    return lam, w, state["iterations"]
 
 
 def lambda_for_s(X, y, s: int, loss="squared", max_iter: int = 2000,

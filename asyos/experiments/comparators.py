@@ -15,7 +15,7 @@ import numpy as np
 
 from ..baselines import Selection
 from ..baselines._common import check_problem, selection
-from ..baselines.lasso import LAMBDA_RATIO, MAX_GRID_STEPS, lambda_max
+from ..baselines.lasso import first_on_grid, lambda_max
 from ..errors import InputError
 
 __all__ = ["COMPARATORS", "available_comparators", "c_for_s", "fit_abess",
@@ -38,19 +38,10 @@ def _c_path(X, y, s: int) -> tuple[float, np.ndarray, int]:
     gives w = 0, then C grows by 1/0.85 per step.
     """
     n = X.shape[0]
-    s = min(s, n)
-    lam = lambda_max(X, y, "squared_hinge")
-    best = (-1, 0.0, np.zeros(X.shape[1]))
-    for step in range(1, MAX_GRID_STEPS + 2):
-        C = 1.0 / (2.0 * n * lam)
-        coef = _l1_svc(C).fit(X, y).coef_.ravel()
-        nnz = int(np.count_nonzero(coef))
-        if nnz >= s:
-            return C, coef, step
-        if nnz > best[0]:
-            best = (nnz, C, coef)
-        lam *= LAMBDA_RATIO
-    return best[1], best[2], MAX_GRID_STEPS + 1
+    lam, coef, fits = first_on_grid(
+        lambda_max(X, y, "squared_hinge"), min(s, n),
+        lambda lam: _l1_svc(1.0 / (2.0 * n * lam)).fit(X, y).coef_.ravel())
+    return 1.0 / (2.0 * n * lam), coef, fits
 
 
 def c_for_s(X, y, s: int) -> float:

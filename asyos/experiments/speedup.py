@@ -30,16 +30,7 @@ from ..errors import InputError
 from ..io.results import read_result
 from ..metrics import evaluate
 from ..solvers.simulator import fit_simulated
-from . import plot
-from .runner import (
-    BLAS_ENV,
-    Unit,
-    format_table,
-    problem_seed,
-    run_units,
-    summarize,
-    write_csv,
-)
+from . import plot, runner
 from .sweeps import LOSS, TASKS, ExperimentResult, make_problem
 
 __all__ = ["speedup", "speedups", "time_to_threshold", "threshold_of",
@@ -177,7 +168,7 @@ class RunFailed(RuntimeError):
 def _launch(command: list, out: Path, timeout: float) -> dict:
     # Not inside another MPI job; one BLAS thread per process unless the user says.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
-    for name in BLAS_ENV:
+    for name in runner.BLAS_ENV:
         env.setdefault(name, "1")
     try:
         proc = subprocess.run([*command, "--quiet", "--out", str(out)], env=env,
@@ -193,7 +184,7 @@ def _launch(command: list, out: Path, timeout: float) -> dict:
 def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
                  run_dir) -> list:
     """One repetition: sequential OS, then Asy-OS for q = 1..max_workers, one problem."""
-    problem = _problem(task, p, n, s, problem_seed(seed, rep))
+    problem = _problem(task, p, n, s, runner.problem_seed(seed, rep))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
@@ -257,18 +248,18 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     p = (4096 if quick else 8192) if p is None else p
     out = Path(out)
     sizes = {t: SPARSITY[t] if s is None else s for t in tasks}
-    units = [Unit(unit_speedup, dict(task=t, p=p, n=n, s=sizes[t], rep=r, seed=seed,
+    units = [runner.Unit(unit_speedup, dict(task=t, p=p, n=n, s=sizes[t], rep=r, seed=seed,
                                      max_workers=max_workers, epochs=epochs,
                                      timeout=timeout,
                                      run_dir=str(out / "speedup-runs")))
              for t in tasks for r in range(reps)]
-    rows = run_units(units, 1, desc="speedup", progress=progress)
+    rows = runner.run_units(units, 1, desc="speedup", progress=progress)
     figure = {}
     for task in tasks:
         mine = [r for r in rows if r["task"] == task]
         results = [read_result(r["result_file"]) for r in mine]
         a, c_comm = fit_cost_model(results, n, sizes[task])
-        problem = _problem(task, p, n, sizes[task], problem_seed(seed, 0))
+        problem = _problem(task, p, n, sizes[task], runner.problem_seed(seed, 0))
         predicted = predict_speedup(problem.X, problem.y, sizes[task], a, c_comm,
                                     loss=LOSS[task], epochs=epochs,
                                     workers=model_workers)
@@ -280,14 +271,14 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
                          "model_c_comm": c_comm})
         figure[task] = _figure_data(mine, results, predicted)
     keys = ("task", "kind", "method", "workers")
-    summary = summarize(rows, keys, METRICS)
-    files = [write_csv(out / "speedup.csv", rows)]
+    summary = runner.summarize(rows, keys, METRICS)
+    files = [runner.write_csv(out / "speedup.csv", rows)]
     files.append(plot.plot_speedup(
         out / "speedup.png", figure,
         title=f"Asy-OS over MPI: n = {n}, p = {p}, s = "
               f"{'/'.join(str(sizes[t]) for t in tasks)}, {epochs} scans, {reps} reps; "
               f"threshold = {THRESHOLD_FACTOR} × worst final objective\n{PARTITION}"))
-    table = format_table(summary, keys, METRICS)
+    table = runner.format_table(summary, keys, METRICS)
     return ExperimentResult("speedup", rows, summary, table, files)
 
 
@@ -298,7 +289,7 @@ def _figure_data(rows: list[dict], results: list[dict], predicted: list[dict]) -
     staleness = {f"q = {row['workers']}": res["asy"]["staleness"]["histogram"]
                  for row, res in first if "asy" in res}
     qs = sorted({r["workers"] for r in rows if r["method"] == "Asy-OS (MPI)"})
-    measured = summarize([r for r in rows if r["method"] == "Asy-OS (MPI)"],
+    measured = runner.summarize([r for r in rows if r["method"] == "Asy-OS (MPI)"],
                          ("workers",), ("speedup",))
     by_q = {e["workers"]: e for e in measured}
     return {"traces": traces, "threshold": first[0][0]["threshold"],
