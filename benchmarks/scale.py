@@ -1,0 +1,121 @@
+"""OS at scale: features per second and peak memory, from disk and from generated spaces.
+
+Each configuration runs in its own process (so its peak resident memory, VmHWM, is its
+own) and the table is printed at the end, side by side in one run:
+
+* ``disk``: a feature-major ``.npy`` of n × p (written once per dtype, in blocks, into
+  ``--dir``), sequential OS with s = ``-s`` for ``--epochs`` passes, float64 and float32,
+  with and without read-ahead (prefetch);
+* ``interactions``: the degree-2 products of d Gaussian base features (d + d(d+1)/2
+  features), generated on the fly, float32.
+
+    python benchmarks/scale.py [--p 1000000] [--n 1000] [-s 100] [--d 2000] [--epochs 1]
+
+Columns: feature-steps per second (p·epochs / seconds of the OS run, reading
+included), peak RSS of the process (MB), and the size of the data it went through.
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from numpy.lib.format import open_memmap
+
+PROBE = r"""
+import json, sys, time
+import numpy as np
+from asyos.solvers.sequential import fit_os
+from asyos.streams import GaussianStream, InteractionStream, NpyStream
+
+kind, arg, dtype, prefetch, s, epochs, n = sys.argv[1:8]
+s, epochs, n = int(s), int(epochs), int(n)
+
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+if kind == "disk":
+    stream = NpyStream(arg, dtype=dtype, block_size=512)
+    y = np.load(arg + ".y.npy")
+else:
+    d = int(arg)
+    base = GaussianStream(n, d, design_seed=7)
+    stream = InteractionStream(base, 2, dtype=dtype, block_size=512)
+    B = base.columns(np.arange(d))
+    y = B[3] * B[17] - B[5]
+stream.prefetch = prefetch == "on"
+fit_os(GaussianStream(n, 50), y, 5)   # compile and warm up outside the timing
+start = time.perf_counter()
+result = fit_os(stream, y, s, epochs=epochs)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "steps": result.n_steps, "peak_mb": hwm(),
+                  "kept_mb": result.kept_bytes / 2**20,
+                  "selected": result.selected[:5].tolist()}))
+"""
+
+
+def write_design(path: Path, n: int, p: int, dtype) -> None:
+    """A feature-major Gaussian (n, p) file with y = x_0 − 2·x_{p//2} + noise."""
+    if path.exists() and np.load(path, mmap_mode="r").shape == (n, p):
+        return
+    X = open_memmap(path, mode="w+", dtype=dtype, shape=(n, p), fortran_order=True)
+    rng = np.random.default_rng(0)
+    step = max(1, (64 << 20) // (n * 8))
+    for first in range(0, p, step):
+        last = min(first + step, p)
+        X[:, first:last] = rng.standard_normal((n, last - first))
+    X.flush()
+    y = X[:, 0].astype(np.float64) - 2 * X[:, p // 2] + 0.1 * rng.standard_normal(n)
+    del X
+    np.save(str(path) + ".y.npy", y)
+
+
+def run(kind, arg, dtype, prefetch, args) -> dict:
+    proc = subprocess.run([sys.executable, "-c", PROBE, kind, str(arg), dtype, prefetch,
+                           str(args.s), str(args.epochs), str(args.n)],
+                          capture_output=True, text=True, timeout=args.timeout)
+    if proc.returncode != 0:
+        raise SystemExit(f"{kind} {dtype}: failed\n{proc.stderr}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--p", type=int, default=1_000_000)
+    parser.add_argument("--n", type=int, default=1000)
+    parser.add_argument("-s", type=int, default=100)
+    parser.add_argument("--d", type=int, default=2000)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--dir", default="/tmp/asyos-scale")
+    parser.add_argument("--timeout", type=float, default=3600)
+    args = parser.parse_args()
+    folder = Path(args.dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = []
+    for dtype in ("float32", "float64"):
+        path = folder / f"X_{args.n}x{args.p}_{dtype}.npy"
+        start = time.perf_counter()
+        write_design(path, args.n, args.p, dtype)
+        print(f"{path}: ready ({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+        for prefetch in ("on", "off"):
+            rows.append((f"disk {dtype}", f"prefetch {prefetch}",
+                         args.n * args.p * np.dtype(dtype).itemsize / 1e9,
+                         run("disk", path, dtype, prefetch, args)))
+    d = args.d
+    rows.append((f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
+                 // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args)))
+    print(f"n = {args.n}, s = {args.s}, {args.epochs} epoch(s); p = {args.p} on disk")
+    print(f"{'source':>28} {'read':>13} {'data GB':>8} {'steps':>9} {'steps/s':>9} "
+          f"{'peak RSS MB':>12} {'kept MB':>8}")
+    for source, mode, gb, r in rows:
+        print(f"{source:>28} {mode:>13} {gb:8.2f} {r['steps']:9d} "
+              f"{r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f} {r['kept_mb']:8.2f}")
+
+
+if __name__ == "__main__":
+    main()
