@@ -7,7 +7,9 @@ own) and the table is printed at the end, side by side in one run:
   ``--dir``), sequential OS with s = ``-s`` for ``--epochs`` passes, float64 and float32,
   with and without read-ahead (prefetch);
 * ``interactions``: the degree-2 products of d Gaussian base features (d + d(d+1)/2
-  features), generated on the fly, float32.
+  features), generated on the fly, float32;
+* beside them, abess and scikit-learn's ``Lasso`` on the first p columns of the same
+  file held in memory, for growing p until one fails or passes ``--batch-timeout``.
 
     python benchmarks/scale.py [--p 1000000] [--n 1000] [-s 100] [--d 2000] [--epochs 1]
 
@@ -59,6 +61,46 @@ print(json.dumps({"seconds": seconds, "steps": result.n_steps, "peak_mb": hwm(),
 """
 
 
+BATCH = r"""
+import json, sys, time
+import numpy as np
+
+tool, path, p, s = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+
+X = np.array(np.load(path, mmap_mode="r")[:, :p], dtype=np.float64, order="F")
+y = np.load(path + ".y.npy")
+if tool == "sklearn-lasso":
+    from sklearn.linear_model import Lasso
+    model = Lasso(alpha=0.05, fit_intercept=False)
+else:
+    from abess import LinearRegression
+    model = LinearRegression(support_size=[s], fit_intercept=False)
+start = time.perf_counter()
+model.fit(X, y)
+seconds = time.perf_counter() - start
+print(json.dumps({"seconds": seconds, "peak_mb": hwm(),
+                  "nnz": int(np.count_nonzero(model.coef_))}))
+"""
+
+
+def run_batch(tool: str, path: Path, p: int, args) -> dict:
+    """A batch method on the first p columns, held in memory as float64."""
+    try:
+        proc = subprocess.run([sys.executable, "-c", BATCH, tool, str(path), str(p),
+                               str(args.s)], capture_output=True, text=True,
+                              timeout=args.batch_timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"over {args.batch_timeout:.0f} s"}
+    if proc.returncode != 0:
+        return {"failed": proc.stderr.strip().splitlines()[-1][:60]}
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
 def write_design(path: Path, n: int, p: int, dtype) -> None:
     """A feature-major Gaussian (n, p) file with y = x_0 − 2·x_{p//2} + noise."""
     if path.exists() and np.load(path, mmap_mode="r").shape == (n, p):
@@ -93,6 +135,11 @@ def main() -> None:
     parser.add_argument("--epochs", type=int, default=1)
     parser.add_argument("--dir", default="/tmp/asyos-scale")
     parser.add_argument("--timeout", type=float, default=3600)
+    parser.add_argument("--batch-ps", type=int, nargs="*",
+                        default=[10_000, 100_000, 300_000, 1_000_000],
+                        help="p values at which abess and scikit-learn's Lasso run, "
+                        "on the first p columns held in memory")
+    parser.add_argument("--batch-timeout", type=float, default=600)
     args = parser.parse_args()
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -109,12 +156,28 @@ def main() -> None:
     d = args.d
     rows.append((f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
                  // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args)))
+    batch = []
+    float64 = folder / f"X_{args.n}x{args.p}_float64.npy"
+    for tool in ("abess", "sklearn-lasso"):
+        for p in sorted(q for q in args.batch_ps if q <= args.p):
+            batch.append((tool, p, run_batch(tool, float64, p, args)))
+            if "failed" in batch[-1][2]:
+                break           # a larger p will not do better
     print(f"n = {args.n}, s = {args.s}, {args.epochs} epoch(s); p = {args.p} on disk")
     print(f"{'source':>28} {'read':>13} {'data GB':>8} {'steps':>9} {'steps/s':>9} "
           f"{'peak RSS MB':>12} {'kept MB':>8}")
     for source, mode, gb, r in rows:
         print(f"{source:>28} {mode:>13} {gb:8.2f} {r['steps']:9d} "
               f"{r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f} {r['kept_mb']:8.2f}")
+    print("batch methods, X in memory (float64): abess LinearRegression(support_size="
+          f"[{args.s}]), scikit-learn Lasso(alpha=0.05)")
+    print(f"{'method':>14} {'p':>9} {'seconds':>9} {'peak RSS MB':>12} {'nnz':>6}")
+    for tool, p, r in batch:
+        if "failed" in r:
+            print(f"{tool:>14} {p:9d}   failed: {r['failed']}")
+        else:
+            print(f"{tool:>14} {p:9d} {r['seconds']:9.1f} {r['peak_mb']:12.0f} "
+                  f"{r['nnz']:6d}")
 
 
 if __name__ == "__main__":
