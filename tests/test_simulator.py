@@ -149,3 +149,13 @@ def test_cli_simulate_writes_the_results_of_real_runs(tmp_path):
         proc = subprocess.run([sys.executable, "-m", "asyos.run", *bad, "-p", "100",
                                "-s", "5"], capture_output=True, text=True, timeout=60)
         assert proc.returncode == 2 and "asyos: error:" in proc.stderr
+
+
+def test_an_explicit_schedule_is_followed_and_checked():
+    problem = make_regression(p=40, s=6, n=30, seed=1)
+    schedule = [0, 0, 1] * 10 + [1] * 10     # 20 steps each, worker 0 ahead
+    out = fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=schedule,
+                        record_order=True, epochs=1)
+    assert [w for w, _ in out["asy"]["order"]] == schedule
+    with pytest.raises(InputError, match="schedule names"):
+        fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=[0] * 21, epochs=1)

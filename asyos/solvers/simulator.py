@@ -42,8 +42,9 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
 
     ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
     ``delay``: τ, the age in updates of the u_C each step reads (None: q); with
-    ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin" or
-    "random" (seeded).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
+    ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
+    "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
+    the order a real run recorded, ``payload["asy"]["order"]``).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)
@@ -52,8 +53,9 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     q = check_at_least("n_workers", n_workers, 1, integer=True)
     if clock is None:
         tau = q if delay is None else check_at_least("delay", delay, 0, integer=True)
-        if order not in ORDERS:
-            raise InputError(f"order must be one of {', '.join(ORDERS)}, got {order!r}")
+        if isinstance(order, str) and order not in ORDERS:
+            raise InputError(f"order must be one of {', '.join(ORDERS)} or a list of "
+                             f"workers, got {order!r}")
     else:
         if delay is not None or random_delay:
             raise InputError("the virtual clock makes its own staleness: give either "
@@ -162,11 +164,18 @@ class _Simulation:
                          "read_seconds": final.read_seconds,
                          "communicate_seconds": 0.0}
 
-    def run_delayed(self, tau: int, random_delay: bool, order: str, rng) -> None:
+    def run_delayed(self, tau: int, random_delay: bool, order, rng) -> None:
         turn = 0
+        schedule = None if isinstance(order, str) else iter(order)
         while self.active:
             active = self.active
-            if order == "random":
+            if schedule is not None:
+                t = next(schedule, None)
+                if t not in active:
+                    raise InputError(f"the schedule names {t!r} at step "
+                                     f"{self.state.clock + 1}, but the workers with "
+                                     f"steps left are {active}")
+            elif order == "random":
                 t = active[int(rng.integers(len(active)))]
             else:
                 t = min(active, key=lambda w: (w - turn) % len(self.stats))

@@ -138,3 +138,21 @@ def test_quality_close_to_sequential_on_the_paper_protocol():
 def test_fewer_than_two_ranks_is_refused():
     with pytest.raises(InputError, match="at least 2 MPI ranks"):
         transport.run(MPI.COMM_SELF, None, None, None)
+
+
+@pytest.mark.mpi(min_size=3)
+def test_the_simulator_replays_a_real_tau_zero_run():
+    """Simulator with τ = 0 on the order MPI recorded = that MPI run (issue 5)."""
+    from asyos.solvers.simulator import fit_simulated
+
+    X, y = _small(seed=3)
+    s = max(8, Q)
+    payload = _run(X, y, s, staleness=0, record_order=True)
+    if COMM.Get_rank() != 0:
+        return
+    schedule = [worker for worker, _ in payload["asy"]["order"]]
+    simulated = fit_simulated(ArrayStream(X, block_size=16), y, s, Q, delay=0,
+                              order=schedule, eta=0.3, m=1.0)
+    np.testing.assert_array_equal(simulated["selected"], payload["selected"])
+    np.testing.assert_allclose(simulated["weights"], payload["weights"], rtol=0,
+                               atol=1e-12)

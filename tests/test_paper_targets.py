@@ -1,0 +1,33 @@
+"""Issue 5's quality targets, checked with the experiment runner itself (fixed seeds).
+
+Small enough for the suite: regression at p = 2000, s = 100, 5 seeds (the paper's
+protocol, fewer repetitions), two scans.
+"""
+
+import pytest
+
+from asyos.experiments.sweeps import vs_p
+
+
+def _recall(result, method):
+    [entry] = [e for e in result.summary if e["method"] == method]
+    return entry["recall"]
+
+
+@pytest.mark.slow
+def test_os_is_within_003_of_proj_gd_and_above_online_l1(tmp_path):
+    result = vs_p(tmp_path, tasks=("regression",), ps={"regression": [2000]}, s=100,
+                  reps=5, methods=["OS", "Proj-GD", "L1 coordinate descent"],
+                  progress=False)
+    os_recall = _recall(result, "OS")
+    assert os_recall >= _recall(result, "Proj-GD") - 0.03, result.table
+    assert os_recall >= _recall(result, "L1 coordinate descent"), result.table
+
+
+@pytest.mark.slow
+def test_os_is_at_least_as_good_as_grafting(tmp_path):
+    """Grafting re-optimises its active set at every admission (~60 s at p = 2000,
+    s = 100): compared on a smaller instance of the protocol."""
+    result = vs_p(tmp_path, tasks=("regression",), ps={"regression": [1000]}, s=40,
+                  reps=2, methods=["OS", "Grafting"], progress=False)
+    assert _recall(result, "OS") >= _recall(result, "Grafting") - 1e-9, result.table
