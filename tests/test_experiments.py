@@ -78,14 +78,18 @@ def test_vs_workers_simulates_tau_equal_q_and_plots_staleness(tmp_path):
     rows = _rows(tmp_path / "vs-workers.csv")
     _png(tmp_path / "vs-workers.png")
     _png(tmp_path / "vs-workers-staleness.png")
-    assert len(rows) == 2 * 2 * 3 * 2  # tasks × p × q × reps
+    variants = {sweeps.variant_name(*v): v for v in sweeps.VARIANTS}
+    assert len(rows) == 2 * 2 * 3 * 2 * 4  # tasks × p × q × reps × variants
+    assert {r["method"] for r in rows} == set(variants)
     for row in rows:
         q = int(row["workers"])
         error = "recovery_error" if row["task"] == "regression" else "test_error"
         assert _finite(row, "recall", error, "staleness_mean")
-        assert int(row["staleness_max"]) <= q          # τ_max = q
+        _, delay = variants[row["method"]]
+        assert int(row["staleness_max"]) <= (q if delay == "q" else 0)
         counts = [int(c) for c in row["staleness_histogram"].split()]
         assert sum(counts) > 0 and len(counts) - 1 == int(row["staleness_max"])
+        assert int(row["n_selected"]) <= 10             # adaptive budgets too: ≤ s
     assert {int(r["staleness_max"]) for r in rows if r["workers"] == "1"} == {0}
 
 

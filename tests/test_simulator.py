@@ -159,3 +159,86 @@ def test_an_explicit_schedule_is_followed_and_checked():
     assert [w for w, _ in out["asy"]["order"]] == schedule
     with pytest.raises(InputError, match="schedule names"):
         fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=[0] * 21, epochs=1)
+
+
+# -- adaptive budgets (issue 5) ------------------------------------------------------
+@settings(max_examples=40, deadline=None)
+@given(q=st.integers(1, 6), extra=st.integers(0, 20), seed=st.integers(0, 99),
+       grants=st.lists(st.integers(0, 5), min_size=1, max_size=30))
+def test_granted_budgets_never_exceed_s(q, extra, seed, grants):
+    from asyos.core.server_state import ServerState
+
+    s = q + extra
+    state = ServerState(4, q)
+    state.adapt_budgets(s)
+    rng = np.random.default_rng(seed)
+    for t in grants:
+        t %= q
+        state.workers[t].weights = rng.standard_normal(int(rng.integers(0, s)))
+        assert state.grant_budget(t) >= 1
+        assert sum(state.granted) <= s and min(state.granted) >= 1
+    assert sum(state.wanted_budgets().values()) == s
+
+
+def test_wanted_budgets_follow_the_largest_weights():
+    from asyos.core.server_state import ServerState
+
+    state = ServerState(4, 3)
+    state.adapt_budgets(9)
+    state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
+    state.workers[1].weights = np.array([0.1, 0.2])
+    state.workers[2].weights = np.array([1.0])
+    # top 9 − 3 = 6 of all |w|: 5, 4, 3, 2 (worker 0), 1 (worker 2), 0.2 (worker 1)
+    assert state.wanted_budgets() == {0: 5, 1: 2, 2: 2}
+    assert [state.grant_budget(t) for t in (1, 2, 0)] == [2, 2, 5]
+
+
+def test_a_lowered_budget_drops_the_smallest_and_keeps_u_exact():
+    from asyos.core.kept_set import KeptSet
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 6))
+    kept = KeptSet(30, 6)
+    kept.load(np.arange(6), X.T.copy(), np.array([3.0, -0.5, 2.0, 0.1, -4.0, 1.0]))
+    kept.contribution[:] = X @ kept.weights[:6]
+    kept.set_limit(3)
+    selected, weights = kept.selected()
+    assert selected.tolist() == [0, 2, 4] and weights.tolist() == [3.0, 2.0, -4.0]
+    np.testing.assert_allclose(kept.contribution, X[:, selected] @ weights, atol=1e-12)
+    kept.set_limit(99)
+    assert kept.limit == 6 and kept.size == 3
+
+
+def test_adaptive_budgets_with_one_worker_are_sequential_os():
+    problem = make_regression(p=400, s=20, seed=1)
+    sequential = fit_os(problem.X, problem.y, 20)
+    out = fit_simulated(problem.X, problem.y, 20, 1, budget="adaptive")
+    np.testing.assert_array_equal(out["selected"], sequential.selected)
+    np.testing.assert_allclose(out["weights"], sequential.weights, atol=1e-12)
+
+
+@settings(max_examples=15, deadline=None)
+@given(q=st.integers(2, 6), tau=st.integers(0, 6), seed=st.integers(0, 9))
+def test_adaptive_budgets_keep_the_invariants(q, tau, seed):
+    problem = make_regression(p=80, s=8, n=40, seed=seed)
+    out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, budget="adaptive")
+    assert out["asy"]["u_check_max_abs_diff"] <= 1e-9 * (1 + np.max(np.abs(problem.y)))
+    assert len(out["selected"]) <= 8 and out["asy"]["budget"] == "adaptive"
+    assert sum(w["kept"] for w in out["asy"]["workers"]) <= 8
+
+
+def test_cli_budget_adaptive(tmp_path):
+    out = tmp_path / "r.json"
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--simulate", "4",
+                           "--budget", "adaptive", "-p", "500", "-s", "12", "--quiet",
+                           "--out", str(out)], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "budgets adaptive" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["asy"]["budget"] == "adaptive" and result["config"]["budget"] == \
+        "adaptive" and len(result["selected"]) <= 12
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--budget", "adaptive",
+                           "-p", "100", "-s", "5"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 2 and "--simulate" in proc.stderr

@@ -74,6 +74,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "it was TAU updates ago (default: Q, the paper's setting)")
     sim.add_argument("--random-delay", action="store_true",
                      help="draw each step's delay uniformly from 0..TAU (seeded)")
+    sim.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
+                     help="fixed: s/q features per worker (the paper); adaptive: the "
+                     "server re-grants budgets from a global |w| threshold")
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="write results JSON here")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -132,7 +135,8 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch", "simulate", "delay", "random_delay", "dtype", "degree")}}
+                             "batch", "simulate", "delay", "random_delay", "budget", "dtype",
+                             "degree")}}
     if truth is not None:
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
@@ -233,7 +237,8 @@ def run_simulated(args) -> dict:
                              "with --delay")
     job = load_job(args)
     payload = fit_simulated(job.stream, job.y, job.s, args.simulate, delay=args.delay,
-                            random_delay=args.random_delay, loss=job.loss,
+                            random_delay=args.random_delay, budget=args.budget,
+                            loss=job.loss,
                             epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
                             record_order=args.record_order)
     return _finish(args, job, payload)
@@ -249,6 +254,9 @@ def under_mpi() -> bool:
 
 
 def run(args) -> dict | None:
+    if args.budget != "fixed" and args.simulate is None:
+        raise InputError("--budget adaptive runs in the simulator (--simulate Q) so "
+                         "far; MPI and ZeroMQ workers keep fixed budgets s/q")
     if args.simulate is not None or args.delay is not None or args.random_delay:
         if args.simulate is None:
             raise InputError("--delay and --random-delay go with --simulate Q")
@@ -278,8 +286,10 @@ def report(payload: dict, out=None) -> None:
         limit = f"delay {config.get('delay') or asy['n_workers']}" + \
             (", random" if config.get("random_delay") else "") if simulated \
             else f"bound {stale.get('bound')}"
+        budgets = asy["budgets"] if asy.get("budget") != "adaptive" else \
+            f"adaptive (kept at the end {[w['kept'] for w in asy['workers']]})"
         print(f"Asy-OS{' (simulated)' if simulated else ''}: {asy['n_workers']} workers, "
-              f"budgets {asy['budgets']}; staleness max {stale['max']} mean "
+              f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
     print(f"step size eta = {payload['eta']:.4g}, m = {payload['m']:.4g}; "

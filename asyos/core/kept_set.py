@@ -8,7 +8,7 @@ sequential OS run and of an Asy-OS worker.
 import numpy as np
 
 from .losses import Loss
-from .os_step import os_block, os_local, os_step
+from .os_step import os_block, os_local, os_step, shrink
 
 
 class KeptSet:
@@ -22,6 +22,7 @@ class KeptSet:
         self.index = np.full(self.capacity + 1, -1, dtype=np.int64)
         self.weights = np.zeros(self.capacity + 1)
         self.size = 0
+        self.limit = self.capacity   # an adaptive budget (issue 5) may lower it
         self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
         self._g = np.zeros(self.n_samples)           # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
@@ -54,9 +55,17 @@ class KeptSet:
                   y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
         """An Asy-OS worker's steps over a block from its view ``u_local`` (updated)."""
         self.size = os_local(self.cols, self.index, self.weights, self.size,
-                             self.capacity, block, block_index, u_local, y, int(loss),
+                             self.limit, block, block_index, u_local, y, int(loss),
                              float(eta), float(m), self._g, self._gS, self.contribution,
                              self._previous)
+
+    def set_limit(self, limit: int) -> None:
+        """Keep at most ``limit`` (1..capacity) features from now on: an Asy-OS worker's
+        adaptive budget.  Lowering it drops the smallest |w| at once."""
+        self.limit = max(1, min(int(limit), self.capacity))
+        if self.size > self.limit:
+            self.size = shrink(self.cols, self.index, self.weights, self.size,
+                               self.limit, self.contribution)
 
     def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
         """Start from a saved kept set (a replacement worker resuming a lost one)."""

@@ -103,14 +103,40 @@ def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
             smallest = abs(weights[k])
             d = k
     dropped = index[d]
-    if d != capacity:
-        for r in range(n):
-            cols[d, r] = cols[capacity, r]
-        index[d] = index[capacity]
-        weights[d] = weights[capacity]
-    index[capacity] = -1
-    weights[capacity] = 0.0
+    _vacate(cols, index, weights, capacity, d)
     return capacity, dropped
+
+
+@njit(cache=True, inline="always")
+def _vacate(cols, index, weights, last, d):
+    """Slot ``d`` leaves the kept set: the feature in slot ``last`` moves into it (an
+    O(n) copy) and slot ``last`` is cleared."""
+    if d != last:
+        for r in range(cols.shape[1]):
+            cols[d, r] = cols[last, r]
+        index[d] = index[last]
+        weights[d] = weights[last]
+    index[last] = -1
+    weights[last] = 0.0
+
+
+@njit(cache=True)
+def shrink(cols, index, weights, size, limit, contribution):
+    """Drop the smallest |w| (ties: the lowest slot) until at most ``limit`` are kept,
+    and recompute X_S w_S; returns the new size.  An adaptive budget that was lowered
+    (issue 5) takes effect this way; the change reaches u_C with the next push."""
+    while size > limit:
+        d = 0
+        for k in range(1, size):
+            if abs(weights[k]) < abs(weights[d]):
+                d = k
+        _vacate(cols, index, weights, size - 1, d)
+        size -= 1
+    if size > 0:
+        _vecmat(weights[:size], cols[:size], contribution)
+    else:
+        contribution[:] = 0.0
+    return size
 
 
 @njit(cache=True, fastmath=_FAST)

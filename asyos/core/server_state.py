@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import AsyosError
+from .shards import budget_split
 
 
 @njit(cache=True)
@@ -95,6 +96,8 @@ class ServerState:
         self._waiting: deque[int] = deque()
         self._finished = 0
         self._lost = 0
+        self.s: int | None = None
+        self.granted: list[int] | None = None   # adaptive budgets, when switched on
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -240,7 +243,48 @@ class ServerState:
         record.selected, record.weights = selected, weights
         record.finished = True
         self._finished += 1
+        if self.granted is not None:   # its unused slots go back to the others
+            self.granted[worker] = selected.size
         return self._grant()
+
+    # -- adaptive budgets (issue 5) ------------------------------------------------------
+    def adapt_budgets(self, s: int) -> None:
+        """Let the workers' budgets follow their weights: they start at s_t (spec §3.3)
+        and are re-granted with every view by ``grant_budget``, Σ_t granted ≤ s always."""
+        self.s = s
+        self.granted = budget_split(s, len(self.workers))
+
+    def wanted_budgets(self) -> dict[int, int]:
+        """What each running worker should keep: one slot each, plus its share of the
+        largest |w| of all running workers' last pushed weights (the slots the finished
+        ones hold excluded), plus an even share of slots no weight claims yet.
+
+        The extra slot is where a worker tries its newcomers; once one ranks among the
+        global top it earns a slot, and a worker whose weights fall behind loses one:
+        the union of the kept sets approaches the global top s of sequential OS.
+        """
+        running = [t for t, r in enumerate(self.workers) if not r.finished]
+        room = self.s - sum(self.granted[t] for t, r in enumerate(self.workers)
+                            if r.finished)
+        top = max(room - len(running), 0)
+        owners = np.concatenate([np.full(self.workers[t].weights.size, t)
+                                 for t in running] or [np.zeros(0, np.int64)])
+        magnitudes = np.concatenate([np.abs(self.workers[t].weights) for t in running]
+                                    or [np.zeros(0)])
+        ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
+        counts = {t: int(np.sum(ranked == t)) for t in running}
+        spare = top - len(ranked)
+        return {t: counts[t] + 1 + spare // len(running) + (1 if k < spare % len(running)
+                                                            else 0)
+                for k, t in enumerate(running)}
+
+    def grant_budget(self, worker: int) -> int:
+        """``worker``'s budget from now on (sent with its view): what it should keep,
+        limited by the slots the other workers hold."""
+        wanted = self.wanted_budgets()[worker]
+        others = sum(self.granted) - self.granted[worker]
+        self.granted[worker] = min(wanted, self.s - others)
+        return self.granted[worker]
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
     def lose(self, worker: int) -> list[int]:

@@ -174,15 +174,26 @@ def unit_methods(*, experiment, task, p, s, rep, seed, epochs_list, names) -> li
     return rows
 
 
-def unit_workers(*, task, p, s, rep, seed, workers, epochs) -> list:
-    """One problem, simulated Asy-OS for each q in ``workers`` with τ_max = q."""
+# (budget, delay): the paper's setting first; τ = 0 separates the cost of staleness
+# from the cost of the budgets, "adaptive" is issue 5's global-threshold budgets.
+VARIANTS = (("fixed", "q"), ("fixed", 0), ("adaptive", "q"), ("adaptive", 0))
+
+
+def variant_name(budget: str, delay) -> str:
+    return f"{budget} budgets, τ = {delay}"
+
+
+def unit_workers(*, task, p, s, rep, seed, workers, epochs, variants=VARIANTS) -> list:
+    """One problem, simulated Asy-OS for each q in ``workers`` and each (budget,
+    delay) variant; delay "q" is the paper's τ_max = q."""
     problem = make_problem(task, p, s, problem_seed(seed, rep))
     rows = []
-    for q in workers:
+    for q, (budget, delay) in ((q, v) for q in workers for v in variants):
         row, result = _score(
             _base("vs-workers", task, problem, s, rep, seed, epochs=epochs,
-                  workers=q, method="Asy-OS (simulated, τ = q)"), problem,
+                  workers=q, method=variant_name(budget, delay)), problem,
             lambda: fit_simulated(problem.X, problem.y, s, q, loss=LOSS[task],
+                                  delay=q if delay == "q" else delay, budget=budget,
                                   epochs=epochs, seed=rep), s)
         if result is not None:
             stale = result["asy"]["staleness"]
@@ -265,25 +276,29 @@ def vs_epochs(out, *, tasks=TASKS, ps=None, s=None, reps=None, seed=0, jobs=1,
 
 
 def vs_workers(out, *, tasks=TASKS, ps=None, s=None, reps=None, seed=0, jobs=1,
-               quick=False, workers=None, epochs=2,
+               quick=False, workers=None, epochs=2, variants=VARIANTS,
                progress=True) -> ExperimentResult:
-    """Right column: simulated Asy-OS (``fit_simulated``, τ_max = q, staleness
-    "others", round-robin) against q, one curve per p; plus the staleness histogram of
-    repetition 0 at the smallest p for each q (``vs-workers-staleness.png``)."""
+    """Right column: simulated Asy-OS (``fit_simulated``, staleness "others",
+    round-robin) against q, one curve per (variant, p): fixed or adaptive budgets,
+    τ = q (the paper) or τ = 0; plus the staleness histogram of repetition 0 at the
+    smallest p for each q (``vs-workers-staleness.png``)."""
     ps, s, reps = _resolve(quick, tasks, ps, s, reps, "curves")
     workers = list(SETTINGS[bool(quick)]["workers"] if workers is None else workers)
     units = [Unit(unit_workers, dict(task=t, p=p, s=s, rep=r, seed=seed,
-                                     workers=workers, epochs=epochs))
+                                     workers=workers, epochs=epochs,
+                                     variants=tuple(variants)))
              for t in ps for p in ps[t] for r in range(reps)]
     result = _finish("vs-workers", units, out, jobs, progress,
-                     ("task", "p", "workers"), x="workers",
-                     curve=lambda e: e["p"], label=lambda p: f"Asy-OS, p = {p}",
-                     xlabel="workers q (τ_max = q)",
+                     ("task", "p", "method", "workers"), x="workers",
+                     curve=lambda e: (e["method"], e["p"]),
+                     label=lambda key: f"{key[0]}, p = {key[1]}",
+                     xlabel="workers q",
                      title=f"simulated Asy-OS vs workers (s = {s}, {epochs} scans, "
                            f"{reps} reps, mean ± SE)")
     panels = {}
     for row in result.rows:
         if row["rep"] == 0 and row["p"] == min(ps[row["task"]]) and \
+                row["method"] == variant_name(*variants[0]) and \
                 "staleness_histogram" in row:
             counts = [int(c) for c in row["staleness_histogram"].split()]
             panels[(f"{row['task']} p={row['p']}", f"q = {row['workers']}")] = counts

@@ -33,18 +33,21 @@ from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu
 from .worker_loop import PULL, Final, LocalView, worker_loop
 
 ORDERS = ("round_robin", "random")
+BUDGETS = ("fixed", "adaptive")
 
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
-                  order="round_robin", clock=None, loss="squared", epochs=2,
-                  eta="auto", m="auto", seed=0, record_order=False) -> dict:
+                  order="round_robin", clock=None, budget="fixed", loss="squared",
+                  epochs=2, eta="auto", m="auto", seed=0, record_order=False) -> dict:
     """Run Asy-OS with ``n_workers`` virtual workers; returns the results payload.
 
     ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
     ``delay``: τ, the age in updates of the u_C each step reads (None: q); with
     ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
     "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
-    the order a real run recorded, ``payload["asy"]["order"]``).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
+    the order a real run recorded, ``payload["asy"]["order"]``).  ``budget``: "fixed"
+    (s_t = s/q each, spec §3.3) or "adaptive" (issue 5: the server re-grants budgets
+    from a global magnitude threshold with every view, ``ServerState.grant_budget``).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)
@@ -62,13 +65,15 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                              "clock or delay, not both")
         tau = None
         clock = _check_clock(clock)
+    if budget not in BUDGETS:
+        raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     window = 1 if tau is None else tau + 1
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              window=window, batch=1, n_features=p)
     shards = [stream.shard(q, t) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
     warm_up()
-    sim = _Simulation(y, config, shards, step, p, record_order)
+    sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive")
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
@@ -90,12 +95,17 @@ def _check_clock(clock) -> tuple[float, float]:
 class _Simulation:
     """The server, the q worker generators and the u_C versions they may read."""
 
-    def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order):
+    def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
+                 adaptive: bool):
         n, q = y.shape[0], config.n_workers
         self.config, self.eta, self.m = config, *step
         self.state = ServerState(n, q, None, config.window, 1)
+        self.adaptive = adaptive
+        if adaptive:   # a worker may come to hold all but one slot per other worker
+            self.state.adapt_budgets(config.s)
+        capacities = [config.s - q + 1] * q if adaptive else config.budgets
         self.monitor = ServerMonitor(y, config, n_features, record_order)
-        self.loops = [worker_loop(shards[t], y, config.budgets[t], config.loss,
+        self.loops = [worker_loop(shards[t], y, capacities[t], config.loss,
                                   self.eta, self.m, config.epochs, 1) for t in range(q)]
         self.views = [LocalView(n, config.window) for _ in range(q)]
         self.kept = [0] * q                  # |S(t)| after each worker's last step
@@ -141,8 +151,12 @@ class _Simulation:
 
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""
-        push = self.loops[t].send(self.views[t].current())
-        self.state.push(t, push.delta, push.version, push.features.size)
+        reply = self.views[t].current()
+        if self.adaptive:
+            reply = (*reply, self.state.grant_budget(t))
+        push = self.loops[t].send(reply)
+        self.state.push(t, push.delta, push.version, push.features.size,
+                        kept=(push.selected, push.weights, push.position))
         self.monitor.on_push(self.state, t, push.features)
         self.kept[t] = push.selected.size
         self.views[t].requested(push.delta)
@@ -200,6 +214,7 @@ class _Simulation:
         payload = self.monitor.payload(self.state, self.stats, self.eta, self.m)
         check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
         payload["asy"]["transport"] = "simulator"
+        payload["asy"]["budget"] = "adaptive" if self.adaptive else "fixed"
         if self.virtual:
             payload["virtual_seconds"] = self.now
             payload["trace"]["virtual_seconds"] = self.virtual

@@ -108,6 +108,11 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     each step also sees this worker's own earlier steps) and one push of their sum.
     ``resume``: (selected, weights, position) of a worker this one replaces — its
     kept set and the number of features it had processed.
+
+    A reply to a pull is (û, version) or, under adaptive budgets (issue 5),
+    (û, version, budget): the worker keeps at most ``budget`` ≤ ``capacity`` features
+    from then on, dropping its smallest at once when it was lowered (that change is
+    part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).
     """
     n = stream.n_samples
     kept = KeptSet(n, capacity, stream.dtype)
@@ -126,10 +131,13 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                     max(skip - block_index.size, 0)
             for first in range(0, block_index.size, batch):
                 features = block_index[first:first + batch]
-                u_hat, version = yield PULL
+                u_hat, version, *budget = yield PULL
                 start = time.perf_counter()
                 u_local[:] = u_hat
                 before[:] = kept.contribution
+                if budget:
+                    kept.set_limit(budget[0])
+                    u_local += kept.contribution - before   # its own change, seen
                 kept.run_local(features, block[first:first + batch], u_local, y, loss,
                                eta, m)
                 delta = kept.contribution - before
