@@ -97,7 +97,9 @@ def run_batch(tool: str, path: Path, p: int, args) -> dict:
     except subprocess.TimeoutExpired:
         return {"failed": f"over {args.batch_timeout:.0f} s"}
     if proc.returncode != 0:
-        return {"failed": proc.stderr.strip().splitlines()[-1][:60]}
+        lines = proc.stderr.strip().splitlines()
+        return {"failed": lines[-1][:60] if lines else
+                f"exit status {proc.returncode} (killed: out of memory?)"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -140,11 +142,13 @@ def main() -> None:
                         help="p values at which abess and scikit-learn's Lasso run, "
                         "on the first p columns held in memory")
     parser.add_argument("--batch-timeout", type=float, default=600)
+    parser.add_argument("--batch-only", action="store_true",
+                        help="only the abess / scikit-learn rows (the file must exist)")
     args = parser.parse_args()
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for dtype in ("float32", "float64"):
+    for dtype in () if args.batch_only else ("float32", "float64"):
         path = folder / f"X_{args.n}x{args.p}_{dtype}.npy"
         start = time.perf_counter()
         write_design(path, args.n, args.p, dtype)
@@ -154,8 +158,8 @@ def main() -> None:
                          args.n * args.p * np.dtype(dtype).itemsize / 1e9,
                          run("disk", path, dtype, prefetch, args)))
     d = args.d
-    rows.append((f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
-                 // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args)))
+    rows += [] if args.batch_only else [(f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
+                 // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args))]
     batch = []
     float64 = folder / f"X_{args.n}x{args.p}_float64.npy"
     for tool in ("abess", "sklearn-lasso"):
