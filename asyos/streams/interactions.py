@@ -25,6 +25,11 @@ def _pairs(m):
     return m * (m + 1) // 2
 
 
+def _per_degree(d: int) -> list[int]:
+    """How many products of exactly 1, 2 and 3 of d features (repeats allowed)."""
+    return [d, _pairs(d), d * (d + 1) * (d + 2) // 6]
+
+
 class InteractionStream(FeatureStream):
     """The degree-≤ ``degree`` products of the columns of ``base``, (n, d) or a stream."""
 
@@ -43,8 +48,7 @@ class InteractionStream(FeatureStream):
         self._base = np.ascontiguousarray(columns, dtype=np.float64)  # (d, n)
         d, self.n_samples = self._base.shape
         self.n_base = d
-        counts = [d, _pairs(d), d * (d + 1) * (d + 2) // 6][: self.degree]
-        self._starts = np.cumsum([0, *counts])      # first number of each degree
+        self._starts = np.cumsum([0, *_per_degree(d)[: self.degree]])  # first of each
         self.n_features = int(self._starts[-1])
         # triples: how many have a first index below i, for i = 0..d
         self._triples_before = np.concatenate(
@@ -107,4 +111,4 @@ def interaction_count(d: int, degree: int = 2) -> int:
     d = check_int("d", d, 1)
     if degree not in (1, 2, 3):
         raise InputError(f"degree must be 1, 2 or 3, got {degree!r}")
-    return [d, d + _pairs(d), d + _pairs(d) + d * (d + 1) * (d + 2) // 6][degree - 1]
+    return sum(_per_degree(d)[:degree])
