@@ -218,8 +218,7 @@ def run_mpi(args) -> dict | None:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
         if MPI.COMM_WORLD.Get_rank() == 0:
-            print(f"asyos: error: {exc}", file=sys.stderr, flush=True)
-            MPI.COMM_WORLD.Abort(2)
+            transport.abort(MPI.COMM_WORLD, 2, str(exc))
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if payload is None else _finish(args, job, payload)

@@ -265,6 +265,16 @@ def run(comm, open_worker_data, open_server_labels, config_factory,
     try:
         return serve(comm, y, config, n_features, eta, m, record_order)
     except Exception as exc:
-        code = 2 if isinstance(exc, InputError) or "InputError" in str(exc) else 1
-        print(f"asyos: error: {exc}", file=sys.stderr, flush=True)
-        comm.Abort(code)
+        abort(comm, 2 if isinstance(exc, InputError) or "InputError" in str(exc) else 1,
+              str(exc))
+
+
+def abort(comm, code: int, message: str) -> None:
+    """End the whole job with ``code`` after one line on stderr.
+
+    mpiexec forwards a rank's stderr through a pipe and stops forwarding when the job
+    aborts: without the pause the line is sometimes lost, leaving a bare exit status.
+    """
+    print(f"asyos: error: {message}", file=sys.stderr, flush=True)
+    time.sleep(0.2)
+    comm.Abort(code)
