@@ -1,9 +1,25 @@
 """asyos: Online Substitution feature selection in O(n·s) memory."""
 
+from importlib import import_module
+
 from ._version import PROTOCOL_VERSION, __version__
 from .core.losses import Loss
 from .errors import AsyosError, InputError
 from .solvers.sequential import OSResult, fit_os
 
+# Public names whose modules need an optional extra (scikit-learn) or are heavy to
+# import: loaded on first use, so ``import asyos`` stays lean.
+_LAZY = {
+}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'asyos' has no attribute {name!r}")
+
+
 __all__ = ["__version__", "PROTOCOL_VERSION", "fit_os", "OSResult", "Loss",
-           "AsyosError", "InputError"]
+           "AsyosError", "InputError", *_LAZY]
