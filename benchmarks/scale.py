@@ -8,8 +8,13 @@ own) and the table is printed at the end, side by side in one run:
   with and without read-ahead (prefetch);
 * ``interactions``: the degree-2 products of d Gaussian base features (d + d(d+1)/2
   features), generated on the fly, float32;
+* ``sparse``: a text-like CSC matrix (``--text-n`` documents × ``--p`` words, word
+  frequencies falling like a power law, a few hundred words per document), the sparse
+  kernel (cost ∝ nonzeros touched), and beside it the dense kernel on its first
+  ``--dense-p`` columns (the ratio of their steps/s is the point);
 * beside them, abess and scikit-learn's ``Lasso`` on the first p columns of the same
-  file held in memory, for growing p until one fails or passes ``--batch-timeout``.
+  file held in memory, for growing p until one fails or passes ``--batch-timeout``
+  (dense float64 for the disk file; CSC for the text-like matrix).
 
     python benchmarks/scale.py [--p 1000000] [--n 1000] [-s 100] [--d 2000] [--epochs 1]
 
@@ -44,6 +49,19 @@ def hwm():
 if kind == "disk":
     stream = NpyStream(arg, dtype=dtype, block_size=512)
     y = np.load(arg + ".y.npy")
+elif kind.startswith("sparse"):
+    import scipy.sparse as sp
+    from asyos.streams import FeatureStream, SparseStream
+    path, p = arg.split(":")
+    X = sp.load_npz(path)[:, :int(p)]
+    y = np.load(path + ".y.npy")
+    stream = SparseStream(X, dtype=dtype, block_size=512)
+    if kind == "sparse-dense":   # the same columns through the dense kernel
+        stream.sparse = False
+        stream.kept_set = lambda capacity: FeatureStream.kept_set(stream, capacity)
+        stream.step_blocks = stream.blocks
+    n = X.shape[0]
+    fit_os(SparseStream(sp.random(n, 50, density=0.1, format="csc")), y, 5)
 else:
     d = int(arg)
     base = GaussianStream(n, d, design_seed=7)
@@ -72,7 +90,11 @@ def hwm():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) / 1024
 
-X = np.array(np.load(path, mmap_mode="r")[:, :p], dtype=np.float64, order="F")
+if path.endswith(".npz"):
+    import scipy.sparse as sp
+    X = sp.load_npz(path)[:, :p].tocsc()
+else:
+    X = np.array(np.load(path, mmap_mode="r")[:, :p], dtype=np.float64, order="F")
 y = np.load(path + ".y.npy")
 if tool == "sklearn-lasso":
     from sklearn.linear_model import Lasso
@@ -81,7 +103,10 @@ else:
     from abess import LinearRegression
     model = LinearRegression(support_size=[s], fit_intercept=False)
 start = time.perf_counter()
-model.fit(X, y)
+if tool == "abess" and path.endswith(".npz"):
+    model.fit(X, y, sparse_matrix=True)
+else:
+    model.fit(X, y)
 seconds = time.perf_counter() - start
 print(json.dumps({"seconds": seconds, "peak_mb": hwm(),
                   "nnz": int(np.count_nonzero(model.coef_))}))
@@ -119,6 +144,28 @@ def write_design(path: Path, n: int, p: int, dtype) -> None:
     np.save(str(path) + ".y.npy", y)
 
 
+def write_text_like(path: Path, n: int, p: int) -> None:
+    """A CSC (n documents, p words) matrix like a tf-idf bag of words: word j occurs
+    in about n·0.2/sqrt(j+1) documents (a power law), positive weights; y is a sparse
+    combination of 20 mid-frequency words plus noise."""
+    import scipy.sparse as sp
+
+    if path.exists():
+        return
+    rng = np.random.default_rng(0)
+    counts = np.clip(n * 0.2 / np.sqrt(np.arange(p) + 1.0), 1, n).astype(np.int64)
+    counts = counts[rng.permutation(p)]
+    indptr = np.zeros(p + 1, np.int64)
+    np.cumsum(counts, out=indptr[1:])
+    rows = rng.integers(0, n, size=indptr[-1]).astype(np.int32)
+    X = sp.csc_matrix((rng.exponential(1.0, indptr[-1]), rows, indptr), shape=(n, p))
+    X.sum_duplicates()
+    sp.save_npz(path, X, compressed=False)
+    middle = np.argsort(counts)[p // 2: p // 2 + 20]
+    y = X[:, middle] @ rng.choice([-2.0, 2.0], 20) + 0.1 * rng.standard_normal(n)
+    np.save(str(path) + ".y.npy", y)
+
+
 def run(kind, arg, dtype, prefetch, args) -> dict:
     proc = subprocess.run([sys.executable, "-c", PROBE, kind, str(arg), dtype, prefetch,
                            str(args.s), str(args.epochs), str(args.n)],
@@ -142,6 +189,12 @@ def main() -> None:
                         help="p values at which abess and scikit-learn's Lasso run, "
                         "on the first p columns held in memory")
     parser.add_argument("--batch-timeout", type=float, default=600)
+    parser.add_argument("--text-n", type=int, default=10000,
+                        help="documents of the text-like sparse matrix")
+    parser.add_argument("--dense-p", type=int, default=5000,
+                        help="columns of the text-like matrix for the dense kernel")
+    parser.add_argument("--text-batch-ps", type=int, nargs="*",
+                        default=[100_000, 1_000_000])
     parser.add_argument("--batch-only", action="store_true",
                         help="only the abess / scikit-learn rows (the file must exist)")
     args = parser.parse_args()
@@ -157,16 +210,25 @@ def main() -> None:
             rows.append((f"disk {dtype}", f"prefetch {prefetch}",
                          args.n * args.p * np.dtype(dtype).itemsize / 1e9,
                          run("disk", path, dtype, prefetch, args)))
+    text = folder / f"text_{args.text_n}x{args.p}.npz"
+    if not args.batch_only:
+        write_text_like(text, args.text_n, args.p)
+        for kind, p in (("sparse", args.p), ("sparse-dense", args.dense_p)):
+            rows.append((f"text-like {kind} p={p}", "in memory",
+                         text.stat().st_size * p / args.p / 1e9,
+                         run(kind, f"{text}:{p}", "float64", "on", args)))
     d = args.d
     rows += [] if args.batch_only else [(f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
                  // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args))]
     batch = []
     float64 = folder / f"X_{args.n}x{args.p}_float64.npy"
     for tool in ("abess", "sklearn-lasso"):
-        for p in sorted(q for q in args.batch_ps if q <= args.p):
-            batch.append((tool, p, run_batch(tool, float64, p, args)))
-            if "failed" in batch[-1][2]:
-                break           # a larger p will not do better
+        for data, ps in ((float64, args.batch_ps), (text, args.text_batch_ps)):
+            for p in sorted(q for q in ps if q <= args.p):
+                batch.append((f"{tool} {'CSC' if data == text else 'dense'}", p,
+                              run_batch(tool, data, p, args)))
+                if "failed" in batch[-1][2]:
+                    break           # a larger p will not do better
     print(f"n = {args.n}, s = {args.s}, {args.epochs} epoch(s); p = {args.p} on disk")
     print(f"{'source':>28} {'read':>13} {'data GB':>8} {'steps':>9} {'steps/s':>9} "
           f"{'peak RSS MB':>12} {'kept MB':>8}")
@@ -175,12 +237,12 @@ def main() -> None:
               f"{r['steps'] / r['seconds']:9.0f} {r['peak_mb']:12.0f} {r['kept_mb']:8.2f}")
     print("batch methods, X in memory (float64): abess LinearRegression(support_size="
           f"[{args.s}]), scikit-learn Lasso(alpha=0.05)")
-    print(f"{'method':>14} {'p':>9} {'seconds':>9} {'peak RSS MB':>12} {'nnz':>6}")
+    print(f"{'method':>20} {'p':>9} {'seconds':>9} {'peak RSS MB':>12} {'nnz':>6}")
     for tool, p, r in batch:
         if "failed" in r:
-            print(f"{tool:>14} {p:9d}   failed: {r['failed']}")
+            print(f"{tool:>20} {p:9d}   failed: {r['failed']}")
         else:
-            print(f"{tool:>14} {p:9d} {r['seconds']:9.1f} {r['peak_mb']:12.0f} "
+            print(f"{tool:>20} {p:9d} {r['seconds']:9.1f} {r['peak_mb']:12.0f} "
                   f"{r['nnz']:6d}")
 
 

@@ -8,17 +8,16 @@ sequential OS run and of an Asy-OS worker.
 import numpy as np
 
 from .losses import Loss
-from .os_step import os_block, os_local, os_step, shrink
+from .os_step import drop_to, os_block, os_local, os_step, shrink
+from .sparse_step import CSCBlock, compact, sparse_contribution, sparse_steps
 
 
-class KeptSet:
-    """Retained features of one OS process (sequential solver or Asy-OS worker)."""
+class _Kept:
+    """What every kept set holds besides its columns: indices, weights, X_S w_S."""
 
-    def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
+    def __init__(self, n_samples: int, capacity: int):
         self.capacity = int(capacity)
         self.n_samples = int(n_samples)
-        # columns in the stream's storage type; weights, u and gradients in float64
-        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
         self.index = np.full(self.capacity + 1, -1, dtype=np.int64)
         self.weights = np.zeros(self.capacity + 1)
         self.size = 0
@@ -26,14 +25,34 @@ class KeptSet:
         self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
         self._g = np.zeros(self.n_samples)           # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
-        self._previous = np.zeros(self.n_samples)    # X_S w_S before a step (workers)
 
     @property
     def nbytes(self) -> int:
-        """Bytes held by the kept set: grows with n·s, never with p."""
-        return sum(a.nbytes for a in (self.cols, self.index, self.weights,
-                                      self.contribution, self._g, self._gS,
-                                      self._previous))
+        """Bytes held by the kept set: grows with n·s (or nnz(X_S)), never with p."""
+        return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
+
+    def selected(self) -> tuple[np.ndarray, np.ndarray]:
+        """(indices, weights) of the kept features, sorted by feature index."""
+        order = np.argsort(self.index[: self.size], kind="stable")
+        return self.index[: self.size][order].copy(), self.weights[: self.size][order].copy()
+
+    def _check_load(self, indices, columns, weights) -> int:
+        k = len(indices)
+        if k > self.capacity or columns.shape != (k, self.n_samples) or len(weights) != k:
+            raise ValueError(f"cannot load {k} features into a kept set of capacity "
+                             f"{self.capacity} and n = {self.n_samples}")
+        return k
+
+
+class KeptSet(_Kept):
+    """Retained features of one OS process (sequential solver or Asy-OS worker),
+    with dense columns."""
+
+    def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
+        super().__init__(n_samples, capacity)
+        # columns in the stream's storage type; weights, u and gradients in float64
+        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
+        self._previous = np.zeros(self.n_samples)    # X_S w_S before a step (workers)
 
     def step(self, j: int, x: np.ndarray, u_grad: np.ndarray, y: np.ndarray,
              loss: Loss, eta: float, m: float) -> int:
@@ -69,37 +88,91 @@ class KeptSet:
 
     def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
         """Start from a saved kept set (a replacement worker resuming a lost one)."""
-        k = len(indices)
-        if k > self.capacity or columns.shape != (k, self.n_samples) or len(weights) != k:
-            raise ValueError(f"cannot load {k} features into a kept set of capacity "
-                             f"{self.capacity} and n = {self.n_samples}")
+        k = self._check_load(indices, columns, weights)
         self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
         self.size = k
         self.contribution[:] = self.weights[:k] @ self.cols[:k]
 
-    def selected(self) -> tuple[np.ndarray, np.ndarray]:
-        """(indices, weights) of the kept features, sorted by feature index."""
-        order = np.argsort(self.index[: self.size], kind="stable")
-        return self.index[: self.size][order].copy(), self.weights[: self.size][order].copy()
+
+class SparseKeptSet(_Kept):
+    """The kept set for sparse (CSC) streams: the same interface as ``KeptSet``, but
+    each step costs O(nnz(X_S) + nnz(x_j)) instead of O(n·s) (``sparse_step``), and
+    the columns take O(nnz(X_S)) memory."""
+
+    def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
+        super().__init__(n_samples, capacity)
+        self.table = np.zeros((self.capacity + 1, 2), np.int64)  # (start, length)
+        self.rows = np.zeros(1024, np.int64)
+        self.vals = np.zeros(1024, dtype)
+        self.fill = 0
+        self._mark = np.zeros(self.n_samples, np.bool_)
+        self._touched = np.zeros(self.n_samples, np.int64)
+        self._w_old = np.zeros(self.capacity + 1)
+
+    def _steps(self, block_index, block: CSCBlock, u_grad, separate, y, loss, m,
+               step_state, capacity) -> None:
+        if self.fill + block.nnz > self.rows.shape[0]:
+            self.rows, self.vals, self.fill = compact(self.table, self.rows, self.vals,
+                                                      self.size, block.nnz)
+        self.size, self.fill = sparse_steps(
+            self.table, self.rows, self.vals, self.fill, self.index, self.weights,
+            self.size, capacity, block.indptr, block.rows, block.vals, block_index,
+            u_grad, self.contribution, separate, y, int(loss), float(m), step_state,
+            self._g, self._mark, self._touched, self._w_old, self._gS)
+
+    def run_block(self, block_index: np.ndarray, block: CSCBlock, y: np.ndarray,
+                  loss: Loss, m: float, step_state: np.ndarray) -> None:
+        """Sequential OS over a CSC block, gradients at the exact u = X_S w_S."""
+        self._steps(block_index, block, self.contribution, False, y, loss, m,
+                    step_state, self.capacity)
+
+    def run_local(self, block_index: np.ndarray, block: CSCBlock, u_local: np.ndarray,
+                  y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
+        """An Asy-OS worker's steps over a CSC block from its view ``u_local``."""
+        fixed = np.array([float(eta), 0.0, 0.0, 0.0, 1.0, np.inf, 0.0])
+        self._steps(block_index, block, u_local, True, y, loss, m, fixed, self.limit)
+
+    def set_limit(self, limit: int) -> None:
+        """As ``KeptSet.set_limit``."""
+        self.limit = max(1, min(int(limit), self.capacity))
+        if self.size > self.limit:
+            self.size = drop_to(self.table, self.index, self.weights, self.size,
+                                self.limit)
+            sparse_contribution(self.table, self.rows, self.vals, self.weights,
+                                self.size, self.contribution)
+
+    def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
+        """Start from a saved kept set; ``columns`` dense (k, n)."""
+        k = self._check_load(indices, columns, weights)
+        block = CSCBlock.from_dense(np.asarray(columns, self.vals.dtype))
+        self.table[:k, 0], self.table[:k, 1] = block.indptr[:-1], np.diff(block.indptr)
+        self.rows, self.vals = block.rows.copy(), block.vals.copy()
+        self.fill = block.nnz
+        self.index[:k], self.weights[:k] = indices, weights
+        self.size = k
+        sparse_contribution(self.table, self.rows, self.vals, self.weights, k,
+                            self.contribution)
 
 
-def warm_up() -> None:
+def warm_up(sparse: bool = False) -> None:
     """Load every compiled kernel (from numba's on-disk cache) before timing starts.
 
     The first call of each kernel costs ~0.1-0.5 s; runs that time themselves, and
     MPI ranks that would otherwise stall each other one by one, call this first.
+    ``sparse``: the sparse kernels too.
     """
     from .losses import loss_value
     from .server_state import all_finite
 
     all_finite(np.ones(2))
     y = np.ones(2)
-    for loss in Loss:
-        for dtype in (np.float64, np.float32):
-            kept = KeptSet(2, 1, dtype)
-            column = np.ones((1, 2), dtype=dtype)
-            kept.step(0, column[0], kept.contribution, y, loss, 0.1, 1.0)
-            kept.run_local(np.arange(1), column, np.zeros(2), y, loss, 0.1, 1.0)
-            kept.run_block(np.arange(1), column, y, loss, 1.0,
+    for dtype in (np.float64, np.float32):
+        column = np.ones((1, 2), dtype=dtype)
+        for kind in (KeptSet, SparseKeptSet) if sparse else (KeptSet,):
+            kept = kind(2, 1, dtype)
+            block = CSCBlock.from_dense(column) if kind is SparseKeptSet else column
+            kept.run_local(np.arange(1), block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+            kept.run_block(np.arange(1), block, y, Loss.SQUARED, 1.0,
                            np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
-        loss_value(int(loss), kept.contribution, y)
+        KeptSet(2, 1, dtype).step(0, column[0], np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+    loss_value(0, y, y)

@@ -56,24 +56,48 @@ def _sigmoid(z):
     return e / (1.0 + e)
 
 
+@njit(cache=True, inline="always")
+def loss_at(loss, u, y):
+    """n · L for one sample: ½(u − y)², ½max(0, 1 − yu)², log(1 + e^(−yu)) (spec §1).
+
+    The per-sample formulas are written once, here and in ``grad_at``; the vector
+    functions below and the sparse kernel (which touches only some samples) use them.
+    """
+    if loss == 0:
+        r = u - y
+        return 0.5 * r * r
+    if loss == 1:
+        h = 1.0 - y * u
+        return 0.5 * h * h if h > 0.0 else 0.0
+    return _log1p_exp(-y * u)
+
+
+@njit(cache=True, inline="always")
+def grad_at(loss, u, y):
+    """n · dL/du for one sample (spec §1)."""
+    if loss == 0:
+        return u - y
+    if loss == 1:
+        h = 1.0 - y * u
+        return -h * y if h > 0.0 else 0.0
+    return -y * _sigmoid(-y * u)
+
+
 @njit(cache=True)
 def loss_value(loss, u, y):
     """L(u, y) for the code ``loss`` (spec §1)."""
     n = u.shape[0]
     total = 0.0
+    # one loop per code: the constant code lets each loop be vectorised
     if loss == 0:
         for i in range(n):
-            r = u[i] - y[i]
-            total += r * r
-        return 0.5 * total / n
-    if loss == 1:
+            total += loss_at(0, u[i], y[i])
+    elif loss == 1:
         for i in range(n):
-            h = 1.0 - y[i] * u[i]
-            if h > 0.0:
-                total += h * h
-        return 0.5 * total / n
-    for i in range(n):
-        total += _log1p_exp(-y[i] * u[i])
+            total += loss_at(1, u[i], y[i])
+    else:
+        for i in range(n):
+            total += loss_at(2, u[i], y[i])
     return total / n
 
 
@@ -84,12 +108,11 @@ def loss_grad(loss, u, y, out):
     inv_n = 1.0 / n
     if loss == 0:
         for i in range(n):
-            out[i] = (u[i] - y[i]) * inv_n
+            out[i] = grad_at(0, u[i], y[i]) * inv_n
     elif loss == 1:
         for i in range(n):
-            h = 1.0 - y[i] * u[i]
-            out[i] = -h * y[i] * inv_n if h > 0.0 else 0.0
+            out[i] = grad_at(1, u[i], y[i]) * inv_n
     else:
         for i in range(n):
-            out[i] = -y[i] * _sigmoid(-y[i] * u[i]) * inv_n
+            out[i] = grad_at(2, u[i], y[i]) * inv_n
     return out

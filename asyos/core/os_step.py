@@ -72,11 +72,11 @@ def _vecmat_impl(w, cols, out):
 
 
 @njit(cache=True, inline="always")
-def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
-    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
+def step_weights(index, weights, size, j, gS, eta, m):
+    """Spec §2.2 step 3 on the kept slots: block step η/m, or η for j itself on a
+    revisit (spec §2.3); returns j's slot, or -1 when j is a newcomer.
 
-    ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
-    On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
+    ``gS[k]`` = x_kᵀ g at the pre-step point.  Shared by the dense and sparse kernels.
     """
     pos = -1
     for k in range(size):
@@ -86,7 +86,30 @@ def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
     block_step = eta / m
     for k in range(size):
         weights[k] -= (eta if k == pos else block_step) * gS[k]
-    if pos >= 0:
+    return pos
+
+
+@njit(cache=True, inline="always")
+def smallest_slot(weights, last):
+    """The slot to drop among 0..last (spec §2.2 step 6): argmin |w|, ties towards
+    slot ``last`` (the newcomer), then towards the lowest slot."""
+    d = last
+    smallest = abs(weights[last])
+    for k in range(last):
+        if abs(weights[k]) < smallest:
+            smallest = abs(weights[k])
+            d = k
+    return d
+
+
+@njit(cache=True, inline="always")
+def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
+    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
+
+    ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
+    On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
+    """
+    if step_weights(index, weights, size, j, gS, eta, m) >= 0:
         return size, -1
     n = x.shape[0]
     for r in range(n):
@@ -96,21 +119,17 @@ def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
     size += 1
     if size <= capacity:
         return size, -1
-    d = capacity
-    smallest = abs(weights[capacity])
-    for k in range(capacity):
-        if abs(weights[k]) < smallest:
-            smallest = abs(weights[k])
-            d = k
+    d = smallest_slot(weights, capacity)
     dropped = index[d]
-    _vacate(cols, index, weights, capacity, d)
+    vacate(cols, index, weights, capacity, d)
     return capacity, dropped
 
 
 @njit(cache=True, inline="always")
-def _vacate(cols, index, weights, last, d):
+def vacate(cols, index, weights, last, d):
     """Slot ``d`` leaves the kept set: the feature in slot ``last`` moves into it (an
-    O(n) copy) and slot ``last`` is cleared."""
+    O(n) copy; for the sparse kernel ``cols`` is its (start, length) slot table) and
+    slot ``last`` is cleared."""
     if d != last:
         for r in range(cols.shape[1]):
             cols[d, r] = cols[last, r]
@@ -121,22 +140,47 @@ def _vacate(cols, index, weights, last, d):
 
 
 @njit(cache=True)
-def shrink(cols, index, weights, size, limit, contribution):
-    """Drop the smallest |w| (ties: the lowest slot) until at most ``limit`` are kept,
-    and recompute X_S w_S; returns the new size.  An adaptive budget that was lowered
-    (issue 5) takes effect this way; the change reaches u_C with the next push."""
+def drop_to(cols, index, weights, size, limit):
+    """Drop the smallest |w| (ties: the lowest slot) until at most ``limit`` are kept;
+    returns the new size.  An adaptive budget that was lowered (issue 5) takes effect
+    this way; the change reaches u_C with the next push."""
     while size > limit:
         d = 0
         for k in range(1, size):
             if abs(weights[k]) < abs(weights[d]):
                 d = k
-        _vacate(cols, index, weights, size - 1, d)
+        vacate(cols, index, weights, size - 1, d)
         size -= 1
+    return size
+
+
+@njit(cache=True)
+def shrink(cols, index, weights, size, limit, contribution):
+    """``drop_to`` for the dense kept set, then X_S w_S recomputed."""
+    size = drop_to(cols, index, weights, size, limit)
     if size > 0:
         _vecmat(weights[:size], cols[:size], contribution)
     else:
         contribution[:] = 0.0
     return size
+
+
+@njit(cache=True, inline="always")
+def adapt_eta(step, nu):
+    """The default rule (spec §4.1 (b)): η = shrink · coef / ν_max, ν_max the running
+    max of ‖x‖²/n.  ``step`` is [eta, adaptive, coef, nu_max, shrink, f, subs]."""
+    if nu > step[3]:
+        step[3] = nu
+    if step[3] > 0.0:
+        step[0] = step[4] * step[2] / step[3]
+
+
+@njit(cache=True, inline="always")
+def safeguard(step, f):
+    """Spec §4.1 (d): halve η's shrink factor whenever a step raised the loss."""
+    if f > step[5] * (1.0 + 1e-12) + 1e-15:
+        step[4] *= 0.5
+    step[5] = f
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -175,20 +219,13 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
     for b in range(block.shape[0]):
         x = block[b]
         if step[1] != 0.0:
-            nu = _dot(x, x) / n
-            if nu > step[3]:
-                step[3] = nu
-            if step[3] > 0.0:
-                step[0] = step[4] * step[2] / step[3]
+            adapt_eta(step, _dot(x, x) / n)
         size, dropped = os_step(cols, index, weights, size, capacity, x,
                                 block_index[b], u, y, loss, step[0], m, g, gS, u)
         if dropped >= 0 and dropped != block_index[b]:
             step[6] += 1.0
         if step[1] != 0.0:
-            f = loss_value(loss, u, y)
-            if f > step[5] * (1.0 + 1e-12) + 1e-15:
-                step[4] *= 0.5
-            step[5] = f
+            safeguard(step, loss_value(loss, u, y))
     return size
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.kept_set import KeptSet, warm_up
+from ..core.kept_set import warm_up
 from ..core.losses import Loss, loss_value
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_labels, check_sparsity
@@ -62,8 +62,8 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     step = StepSize.parse(eta, m)
     m = step.block_factor(stream.n_samples, s)
 
-    warm_up()
-    kept = KeptSet(stream.n_samples, s, stream.dtype)
+    warm_up(stream.sparse)
+    kept = stream.kept_set(s)
     state = step.state(loss, stream.n_samples, s)
     result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
     trace_every = max(1, epochs * stream.n_features // 200)
@@ -71,7 +71,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     start = time.perf_counter()
     for epoch in range(epochs):
         before = state[6]
-        for block_index, block in stream.blocks(epoch):
+        for block_index, block in stream.step_blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
             result.n_steps += len(block_index)
             if result.n_steps >= next_trace:  # ~200 points, whatever p is

@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kept_set import KeptSet
 from ..core.losses import Loss
 from ..streams import FeatureStream
 
@@ -115,7 +114,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).
     """
     n = stream.n_samples
-    kept = KeptSet(n, capacity, stream.dtype)
+    kept = stream.kept_set(capacity)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0
@@ -125,7 +124,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
     for epoch in range(first_epoch, epochs):
-        for block_index, block in _timed(stream.blocks(epoch), read):
+        for block_index, block in _timed(stream.step_blocks(epoch), read):
             if skip:   # a resumed worker passes over what its predecessor processed
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)

@@ -15,6 +15,7 @@ from numbers import Integral
 
 import numpy as np
 
+from ..core.kept_set import KeptSet
 from ..errors import InputError
 from .prefetch import prefetch
 
@@ -82,6 +83,7 @@ class FeatureStream:
 
     n_samples: int
     n_features: int
+    sparse = False   # True: ``step_blocks`` yields CSCBlocks (``SparseStream``)
 
     def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0,
                  dtype="float64"):
@@ -137,6 +139,16 @@ class FeatureStream:
         raw = self._raw_blocks(self.order(epoch), self.block_size)
         finished = ((index, self._finish(index, block)) for index, block in raw)
         yield from prefetch(finished) if self.prefetch else finished
+
+    def kept_set(self, capacity: int):
+        """An empty kept set that reads this stream's ``step_blocks``: dense columns
+        here; a sparse stream's keeps only the nonzeros (cost ∝ nnz, issue 6)."""
+        return KeptSet(self.n_samples, capacity, self.dtype)
+
+    def step_blocks(self, epoch: int = 0) -> Iterator:
+        """The blocks of ``blocks(epoch)`` in the form ``kept_set`` reads them:
+        dense here, ``CSCBlock``s for a sparse stream."""
+        return self.blocks(epoch)
 
     def columns(self, indices) -> np.ndarray:
         """(len, n) C-contiguous columns (``self.dtype``) by global index (random access).
@@ -220,6 +232,18 @@ class Shard(FeatureStream):
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         return self.parent._read(indices)
+
+    def kept_set(self, capacity: int):
+        return self.parent.kept_set(capacity)
+
+    def step_blocks(self, epoch: int = 0) -> Iterator:
+        if self.parent.sparse:
+            return self.parent.csc_blocks_in(self.order(epoch), self.block_size)
+        return self.blocks(epoch)
+
+    @property
+    def sparse(self) -> bool:
+        return self.parent.sparse
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
         return self.parent._raw_blocks(order, block_size)
