@@ -15,6 +15,8 @@ solves the intercept problem and ``intercept_ = ȳ − x̄ᵀcoef_``.  For the c
 losses the selection runs on X_c with b = 0, and ``intercept_`` is then the exact
 one-dimensional minimiser of L(X_c w + b, y) over b (convex; finite when both classes
 occur), shifted by −x̄ᵀcoef_; ``coef_`` and the selection are not changed by it.
+(The OS kernel has no offset, so w is not optimised jointly with b: on strongly
+imbalanced classes a joint refit of (w, b) on ``support_`` predicts better.)
 With ``standardize=True`` the columns are also scaled to ‖x‖²/n = 1 before OS (so the
 substitution rule, which compares |w|, does not favour large-scale features);
 ``coef_`` is mapped back to the raw features.
