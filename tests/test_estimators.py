@@ -10,7 +10,10 @@ from scipy.optimize import minimize_scalar
 from sklearn.linear_model import LinearRegression
 from sklearn.model_selection import GridSearchCV
 from sklearn.pipeline import Pipeline
-from sklearn.utils.estimator_checks import check_classifiers_train, parametrize_with_checks
+from sklearn.utils.estimator_checks import (
+    check_classifiers_train,
+    parametrize_with_checks,
+)
 
 from asyos import (
     InputError,
