@@ -92,6 +92,17 @@ def _hdf5_labels(path: Path, name: str) -> np.ndarray:
         return np.asarray(dataset[()])
 
 
+def _open(path, dataset: str, label_column) -> tuple[Path, str | None, str]:
+    """(existing path, HDF5 dataset name or None, lower-case suffix); a label column
+    is only for text tables."""
+    path, dataset = split_hdf5(path, dataset)
+    path = _existing(path)
+    suffix = path.suffix.lower()
+    if label_column is not None and suffix not in TEXT_SUFFIXES:
+        raise InputError(f"{path}: a label column is for csv/tsv/txt files")
+    return path, dataset, suffix
+
+
 def load_features(path, *, degree: int = 1, label_column: int | None = None,
                   **stream_options) -> tuple[FeatureStream, np.ndarray | None]:
     """Open ``path`` as a feature stream; also return labels when the format has them.
@@ -105,11 +116,7 @@ def load_features(path, *, degree: int = 1, label_column: int | None = None,
     if degree != 1:
         base, labels = load_features(path, label_column=label_column)
         return InteractionStream(base, degree, **stream_options), labels
-    path, dataset = split_hdf5(path, "X")
-    path = _existing(path)
-    suffix = path.suffix.lower()
-    if label_column is not None and suffix not in TEXT_SUFFIXES:
-        raise InputError(f"{path}: a label column is for csv/tsv/txt data")
+    path, dataset, suffix = _open(path, "X", label_column)
     if suffix == ".npy":
         return NpyStream(path, **stream_options), None
     if suffix in TEXT_SUFFIXES:
@@ -131,11 +138,7 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
     """Labels from ``.npy`` (never unpickled), a text file (one column, or the given
     ``column``), the labels of an svmlight file, or an HDF5 dataset
     (``file.h5[:NAME]``, default ``y``)."""
-    path, dataset = split_hdf5(path, "y")
-    path = _existing(path)
-    suffix = path.suffix.lower()
-    if column is not None and suffix not in TEXT_SUFFIXES:
-        raise InputError(f"{path}: a label column is for csv/tsv/txt labels")
+    path, dataset, suffix = _open(path, "y", column)
     if suffix == ".npy":
         try:
             y = np.load(path, allow_pickle=False)
