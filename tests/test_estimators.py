@@ -223,3 +223,7 @@ def test_bad_data_raises_input_error():
         OnlineSubstitutionRegressor(3).fit(X, y)
     with pytest.raises(InputError, match="at least 2 classes"):
         OnlineSubstitutionClassifier(3).fit(_problem()[0], np.zeros(80))
+    failed = OnlineSubstitutionClassifier(31)
+    with pytest.raises(InputError, match="n_features_to_select"):
+        failed.fit(_problem()[0], np.arange(80) % 2)
+    assert not hasattr(failed, "classes_") and not hasattr(failed, "coef_")

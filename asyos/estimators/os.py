@@ -115,7 +115,7 @@ class _OnlineSubstitution(BaseEstimator):
     def _seed(self) -> int | None:
         """None: features in index order (spec §2.3); else the seed of a shuffled order
         per epoch."""
-        if self.random_state is None:
+        if self.random_state is None:   # spec §2.3: the default stream order
             return None
         return int(check_random_state(self.random_state).randint(2**31 - 1))
 
@@ -131,6 +131,7 @@ class _OnlineSubstitution(BaseEstimator):
         if wrapped:
             stream = Standardized(stream, center=self.fit_intercept,
                                   scale=self.standardize)
+        # spec §1 with an unpenalised b: exact by centring for the squared loss
         center = self.fit_intercept and loss is Loss.SQUARED
         offset = float(y.mean()) if center else 0.0
         selected, weights, history = self._run(stream, y - offset, s, loss)
@@ -153,7 +154,7 @@ class _OnlineSubstitution(BaseEstimator):
             result = fit_os(stream, y, s, **options)
             return result.selected, result.weights, {
                 "objective_per_epoch": result.objective, "n_steps": result.n_steps}
-        if self.backend == "simulated":
+        if self.backend == "simulated":   # spec §3.4, τ = staleness (None: q)
             payload = fit_simulated(stream, y, s, self.n_workers, delay=self.staleness,
                                     seed=self._seed() or 0, **options)
         else:
@@ -167,10 +168,14 @@ class _OnlineSubstitution(BaseEstimator):
         return (np.asarray(payload["selected"], dtype=np.int64),
                 np.asarray(payload["weights"], dtype=np.float64), history)
 
-    def _fit_problems(self, stream: FeatureStream, problems, loss: Loss) -> None:
-        """One OS run per label vector in ``problems``; set the fitted attributes."""
+    def _fit_problems(self, stream: FeatureStream, problems, loss: Loss,
+                      classes=None) -> None:
+        """One OS run per label vector in ``problems``; then, and only then, set the
+        fitted attributes (a failed fit leaves the estimator as it was)."""
         s = self._budget(stream.n_features)
         fits = [self._select(stream, y, loss, s) for y in problems]
+        if classes is not None:
+            self.classes_ = classes
         self.coef_ = np.array([fit[0] for fit in fits])
         self.intercept_ = np.array([fit[1] for fit in fits])
         self.support_ = np.zeros(stream.n_features, dtype=bool)
@@ -224,13 +229,14 @@ class _OnlineSubstitution(BaseEstimator):
         return self
 
     def _fit_labels(self, stream: FeatureStream, y, loss: Loss) -> None:
+        classes = None
         if loss.is_classification:
-            self.classes_, y = _binary_labels(y)
+            classes, y = _binary_labels(y)
         else:
             y = np.asarray(y, dtype=np.float64)
             if not np.all(np.isfinite(y)):
                 raise InputError("y contains NaN or inf")
-        self._fit_problems(stream, [y], loss)
+        self._fit_problems(stream, [y], loss, classes)
 
     def _decision(self, X) -> np.ndarray:
         check_is_fitted(self)
@@ -304,15 +310,15 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
 
     def _fit_labels(self, stream: FeatureStream, y, loss: Loss) -> None:
         check_classification_targets(y)
-        self.classes_ = np.unique(y)
-        if self.classes_.size < 2:
+        classes = np.unique(y)
+        if classes.size < 2:
             raise InputError(f"{type(self).__name__} needs samples of at least 2 "
-                             f"classes, got 1 class: {self.classes_[0]!r}")
-        if self.classes_.size == 2:
-            problems = [np.where(y == self.classes_[1], 1.0, -1.0)]
+                             f"classes, got 1 class: {classes[0]!r}")
+        if classes.size == 2:
+            problems = [np.where(y == classes[1], 1.0, -1.0)]
         else:   # one-vs-rest
-            problems = [np.where(y == c, 1.0, -1.0) for c in self.classes_]
-        self._fit_problems(stream, problems, loss)
+            problems = [np.where(y == c, 1.0, -1.0) for c in classes]
+        self._fit_problems(stream, problems, loss, classes)
 
     def decision_function(self, X) -> np.ndarray:
         scores = self._decision(X)
