@@ -190,7 +190,8 @@ class _OnlineSubstitution(BaseEstimator):
         """Fit on features that need not fit in memory.
 
         ``source``: a ``FeatureStream`` (``asyos.streams``: memory-mapped ``.npy``,
-        HDF5, generated columns, ...), a file path (``.npy``, csv, svmlight,
+        HDF5, generated columns, ...; used as it is, in its own order, whatever
+        ``random_state`` says), a file path (``.npy``, csv, svmlight,
         ``file.h5[:NAME]``), or an array.  ``y``: labels, a path to them, or None when
         the file carries them (svmlight, HDF5 with a ``y`` dataset).  Only O(n·s)
         columns are held; predicting still takes an in-memory X.
