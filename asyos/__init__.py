@@ -10,6 +10,10 @@ from .solvers.sequential import OSResult, fit_os
 # Public names whose modules need an optional extra (scikit-learn) or are heavy to
 # import: loaded on first use, so ``import asyos`` stays lean.
 _LAZY = {
+    "OnlineSubstitutionRegressor": ".estimators.os",
+    "OnlineSubstitutionClassifier": ".estimators.os",
+    "OnlineSubstitutionSelector": ".estimators.os",
+    "load_result": ".io.results",
 }
 
 

@@ -30,7 +30,7 @@ def test_default_job_runs_the_synthetic_problem_and_writes_results(tmp_path):
     assert len(result["objective_per_epoch"]) == 2
     assert result["config"]["s"] == 20 and result["config"]["loss"] == "squared"
     assert {"asyos", "numpy", "numba", "python"} <= set(result["versions"])
-    assert result["timings"]["seconds"] > 0 and result["schema_version"] == 1
+    assert result["timings"]["seconds"] > 0 and result["schema_version"] == 2
 
 
 def test_quiet_classification_and_console_script(tmp_path):

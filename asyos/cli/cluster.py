@@ -9,7 +9,6 @@ synthetic problem of the same -p and --seed.
 """
 
 import argparse
-import logging
 import sys
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig
+from .options import add_common, parse
 from .run import LOSS_NAMES, finish, guarded, report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
@@ -49,7 +49,6 @@ def _common(parser) -> None:
                         "`asyos keys DIR` (required beyond 127.0.0.1)")
     parser.add_argument("--resend-after", type=float, help="seconds before an "
                         "unanswered message is sent again (default 0.5)")
-    parser.add_argument("--verbose", "-v", action="store_true", help="log to stderr")
 
 
 def add_server_arguments(parser: argparse.ArgumentParser) -> None:
@@ -115,16 +114,9 @@ def _shard(text: str) -> tuple[int, int]:
     return t, q
 
 
-def _logging(args) -> None:
-    level = logging.INFO if args.verbose else logging.WARNING
-    logging.basicConfig(level=level, stream=sys.stderr,
-                        format="asyos %(asctime)s %(levelname)s %(message)s")
-
-
 def run_server(args) -> dict:
     from ..transport.zeromq import ZmqServer
 
-    _logging(args)
     truth = None
     if args.labels is not None:
         if args.sparsity is None:
@@ -171,7 +163,6 @@ def _int(flag: str, text) -> int:
 def run_worker(args) -> None:
     from ..transport.zeromq import ServerGone, ZmqWorker
 
-    _logging(args)
     t, q = _shard(args.shard)
     if args.data is None:
         if args.degree != 1:
@@ -195,6 +186,10 @@ def run_worker(args) -> None:
         worker.close()
 
 
+def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("directory", help="where to write the keys")
+
+
 def make_keys(args) -> None:
     from ..transport.zeromq import make_keys as create
 
@@ -214,7 +209,8 @@ def main_server(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyos.server",
                                      description="Asy-OS server over ZeroMQ")
     add_server_arguments(parser)
-    args = parser.parse_args(argv)
+    add_common(parser)
+    args = parse(parser, argv, "server")
     return guarded(lambda: serve(args))
 
 
@@ -222,4 +218,6 @@ def main_worker(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyos.worker",
                                      description="Asy-OS worker over ZeroMQ")
     add_worker_arguments(parser)
-    return guarded(lambda: run_worker(parser.parse_args(argv)))
+    add_common(parser)
+    args = parse(parser, argv, "worker")
+    return guarded(lambda: run_worker(args))

@@ -9,6 +9,7 @@ import sys
 
 from ..errors import InputError
 from ..io.convert import BLOCK_BYTES, DTYPES, convert
+from .options import add_common, parse
 from .run import guarded
 
 
@@ -55,5 +56,6 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyos.convert",
                                      description=__doc__.split("\n\n")[0])
     add_convert_arguments(parser)
-    args = parser.parse_args(argv)
+    add_common(parser)
+    args = parse(parser, argv, "convert")
     return guarded(lambda: run_convert(args))

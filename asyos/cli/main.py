@@ -1,42 +1,71 @@
-"""The ``asyos`` console script: one entry, subcommands with consistent flags."""
+"""The ``asyos`` console script: one entry, subcommands with consistent flags.
+
+Every subcommand takes ``--config FILE`` (TOML whose keys are its flags; the command
+line overrides it) and ``-v/--verbose`` (logging to stderr); bad flags exit with status
+2 and argparse's message, bad input with status 2 and one line.
+"""
 
 import argparse
 import sys
 
 from .. import experiments
-from . import cluster, convert
+from . import cluster, convert, results
 from . import run as run_command
+from .options import add_common, parse
 
 
-def main(argv=None) -> int:
+def build_parser() -> tuple[argparse.ArgumentParser, dict]:
+    """The top-level parser and its subparsers by name."""
     parser = argparse.ArgumentParser(prog="asyos", description="Online Substitution "
                                      "feature selection in O(n·s) memory")
     commands = parser.add_subparsers(dest="command", required=True)
-    run_parser = commands.add_parser("run", help="select features (sequential OS)")
-    run_command.add_run_arguments(run_parser)
-    cluster.add_server_arguments(commands.add_parser(
-        "server", help="Asy-OS server over ZeroMQ (python -m asyos.server)"))
-    cluster.add_worker_arguments(commands.add_parser(
-        "worker", help="Asy-OS worker over ZeroMQ (python -m asyos.worker)"))
-    keys = commands.add_parser("keys", help="make CURVE keys for a server bound "
-                               "beyond 127.0.0.1")
-    keys.add_argument("directory", help="where to write the keys")
-    convert.add_convert_arguments(commands.add_parser(
-        "convert", help="row-major data to the feature-major .npy (bounded memory)"))
-    experiments.add_arguments(commands.add_parser(
-        "experiments", help="the paper's experiments (python -m asyos.experiments)"))
-    args = parser.parse_args(argv)
-    if args.command == "convert":
-        return run_command.guarded(lambda: convert.run_convert(args))
+    subcommands = {
+        "run": ("select features: sequential OS, Asy-OS under mpirun, or simulated",
+                run_command.add_run_arguments),
+        "server": ("Asy-OS server over ZeroMQ (python -m asyos.server)",
+                   cluster.add_server_arguments),
+        "worker": ("Asy-OS worker over ZeroMQ (python -m asyos.worker)",
+                   cluster.add_worker_arguments),
+        "keys": ("make CURVE keys for a server bound beyond 127.0.0.1",
+                 cluster.add_keys_arguments),
+        "convert": ("row-major data to the feature-major .npy (bounded memory)",
+                    convert.add_convert_arguments),
+        "experiments": ("the paper's experiments (python -m asyos.experiments)",
+                        experiments.add_arguments),
+        "plot": ("draw a results JSON: objective vs steps and time, per-worker "
+                 "progress, staleness histogram (PNG)", results.add_plot_arguments),
+        "inspect": ("print a results JSON as a readable summary table",
+                    results.add_inspect_arguments),
+    }
+    subparsers = {}
+    for name, (text, add_arguments) in subcommands.items():
+        subparsers[name] = commands.add_parser(name, help=text, description=text)
+        add_arguments(subparsers[name])
+        add_common(subparsers[name])
+    return parser, subparsers
+
+
+def main(argv=None) -> int:
+    parser, subparsers = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    at = next((i for i, token in enumerate(argv) if not token.startswith("-")), None)
+    command = argv[at] if at is not None else None
+    if command in subparsers:
+        args = parse(parser, argv, command, subparsers[command], at + 1)
+    else:
+        args = parser.parse_args(argv)   # -h, or an unknown command: argparse says so
     if args.command == "experiments":
         return experiments.run(args)
-    if args.command == "run":
-        return run_command.guarded(lambda: run_command.report(run_command.run(args)))
-    if args.command == "server":
-        return run_command.guarded(lambda: cluster.serve(args))
-    if args.command == "worker":
-        return run_command.guarded(lambda: cluster.run_worker(args))
-    return run_command.guarded(lambda: cluster.make_keys(args))
+    actions = {
+        "run": lambda: run_command.report(run_command.run(args)),
+        "server": lambda: cluster.serve(args),
+        "worker": lambda: cluster.run_worker(args),
+        "keys": lambda: cluster.make_keys(args),
+        "convert": lambda: convert.run_convert(args),
+        "plot": lambda: results.run_plot(args),
+        "inspect": lambda: results.run_inspect(args),
+    }
+    return run_command.guarded(actions[args.command])
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ its shard, and the server only the s true columns it needs to make y.
 """
 
 import argparse
+import logging
 import os
 import sys
 from dataclasses import dataclass
@@ -23,16 +24,22 @@ from ..io.results import write_result
 from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
+from .options import add_common, parse
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
+log = logging.getLogger("asyos.run")
 
 
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data (default: the paper's synthetic problem)")
     data.add_argument("--data", help="features: (n, p) .npy (C or feature-major "
-                      "Fortran order), .csv/.txt/.tsv, or .svm/.svmlight/.libsvm")
-    data.add_argument("--labels", help="labels: .npy or one-column text "
-                      "(svmlight files carry their own)")
+                      "Fortran order), .csv/.txt/.tsv, .svm/.svmlight/.libsvm, or an "
+                      "HDF5 dataset file.h5[:NAME] (default NAME X)")
+    data.add_argument("--labels", help="labels: .npy, one-column text, svmlight, or "
+                      "file.h5[:NAME] (default y); svmlight and HDF5 data with a y "
+                      "dataset carry their own")
+    data.add_argument("--label-column", type=int, metavar="K", help="the labels are "
+                      "column K (0-based, -1 = last) of the csv/tsv/txt --data")
     data.add_argument("--synthetic", choices=["regression", "classification"],
                       help="generate the paper's problem (default when no --data)")
     data.add_argument("--degree", type=int, default=1, choices=[1, 2, 3],
@@ -112,13 +119,16 @@ def load_job(args) -> Job:
         if args.sparsity is None:
             raise InputError("-s/--sparsity is required with --data")
         stream, y = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
-                                  seed=args.seed, dtype=args.dtype)
+                                  seed=args.seed, dtype=args.dtype,
+                                  label_column=args.label_column)
         if args.labels is not None:
             y = load_labels(args.labels)
         if y is None:
             raise InputError(f"{args.data}: no labels; give --labels")
         s, default_loss, truth, source = args.sparsity, "squared", None, str(args.data)
     loss = Loss.parse(args.loss or default_loss)
+    log.info("%s: n = %d, p = %d, s = %d, loss = %s", source, stream.n_samples,
+             stream.n_features, s, loss.name.lower())
     return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source)
 
 
@@ -141,6 +151,7 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
         write_result(args.out, payload)
+        log.info("wrote %s and its arrays", args.out)
     return payload
 
 
@@ -306,7 +317,8 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m asyos.run",
                                      description=__doc__.split("\n\n")[0])
     add_run_arguments(parser)
-    args = parser.parse_args(argv)
+    add_common(parser)
+    args = parse(parser, argv, "run")
     return guarded(lambda: report(run(args)))
 
 

@@ -2,8 +2,11 @@
 
 Formats (by extension): ``.npy`` — an (n, p) array, either an ordinary C-order file or
 the feature-major (Fortran-order) layout, read by memory map; ``.csv``/``.txt`` — a
-dense (n, p) table; ``.svm``/``.svmlight``/``.libsvm`` — sparse rows with their labels
-(needs the ``io`` extra: scikit-learn).
+dense (n, p) table, optionally with the labels in one of its columns;
+``.svm``/``.svmlight``/``.libsvm`` — sparse rows with their labels (needs the ``io``
+extra: scikit-learn); ``.h5``/``.hdf5`` — a 2-D dataset, named ``file.h5:NAME``
+(default ``X`` for features, ``y`` for labels; needs the ``hdf5`` extra: h5py).
+Labels can come from any of these.
 """
 
 from pathlib import Path
@@ -14,13 +17,17 @@ from ..errors import InputError
 from ..streams import (
     ArrayStream,
     FeatureStream,
+    HDF5Stream,
     InteractionStream,
     NpyStream,
     SparseStream,
 )
+from ..streams.hdf5 import open_dataset
 
 SVMLIGHT_SUFFIXES = {".svm", ".svmlight", ".libsvm"}
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv"}
+HDF5_SUFFIXES = {".h5", ".hdf5"}
+FORMATS = ".npy, .csv, .txt, .tsv, .svm, .svmlight, .libsvm, .h5 or .hdf5"
 
 
 def _existing(path) -> Path:
@@ -30,6 +37,18 @@ def _existing(path) -> Path:
     if path.stat().st_size == 0:
         raise InputError(f"{path}: file is empty")
     return path
+
+
+def split_hdf5(path, default: str) -> tuple[Path, str | None]:
+    """``file.h5:NAME`` → (file.h5, NAME); another path → (path, None); ``file.h5``
+    alone names ``default``."""
+    text = str(path)
+    head, sep, name = text.rpartition(":")
+    if sep and Path(head).suffix.lower() in HDF5_SUFFIXES:
+        return Path(head), name
+    if Path(text).suffix.lower() in HDF5_SUFFIXES:
+        return Path(text), default
+    return Path(text), None
 
 
 def _load_text(path: Path) -> np.ndarray:
@@ -43,48 +62,96 @@ def _load_text(path: Path) -> np.ndarray:
     return table
 
 
-def load_features(path, *, degree: int = 1,
+def _label_column(table: np.ndarray, column: int, path) -> tuple[np.ndarray, np.ndarray]:
+    """(the table without column ``column``, that column); -1 is the last."""
+    width = table.shape[1]
+    if isinstance(column, bool) or not isinstance(column, int) or \
+            not -width <= column < width:
+        raise InputError(f"{path}: no label column {column!r} (the table has {width} "
+                         "columns; 0-based, -1 = last)")
+    return np.delete(table, column, axis=1), table[:, column]
+
+
+def _load_svmlight(path: Path):
+    try:
+        from sklearn.datasets import load_svmlight_file
+    except ImportError:
+        raise InputError(f"{path}: reading svmlight needs scikit-learn "
+                         "(pip install 'asyos[io]')") from None
+    try:
+        X, y = load_svmlight_file(str(path), dtype=np.float64)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read as svmlight ({exc})") from None
+    return X, np.asarray(y, dtype=np.float64)
+
+
+def _hdf5_labels(path: Path, name: str) -> np.ndarray:
+    """The dataset ``name`` of the HDF5 file ``path``, read whole (labels are n)."""
+    handle, dataset = open_dataset(path, name)
+    with handle:
+        return np.asarray(dataset[()])
+
+
+def _open(path, dataset: str, label_column) -> tuple[Path, str | None, str]:
+    """(existing path, HDF5 dataset name or None, lower-case suffix); a label column
+    is only for text tables."""
+    path, dataset = split_hdf5(path, dataset)
+    path = _existing(path)
+    suffix = path.suffix.lower()
+    if label_column is not None and suffix not in TEXT_SUFFIXES:
+        raise InputError(f"{path}: a label column is for csv/tsv/txt files")
+    return path, dataset, suffix
+
+
+def load_features(path, *, degree: int = 1, label_column: int | None = None,
                   **stream_options) -> tuple[FeatureStream, np.ndarray | None]:
     """Open ``path`` as a feature stream; also return labels when the format has them.
 
     ``stream_options`` (block_size, shuffle, seed, dtype) go to the stream.  ``degree``
     2 or 3: the stream of all products of up to that many of the file's columns
     (``InteractionStream``, generated on the fly; the file's d columns are held).
+    ``label_column``: a csv/tsv/txt column holding the labels (not a feature).  An
+    HDF5 file ``file.h5[:NAME]`` returns its dataset ``y`` as labels when it has one.
     """
     if degree != 1:
-        base, labels = load_features(path)
+        base, labels = load_features(path, label_column=label_column)
         return InteractionStream(base, degree, **stream_options), labels
-    path = _existing(path)
-    suffix = path.suffix.lower()
+    path, dataset, suffix = _open(path, "X", label_column)
     if suffix == ".npy":
         return NpyStream(path, **stream_options), None
     if suffix in TEXT_SUFFIXES:
-        return ArrayStream(_load_text(path), **stream_options), None
+        table, labels = _load_text(path), None
+        if label_column is not None:
+            table, labels = _label_column(table, label_column, path)
+        return ArrayStream(table, **stream_options), labels
     if suffix in SVMLIGHT_SUFFIXES:
-        try:
-            from sklearn.datasets import load_svmlight_file
-        except ImportError:
-            raise InputError(f"{path}: reading svmlight needs scikit-learn "
-                             "(pip install 'asyos[io]')") from None
-        try:
-            X, y = load_svmlight_file(str(path), dtype=np.float64)
-        except (ValueError, OSError, UnicodeDecodeError) as exc:
-            raise InputError(f"{path}: cannot read as svmlight ({exc})") from None
-        return SparseStream(X, **stream_options), np.asarray(y, dtype=np.float64)
-    raise InputError(f"{path}: unknown data format {suffix!r}; expected .npy, .csv, "
-                     ".txt, .tsv, .svm, .svmlight or .libsvm")
+        X, y = _load_svmlight(path)
+        return SparseStream(X, **stream_options), y
+    if suffix in HDF5_SUFFIXES:
+        stream = HDF5Stream(path, dataset, **stream_options)
+        labels = _hdf5_labels(path, "y") if stream.holds_dataset("y") else None
+        return stream, labels
+    raise InputError(f"{path}: unknown data format {suffix!r}; expected {FORMATS}")
 
 
-def load_labels(path) -> np.ndarray:
-    """Labels from ``.npy`` (never unpickled) or a one-column text file."""
-    path = _existing(path)
-    if path.suffix.lower() == ".npy":
+def load_labels(path, *, column: int | None = None) -> np.ndarray:
+    """Labels from ``.npy`` (never unpickled), a text file (one column, or the given
+    ``column``), the labels of an svmlight file, or an HDF5 dataset
+    (``file.h5[:NAME]``, default ``y``)."""
+    path, dataset, suffix = _open(path, "y", column)
+    if suffix == ".npy":
         try:
             y = np.load(path, allow_pickle=False)
         except (ValueError, OSError) as exc:
             raise InputError(f"{path}: cannot read labels ({exc})") from None
+    elif suffix in SVMLIGHT_SUFFIXES:
+        y = _load_svmlight(path)[1]
+    elif suffix in HDF5_SUFFIXES:
+        y = _hdf5_labels(path, dataset)
     else:
         y = _load_text(path)
+        if column is not None:
+            y = _label_column(y, column, path)[1]
     y = np.asarray(y)
     if y.ndim == 2 and 1 in y.shape:
         y = y.ravel()

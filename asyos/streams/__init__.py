@@ -16,13 +16,14 @@ from .array import ArrayStream
 from .base import FeatureStream
 from .gaussian import GaussianStream
 from .generator import GeneratorStream
+from .hdf5 import HDF5Stream
 from .interactions import InteractionStream, interaction_count
 from .npy import NpyStream, save_feature_major
 from .sparse import SparseStream
 from .standardize import Standardized
 
 __all__ = ["ArrayStream", "FeatureStream", "GaussianStream", "GeneratorStream",
-           "InteractionStream", "NpyStream", "interaction_count",
+           "HDF5Stream", "InteractionStream", "NpyStream", "interaction_count",
            "SparseStream", "Standardized", "as_stream", "save_feature_major"]
 
 

@@ -414,13 +414,18 @@ class ZmqServer:
         return all(now - self.lost_at[t] > self.timeouts.replace_timeout
                    for t in self.state.lost_workers)
 
-    def serve(self) -> dict:
-        """Run until done; returns the results payload (same keys as MPI runs)."""
+    def serve(self, check=None) -> dict:
+        """Run until done; returns the results payload (same keys as MPI runs).
+
+        ``check()``, when given, runs after every step and may raise to end the run
+        (a deadline, a worker process that died: ``transport.local``).
+        """
         previous = signal.signal(signal.SIGTERM, self._on_sigterm) \
             if _main_thread() else None
         try:
             while not self.step():
-                pass
+                if check is not None:
+                    check()
             self._linger()
         finally:
             if previous is not None:

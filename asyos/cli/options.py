@@ -1,0 +1,55 @@
+"""Flags every command shares (``--config``, ``-v/--verbose``) and the parse that
+applies them: TOML settings first, the command line over them, then logging."""
+
+import argparse
+import logging
+import sys
+
+from ..errors import InputError
+from ..io.config import config_arguments
+
+log = logging.getLogger("asyos")
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", help="TOML file of settings whose "
+                        "keys are this command's flags (sparsity = 64, epochs = 3); "
+                        "flags on the command line override it")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="log what happens to stderr (logging level INFO)")
+
+
+def _config_path(argv: list[str]) -> str | None:
+    """The value of the last ``--config`` in ``argv``, read before parsing so that the
+    file can supply flags argparse requires."""
+    path = None
+    for i, token in enumerate(argv):
+        if token == "--":
+            break
+        if token == "--config" and i + 1 < len(argv):
+            path = argv[i + 1]
+        elif token.startswith("--config="):
+            path = token.split("=", 1)[1]
+    return path
+
+
+def parse(parser: argparse.ArgumentParser, argv, command: str,
+          subparser: argparse.ArgumentParser | None = None,
+          at: int = 0) -> argparse.Namespace:
+    """Parse ``argv`` with the settings of its ``--config`` file inserted at position
+    ``at`` (just after the subcommand's name); ``subparser`` owns the flags."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    path = _config_path(argv[at:])
+    if path is not None:
+        try:
+            settings = config_arguments(subparser or parser, path, command)
+        except InputError as exc:
+            (subparser or parser).error(str(exc))
+        argv = argv[:at] + settings + argv[at:]
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        stream=sys.stderr,
+                        format="asyos %(asctime)s %(levelname)s %(message)s")
+    if path is not None:
+        log.info("settings from %s", path)
+    return args

@@ -1,0 +1,105 @@
+"""Asy-OS over ZeroMQ on this machine: a loopback server here, q worker processes.
+
+The real transport end to end (separate processes, TCP on 127.0.0.1, the wire format,
+``ZmqServer`` and ``python -m asyos.worker``) without a launcher script: what the
+estimators' ``backend="zeromq"`` runs.  The workers are other processes, so they
+cannot share an in-memory array: the stream is written once to a temporary
+feature-major ``.npy`` that every worker maps (O(n·p) disk, O(block) memory).  The run
+ends with an error, and every worker is stopped, when a worker fails or ``timeout``
+seconds pass.
+"""
+
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from ..core.validate import check_at_least, check_labels
+from ..solvers.asy import AsyConfig
+from ..streams import FeatureStream
+from .zeromq import ZmqServer
+
+LOOPBACK = "tcp://127.0.0.1:*"   # any free port
+
+
+def spool(stream: FeatureStream, path: Path) -> None:
+    """Write every column of ``stream`` into a Fortran-order (n, p) ``.npy``."""
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=stream.dtype,
+                                    shape=(stream.n_samples, stream.n_features),
+                                    fortran_order=True)
+    for index, block in stream.blocks(0):
+        out[:, index] = block.T
+    out.flush()
+    del out
+
+
+class _Workers:
+    """The worker processes, their logs, and the checks the server runs between
+    steps."""
+
+    def __init__(self, endpoint: str, data: Path, stream: FeatureStream, q: int,
+                 logs: Path, deadline: float, timeout: float):
+        self.deadline, self.timeout = deadline, timeout
+        order = ["--shuffle", "--seed", str(stream.seed)] if stream.shuffle else []
+        self.logs = [logs / f"worker{t}.log" for t in range(q)]
+        self.procs = []
+        for t in range(q):
+            with open(self.logs[t], "wb") as log:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "asyos.worker", "--connect", endpoint,
+                     "--data", str(data), "--shard", f"{t}/{q}", "--dtype",
+                     stream.dtype.name, "--server-timeout", str(timeout), *order],
+                    stdout=subprocess.DEVNULL, stderr=log))
+
+    def check(self) -> None:
+        for t, proc in enumerate(self.procs):
+            code = proc.poll()
+            if code not in (None, 0):
+                tail = self.logs[t].read_text(errors="replace").strip()[-2000:]
+                raise RuntimeError(f"ZeroMQ worker {t} exited with status {code}: "
+                                   f"{tail}")
+        if time.monotonic() > self.deadline:
+            raise TimeoutError(f"Asy-OS over ZeroMQ did not finish in {self.timeout:g} "
+                               "s (timeout)")
+
+    def stop(self, grace: float) -> None:
+        """Give the workers ``grace`` seconds to exit; terminate, then kill, any that
+        do not."""
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=5.0)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+
+
+def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epochs=2,
+                 eta="auto", m="auto", staleness=None,
+                 timeout: float = 300.0) -> dict:
+    """Asy-OS (spec §3) with ``n_workers`` worker processes over loopback ZeroMQ;
+    returns the results payload (as ``asyos server`` writes it)."""
+    config = AsyConfig.build(s, n_workers, loss=loss, epochs=epochs, eta=eta, m=m,
+                             staleness=staleness, n_features=stream.n_features)
+    y = check_labels(y, config.loss, stream.n_samples)
+    timeout = check_at_least("timeout", timeout, 1e-3)
+    with tempfile.TemporaryDirectory(prefix="asyos-zmq-") as tmp:
+        data = Path(tmp) / "X.npy"
+        spool(stream, data)
+        server = ZmqServer(LOOPBACK, y, config)
+        workers, payload = None, None
+        try:
+            workers = _Workers(server.endpoint, data, stream, config.n_workers,
+                               Path(tmp), time.monotonic() + timeout, timeout)
+            payload = server.serve(check=workers.check)
+        finally:
+            server.close()
+            if workers is not None:   # finished workers exit at once; after an error
+                workers.stop(5.0 if payload is not None else 0.0)   # none waits
+    return payload
