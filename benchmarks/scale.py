@@ -175,6 +175,9 @@ def run(kind, arg, dtype, prefetch, args) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+PARTS = ["disk", "text", "interactions", "batch-dense", "batch-text"]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--p", type=int, default=1_000_000)
@@ -195,13 +198,13 @@ def main() -> None:
                         help="columns of the text-like matrix for the dense kernel")
     parser.add_argument("--text-batch-ps", type=int, nargs="*",
                         default=[100_000, 1_000_000])
-    parser.add_argument("--batch-only", action="store_true",
-                        help="only the abess / scikit-learn rows (the file must exist)")
+    parser.add_argument("--only", nargs="+", default=PARTS, choices=PARTS,
+                        help="run only these parts (default: all)")
     args = parser.parse_args()
     folder = Path(args.dir)
     folder.mkdir(parents=True, exist_ok=True)
     rows = []
-    for dtype in () if args.batch_only else ("float32", "float64"):
+    for dtype in ("float32", "float64") if "disk" in args.only else ():
         path = folder / f"X_{args.n}x{args.p}_{dtype}.npy"
         start = time.perf_counter()
         write_design(path, args.n, args.p, dtype)
@@ -211,19 +214,25 @@ def main() -> None:
                          args.n * args.p * np.dtype(dtype).itemsize / 1e9,
                          run("disk", path, dtype, prefetch, args)))
     text = folder / f"text_{args.text_n}x{args.p}.npz"
-    if not args.batch_only:
+    if "text" in args.only:
         write_text_like(text, args.text_n, args.p)
         for kind, p in (("sparse", args.p), ("sparse-dense", args.dense_p)):
             rows.append((f"text-like {kind} p={p}", "in memory",
                          text.stat().st_size * p / args.p / 1e9,
                          run(kind, f"{text}:{p}", "float64", "on", args)))
     d = args.d
-    rows += [] if args.batch_only else [(f"interactions d={d} float32", "prefetch on", args.n * (d + d * (d + 1)
-                 // 2) * 4 / 1e9, run("interactions", d, "float32", "on", args))]
+    if "interactions" in args.only:
+        rows.append((f"interactions d={d} float32", "prefetch on",
+                     args.n * (d + d * (d + 1) // 2) * 4 / 1e9,
+                     run("interactions", d, "float32", "on", args)))
     batch = []
     float64 = folder / f"X_{args.n}x{args.p}_float64.npy"
+    parts = [(float64, args.batch_ps, "batch-dense"), (text, args.text_batch_ps,
+                                                       "batch-text")]
     for tool in ("abess", "sklearn-lasso"):
-        for data, ps in ((float64, args.batch_ps), (text, args.text_batch_ps)):
+        for data, ps, part in parts:
+            if part not in args.only or not data.exists():
+                continue
             for p in sorted(q for q in ps if q <= args.p):
                 batch.append((f"{tool} {'CSC' if data == text else 'dense'}", p,
                               run_batch(tool, data, p, args)))
