@@ -61,9 +61,9 @@ class FGMResult:
     def gap(self) -> float:
         """Relative duality gap (F − D)/F after the last search (spec §5 oracle 4): a
         certificate of global optimality of §1.4 when there is no intercept."""
-        if not self.dual or len(self.dual) < len(self.objective) - 1:
+        if not self.dual:
             return math.nan
-        F = self.objective[len(self.dual)]
+        F = self.objective[len(self.dual) - 1]      # D[k] is at the α of F[k]
         return (F - self.dual[-1]) / F if F > 0 else 0.0
 
 
