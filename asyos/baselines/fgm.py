@@ -21,7 +21,7 @@ from scipy.optimize import minimize_scalar
 
 from ..core.losses import Loss, loss_grad, loss_value
 from ..errors import InputError
-from ..streams import FeatureStream, InteractionStream
+from ..streams import FeatureStream, InteractionStream, as_stream
 from ..streams.base import check_int
 from . import Selection
 from ._common import check_labels, check_problem, selection
@@ -239,7 +239,8 @@ def make_space(X, *, groups=None, degree: int = 1):
     if degree > 1:
         if groups is not None:
             raise InputError("groups= and a polynomial degree > 1 cannot be combined")
-        stream = InteractionStream(X, degree=degree)
+        stream = InteractionStream(as_stream(X) if hasattr(X, "tocsc") else X,
+                                   degree=degree)
         return PolynomialSpace(stream) if degree == 2 else StreamSpace(stream)
     base = StreamSpace(X) if isinstance(X, FeatureStream) else ArraySpace(X)
     return base if groups is None else GroupSpace(base, _check_groups(groups,
