@@ -363,8 +363,10 @@ def test_bad_input_is_refused_before_any_work():
         check_fgm(X, (y + 1) / 2, "squared_hinge", None)
     with pytest.raises(InputError, match="s must"):
         fit_fgm(X, y, 0, "squared_hinge")
-    assert isinstance(make_space(X), object)
-    assert isinstance(FGMResult(np.zeros(0, int), np.zeros(0), 0.0, 8).gap, float)
+    assert make_space(X).n_candidates == 8
+    assert make_space(X, groups=np.arange(8) // 2).n_candidates == 4
+    assert make_space(X, degree=2).n_candidates == 8 + 36
+    assert np.isnan(FGMResult(np.zeros(0, int), np.zeros(0), 0.0, 8).gap)
 
 
 # -- spec §5 oracles 10-11: the paper's synthetic protocol, reduced -------------------
