@@ -14,6 +14,8 @@ _LAZY = {
     "OnlineSubstitutionClassifier": ".estimators.os",
     "OnlineSubstitutionSelector": ".estimators.os",
     "load_result": ".io.results",
+    "FGMClassifier": ".estimators.fgm",
+    "FGMRegressor": ".estimators.fgm",
 }
 
 

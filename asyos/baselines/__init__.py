@@ -25,6 +25,7 @@ class Selection:
 
 
 # Imported last: the method modules import Selection from this module.
+from .fgm import fit_fgm
 from .grafting import fit_grafting
 from .iht import fit_iht
 from .lasso import fit_lasso, lambda_for_s
@@ -42,10 +43,11 @@ def _batch(fit):
 METHODS = {
     "Proj-GD": _batch(fit_iht),
     "LASSO": _batch(fit_lasso),
+    "FGM": _batch(fit_fgm),
     "Grafting": fit_grafting,
     "L1 coordinate descent": fit_l1_cd,
     "L0 coordinate descent": fit_l0_cd,
 }
 
-__all__ = ["METHODS", "Selection", "fit_grafting", "fit_iht", "fit_l0_cd", "fit_l1_cd",
+__all__ = ["METHODS", "Selection", "fit_fgm", "fit_grafting", "fit_iht", "fit_l0_cd", "fit_l1_cd",
            "fit_lasso", "lambda_for_s"]

@@ -1,0 +1,258 @@
+"""FGM's worst-case analysis (spec §2.2, Algorithm 2) over the spaces it selects from.
+
+The most violated constraint is d = 1 on the B candidates with the largest scores
+s = c², c = Xᵀr the loss gradient (r = −∂P/∂z).  A *space* says what the candidates
+are and how to score them:
+
+- ``ArraySpace``: the columns of a dense or scipy.sparse X (one BLAS/sparse pass);
+- ``StreamSpace``: the columns of any ``FeatureStream``, block by block (out of core);
+- ``GroupSpace``: groups of another space's features (spec §1.5, §3.1), s_g = ‖c_G‖²,
+  disjoint or overlapping (a shared feature is copied into each chosen group's block);
+- ``PolynomialSpace``: the degree-2 products of ``InteractionStream``, scored from
+  M = Xᵀ diag(r) X block by block without building a product column (spec §3.3).
+
+Every space pushes its scores into one size-B min-heap (a compiled kernel), so memory is
+O(B) beyond what the scores themselves need.  Ties go to the lower candidate number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from ..streams import FeatureStream, InteractionStream
+
+__all__ = ["ArraySpace", "GroupSpace", "PolynomialSpace", "StreamSpace", "TopB"]
+
+
+@njit(cache=True, inline="always")
+def _worse(s1, i1, s2, i2):
+    """Is (s1, i1) ranked below (s2, i2)?  Lower score, or equal score and higher id."""
+    return s1 < s2 or (s1 == s2 and i1 > i2)
+
+
+@njit(cache=True)
+def _sift_down(hs, hi, size, k):
+    while True:
+        lo = k
+        for child in (2 * k + 1, 2 * k + 2):
+            if child < size and _worse(hs[child], hi[child], hs[lo], hi[lo]):
+                lo = child
+        if lo == k:
+            return
+        hs[k], hs[lo] = hs[lo], hs[k]
+        hi[k], hi[lo] = hi[lo], hi[k]
+        k = lo
+
+
+@njit(cache=True)
+def _push(hs, hi, size, score, ident, skip):
+    """Offer (score, id) to the heap (root = worst kept); returns the new size.
+    ``skip`` is a sorted array of ids that may not enter (exclude_active)."""
+    if skip.shape[0] > 0:
+        pos = np.searchsorted(skip, ident)
+        if pos < skip.shape[0] and skip[pos] == ident:
+            return size
+    if size < hs.shape[0]:
+        k = size
+        hs[k], hi[k] = score, ident
+        while k > 0:                                   # sift up
+            parent = (k - 1) // 2
+            if not _worse(hs[k], hi[k], hs[parent], hi[parent]):
+                break
+            hs[k], hs[parent] = hs[parent], hs[k]
+            hi[k], hi[parent] = hi[parent], hi[k]
+            k = parent
+        return size + 1
+    if _worse(hs[0], hi[0], score, ident):
+        hs[0], hi[0] = score, ident
+        _sift_down(hs, hi, size, 0)
+    return size
+
+
+@njit(cache=True)
+def push_scores(hs, hi, size, scores, ids, skip):
+    """Offer every (scores[k], ids[k]) to the heap."""
+    for k in range(scores.shape[0]):
+        size = _push(hs, hi, size, scores[k], ids[k], skip)
+    return size
+
+
+@njit(cache=True)
+def push_pairs(hs, hi, size, M, i0, j0, d, skip):
+    """Offer the pair scores M[a, c]² of base features (i0 + a, j0 + c), i ≤ j, under
+    ``InteractionStream``'s numbering: d + i·d − i(i−1)/2 + (j − i)."""
+    for a in range(M.shape[0]):
+        i = i0 + a
+        row = d + i * d - i * (i - 1) // 2 - i
+        for c in range(max(0, i - j0), M.shape[1]):
+            size = _push(hs, hi, size, M[a, c] * M[a, c], row + j0 + c, skip)
+    return size
+
+
+class TopB:
+    """The size-B heap of one worst-case search."""
+
+    def __init__(self, B: int, skip: np.ndarray):
+        self.scores = np.empty(B)
+        self.ids = np.empty(B, dtype=np.int64)
+        self.size = 0
+        self.skip = skip
+
+    def offer(self, scores: np.ndarray, ids: np.ndarray) -> None:
+        self.size = push_scores(self.scores, self.ids, self.size,
+                                np.ascontiguousarray(scores, dtype=np.float64),
+                                np.ascontiguousarray(ids, dtype=np.int64), self.skip)
+
+    def result(self) -> tuple[np.ndarray, np.ndarray]:
+        """(ids, scores), best first (ties: lower id first)."""
+        ids, scores = self.ids[:self.size], self.scores[:self.size]
+        order = np.lexsort((ids, -scores))
+        return ids[order].copy(), scores[order].copy()
+
+
+class _Space:
+    """A candidate space: ``n_candidates`` to rank, ``n_features`` columns they map to."""
+
+    n_samples: int
+    n_features: int
+    n_candidates: int
+
+    def top(self, r: np.ndarray, B: int, skip: np.ndarray):
+        """(ids, scores) of the B best candidates for the gradient weights r."""
+        heap = TopB(B, skip)
+        scores = self.scores(r)
+        heap.offer(scores, np.arange(scores.size))
+        return heap.result()
+
+    def scores(self, r: np.ndarray) -> np.ndarray:
+        """The score of every candidate (spec §2.2 (27)): s_j = c_j², c = Xᵀr."""
+        c = self.correlations(r)
+        return c * c
+
+    def correlations(self, r: np.ndarray) -> np.ndarray:
+        """c = Xᵀr over every feature."""
+        raise NotImplementedError
+
+    def members(self, ids: np.ndarray) -> np.ndarray:
+        """The features of these candidates, concatenated (a feature is its own)."""
+        return np.asarray(ids, dtype=np.int64)
+
+    def columns(self, features: np.ndarray) -> np.ndarray:
+        """(k, n) C-contiguous float64 columns of these features."""
+        raise NotImplementedError
+
+
+class ArraySpace(_Space):
+    """The columns of an in-memory (n, m) array or scipy.sparse matrix (checked)."""
+
+    def __init__(self, X):
+        self.X = X
+        self.n_samples, self.n_features = X.shape
+        self.n_candidates = self.n_features
+
+    def correlations(self, r):
+        return np.asarray(self.X.T @ r, dtype=np.float64).ravel()
+
+    def columns(self, features):
+        cols = self.X[:, features]
+        cols = cols.toarray() if hasattr(cols, "toarray") else cols
+        return np.ascontiguousarray(cols.T, dtype=np.float64)
+
+
+class StreamSpace(_Space):
+    """The columns of a ``FeatureStream``, scored block by block (spec §2.2: streamable
+    by feature blocks), so X never has to fit in memory."""
+
+    def __init__(self, stream: FeatureStream):
+        self.stream = stream
+        self.n_samples = stream.n_samples
+        self.n_features = self.n_candidates = stream.n_features
+
+    def top(self, r, B, skip):
+        heap = TopB(B, skip)
+        for index, block in self.stream.blocks():
+            c = block @ r.astype(block.dtype)
+            heap.offer(c.astype(np.float64) ** 2, index)
+        return heap.result()
+
+    def correlations(self, r):
+        c = np.empty(self.n_features)
+        for index, block in self.stream.blocks():
+            c[index] = block @ r.astype(block.dtype)
+        return c
+
+    def columns(self, features):
+        return np.ascontiguousarray(self.stream.columns(features), dtype=np.float64)
+
+
+class GroupSpace(_Space):
+    """Groups of the features of ``base`` (spec §1.5, §3.1): candidate g scores
+    ‖c_{G_g}‖², computed from the one gradient c = Xᵀr of the base space.
+
+    ``groups`` is a list of nonempty int arrays (checked by the caller).  Overlapping
+    groups are the augmented-X construction of §3.1 done implicitly: a shared feature
+    keeps one c_j, and only the chosen groups' columns are copied into the cache.
+    """
+
+    def __init__(self, base: _Space, groups: list):
+        self.base = base
+        self.n_samples = base.n_samples
+        self.n_features = base.n_features
+        self.n_candidates = len(groups)
+        self._members = np.concatenate(groups).astype(np.int64)
+        self._starts = np.cumsum([0, *(len(g) for g in groups)]).astype(np.int64)
+
+    def scores(self, r):
+        """‖c_G‖² per group (spec §1.5 (18))."""
+        c = self.base.correlations(r)
+        return np.add.reduceat(c[self._members] ** 2, self._starts[:-1])
+
+    def members(self, ids):
+        ids = np.asarray(ids, dtype=np.int64)
+        return np.concatenate([self._members[self._starts[g]:self._starts[g + 1]]
+                               for g in ids]) if ids.size else ids
+
+    def columns(self, features):
+        return self.base.columns(features)
+
+
+class PolynomialSpace(_Space):
+    """The degree-2 space of ``InteractionStream`` (base features, then the products
+    x_i·x_j, i ≤ j, in its numbering), searched implicitly (spec §3.3, Algorithm 5).
+
+    Scores: base feature j, (f_jᵀr)²; product (i, j), (M_ij)² with M = Xᵀ diag(r) X,
+    computed for a (b × b) block of base features at a time by one BLAS call, so the
+    search costs O(n·d²/2) flops and O(b² + B) memory instead of generating each of the
+    d(d+1)/2 product columns.  Only the B chosen columns are ever built (``columns``).
+    """
+
+    def __init__(self, stream: InteractionStream, block: int = 512):
+        self.stream = stream
+        self.n_samples = stream.n_samples
+        self.n_features = self.n_candidates = stream.n_features
+        d = stream.n_base
+        self._base = np.ascontiguousarray(stream.columns(np.arange(d)), np.float64)
+        self._block = block
+
+    def top(self, r, B, skip):
+        heap = TopB(B, skip)
+        base, d, step = self._base, self._base.shape[0], self._block
+        heap.offer((base @ r) ** 2, np.arange(d))
+        for i0 in range(0, d, step):
+            left = base[i0:i0 + step] * r                     # rows of diag(r)·X_I
+            for j0 in range(i0, d, step):
+                M = left @ base[j0:j0 + step].T               # spec §3.3: X_Iᵀ diag(r) X_J
+                heap.size = push_pairs(heap.scores, heap.ids, heap.size, M, i0, j0, d,
+                                       heap.skip)
+        return heap.result()
+
+    def columns(self, features):
+        return np.ascontiguousarray(self.stream.columns(features), dtype=np.float64)
+
+
+def block_scores(rows: np.ndarray, starts: np.ndarray, r: np.ndarray) -> np.ndarray:
+    """Σ_{j∈S_h} c_j² of every cached block h (θ of spec §2.2), from the cache alone."""
+    c2 = (rows @ r) ** 2
+    return np.add.reduceat(c2, starts[:-1]) if starts.size > 1 else np.zeros(0)
+

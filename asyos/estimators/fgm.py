@@ -1,0 +1,167 @@
+"""scikit-learn fronts of the feature generating machine (``asyos.baselines.fgm``).
+
+``FGMClassifier`` (squared hinge or logistic loss, two classes) and ``FGMRegressor``
+(squared loss) select features by FGM's cutting plane and predict with the model FGM
+fitted on them (spec fgm.md §2.6: every subproblem re-fits the active features, so no
+separate de-biasing step is needed).  ``polynomial_degree=2`` selects among the base
+features and their pairwise products (``InteractionStream``'s numbering) without ever
+building the product matrix; ``groups=`` selects whole groups.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..baselines.fgm import check_fgm, fgm
+from ..errors import InputError
+from ..streams import InteractionStream, as_stream
+
+__all__ = ["FGMClassifier", "FGMRegressor"]
+
+_PARAMS_DOC = """
+    Parameters
+    ----------
+    n_features_to_select : int or None
+        Upper bound on the selected features (groups, with ``groups=``); FGM stops once
+        that many are active.  None: only the tolerance and ``max_activations`` stop it.
+    B : int, candidates (features or groups) activated per cutting-plane iteration.
+    C : float, weight of the loss: P = C·Σ_i ℓ(z_i) against ½(Σ_h ‖w_h‖)².
+    groups : None, a group label per feature (disjoint groups), or a list of feature
+        index lists (which may overlap).  Not with ``polynomial_degree`` > 1.
+    polynomial_degree : 1 (the features), 2 (and their products x_i·x_j, i ≤ j,
+        searched implicitly) or 3 (and the triple products, enumerated).
+    fit_intercept : learn the unpenalised bias b (FGM-SHIFT).
+    max_activations : cap on the activations (None: 10, or 4·⌈n/B⌉ with a budget n).
+    tol : stop when an activation lowers the objective by at most tol·F₀ (spec (38)).
+    inner_tol, max_inner : the APG subproblem's relative-decrease tolerance and cap.
+    exclude_active : rank only features not yet active (B new ones per activation);
+        the default ranks all (the exact cutting plane, spec §2.2).
+
+    Attributes
+    ----------
+    selected_ : sorted feature numbers with a nonzero weight (in the mapped space for
+        ``polynomial_degree`` > 1; ``InteractionStream(X, degree).terms`` decodes them).
+    weights_ : their weights;  intercept_ : the bias.
+    coef_ : dense weights over the input features (``polynomial_degree=1`` only: the
+        mapped space can be too large to hold densely).
+    n_iter_ : activations run;  result_ : the ``FGMResult`` (objective, gaps, stop).
+"""
+
+
+class _FGM(BaseEstimator):
+    def __init__(self, n_features_to_select=None, *, B=5, C=1.0, groups=None,
+                 polynomial_degree=1, fit_intercept=True, max_activations=None,
+                 tol=1e-3, inner_tol=1e-3, max_inner=20, exclude_active=False):
+        self.n_features_to_select = n_features_to_select
+        self.B = B
+        self.C = C
+        self.groups = groups
+        self.polynomial_degree = polynomial_degree
+        self.fit_intercept = fit_intercept
+        self.max_activations = max_activations
+        self.tol = tol
+        self.inner_tol = inner_tol
+        self.max_inner = max_inner
+        self.exclude_active = exclude_active
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+    def _fit(self, X, y, loss):
+        space, y, loss = check_fgm(
+            X, y, loss, self.n_features_to_select, groups=self.groups,
+            degree=self.polynomial_degree, B=self.B, C=self.C, tol=self.tol,
+            inner_tol=self.inner_tol, max_inner=self.max_inner,
+            max_activations=self.max_activations)
+        result = fgm(space, y, loss=loss, B=self.B, C=float(self.C),
+                     n_select=self.n_features_to_select,
+                     max_activations=self.max_activations, tol=self.tol,
+                     inner_tol=self.inner_tol, max_inner=self.max_inner,
+                     fit_intercept=bool(self.fit_intercept),
+                     exclude_active=bool(self.exclude_active))
+        self.result_ = result
+        self.selected_, self.weights_ = result.selected, result.weights
+        self.intercept_ = result.intercept
+        self.n_iter_ = len(result.blocks)
+        if self.polynomial_degree == 1:
+            self.coef_ = np.zeros(self.n_features_in_)
+            self.coef_[result.selected] = result.weights
+        return self
+
+    def _decision(self, X) -> np.ndarray:
+        check_is_fitted(self, "result_")
+        X = validate_data(self, X, accept_sparse=["csr", "csc"], dtype=np.float64,
+                          reset=False)
+        if self.polynomial_degree == 1:
+            columns = X[:, self.selected_]
+        else:
+            stream = InteractionStream(as_stream(X), degree=self.polynomial_degree)
+            columns = stream.columns(self.selected_).T
+        return np.asarray(columns @ self.weights_).ravel() + self.intercept_
+
+
+class FGMClassifier(ClassifierMixin, _FGM):
+    __doc__ = ("""Binary classification with feature selection by FGM (squared hinge,
+    or logistic with ``loss="logistic"``); the larger class label is the positive one.
+    More than two classes raise InputError (one-vs-rest is left to scikit-learn's
+    ``OneVsRestClassifier``).
+""" + _PARAMS_DOC.replace("    C : float,", "    C : float (default 10),")
+        + "    loss : \"squared_hinge\" (default) or \"logistic\".\n")
+
+    def __init__(self, n_features_to_select=None, *, B=5, C=10.0, groups=None,
+                 polynomial_degree=1, fit_intercept=True, max_activations=None,
+                 tol=1e-3, inner_tol=1e-3, max_inner=20, exclude_active=False,
+                 loss="squared_hinge"):
+        super().__init__(n_features_to_select, B=B, C=C, groups=groups,
+                         polynomial_degree=polynomial_degree,
+                         fit_intercept=fit_intercept, max_activations=max_activations,
+                         tol=tol, inner_tol=inner_tol, max_inner=max_inner,
+                         exclude_active=exclude_active)
+        self.loss = loss
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"],
+                             dtype=np.float64)
+        check_classification_targets(y)
+        self.classes_ = np.unique(y)
+        if self.classes_.size < 2:
+            raise InputError("FGMClassifier needs two classes, got only one class")
+        if self.classes_.size > 2:
+            raise InputError(f"Only binary classification is supported; got "
+                             f"{self.classes_.size} classes")
+        if self.loss not in ("squared_hinge", "logistic"):
+            raise InputError(f"loss must be 'squared_hinge' or 'logistic', got "
+                             f"{self.loss!r}")
+        return self._fit(X, np.where(y == self.classes_[1], 1.0, -1.0), self.loss)
+
+    def decision_function(self, X) -> np.ndarray:
+        """w'x + b: positive for ``classes_[1]``."""
+        return self._decision(X)
+
+    def predict(self, X) -> np.ndarray:
+        positive = self.decision_function(X) > 0     # checks fitted first
+        return self.classes_[positive.astype(int)]
+
+
+class FGMRegressor(RegressorMixin, _FGM):
+    __doc__ = ("""Least-squares regression with feature selection by FGM
+    (P = C/2·Σ(y_i − z_i)², spec §1.1).
+""" + _PARAMS_DOC.replace("    C : float,", "    C : float (default 1),"))
+
+    def fit(self, X, y):
+        X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"],
+                             dtype=np.float64, y_numeric=True)
+        return self._fit(X, y, "squared")
+
+    def predict(self, X) -> np.ndarray:
+        return self._decision(X)
