@@ -38,10 +38,7 @@ def _problem(n=80, p=30, seed=0, noise=0.0):
 @parametrize_with_checks([OnlineSubstitutionRegressor(), OnlineSubstitutionClassifier(),
                           OnlineSubstitutionSelector()],
                          expected_failed_checks=expected_failed_checks)
-def test_scikit_learn_checks(estimator, check, monkeypatch):
-    # scikit-learn skips its array-API check (NumPy inputs with array-API dispatch on)
-    # unless this is set; the check reads it when it runs
-    monkeypatch.setenv("SCIPY_ARRAY_API", "1")
+def test_scikit_learn_checks(estimator, check, sklearn_checks_env):
     check(estimator)
 
 

@@ -17,7 +17,7 @@ from asyos.streams import InteractionStream
 @parametrize_with_checks([FGMClassifier(), FGMRegressor(),
                           FGMClassifier(polynomial_degree=2, max_activations=3),
                           FGMRegressor(polynomial_degree=2, B=2)])
-def test_sklearn_checks(estimator, check):
+def test_sklearn_checks(estimator, check, sklearn_checks_env):
     check(estimator)
 
 
