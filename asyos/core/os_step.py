@@ -1,12 +1,15 @@
 """The Online Substitution step (spec §2.2, with the conventions of §2.3), compiled once.
 
-``_substitute`` is the only place the OS update rule is written: block step η/m on the
-kept set, step η on the newcomer (from zero, or from its weight on a revisit), then the
-projection that drops the smallest |w|.  ``os_step`` feeds it the gradient products at a given ``u_grad`` (stale in an Asy-OS
-worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two passes over
-the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for float64
-columns, or a float64-accumulating loop for float32 ones (spec issue 6: half the memory).  ``os_block`` drives ``os_step`` over a block of columns for
-the sequential solver, with the default step-size rule.
+The OS update rule is written once, in two pieces: ``_advance`` (block step η/m on the
+kept set, step η on the newcomer, from zero or from its weight on a revisit) and
+``_smallest`` (the projection's drop of the smallest |w|); ``_substitute`` composes
+them, and group-aware OS (``core/group_step.py``) pairs ``_advance`` with the bi-level
+projection instead.  ``os_step`` feeds ``_substitute`` the gradient products at a given
+``u_grad`` (stale in an Asy-OS worker, spec §3.2; the exact u in sequential OS) and
+recomputes X_S w_S: two passes over the kept columns, O(n·s), each a BLAS gemv (numba
+calls SciPy's BLAS) for float64 columns, or a float64-accumulating loop for float32
+ones (spec issue 6: half the memory).  ``os_block`` drives ``os_step`` over a block of
+columns for the sequential solver, with the default step-size rule.
 
 Slot convention (documents spec §2.3 "ties"): the kept set lives in slots 0..size-1 of
 a (capacity+1, n) buffer.  A newcomer is written to slot ``size``.  When the set
@@ -72,11 +75,13 @@ def _vecmat_impl(w, cols, out):
 
 
 @njit(cache=True, inline="always")
-def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
-    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
+def _advance(cols, index, weights, size, x, j, xg, gS, eta, m):
+    """Spec §2.2 steps 3-5 given the gradient products: block step η/m on the kept
+    set, step η on the newcomer (from zero, or from its weight on a revisit, spec
+    §2.3), which is written to slot ``size``.  Returns the new size, or -1 on a
+    revisit (nothing added, so nothing to project).
 
     ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
-    On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
     """
     pos = -1
     for k in range(size):
@@ -87,21 +92,36 @@ def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
     for k in range(size):
         weights[k] -= (eta if k == pos else block_step) * gS[k]
     if pos >= 0:
-        return size, -1
-    n = x.shape[0]
-    for r in range(n):
+        return -1
+    for r in range(x.shape[0]):
         cols[size, r] = x[r]
     index[size] = j
     weights[size] = -eta * xg
-    size += 1
-    if size <= capacity:
-        return size, -1
+    return size + 1
+
+
+@njit(cache=True, inline="always")
+def _smallest(weights, capacity):
+    """Spec §2.2 step 6 on a full buffer: the slot of argmin |w|, ties to the newcomer
+    (slot ``capacity``), then to the lowest slot (spec §2.3)."""
     d = capacity
     smallest = abs(weights[capacity])
     for k in range(capacity):
         if abs(weights[k]) < smallest:
             smallest = abs(weights[k])
             d = k
+    return d
+
+
+@njit(cache=True, inline="always")
+def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
+    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped)."""
+    grown = _advance(cols, index, weights, size, x, j, xg, gS, eta, m)
+    if grown < 0:
+        return size, -1
+    if grown <= capacity:
+        return grown, -1
+    d = _smallest(weights, capacity)
     dropped = index[d]
     _vacate(cols, index, weights, capacity, d)
     return capacity, dropped
@@ -132,11 +152,26 @@ def shrink(cols, index, weights, size, limit, contribution):
                 d = k
         _vacate(cols, index, weights, size - 1, d)
         size -= 1
+    _recompute(weights, cols, size, contribution)
+    return size
+
+
+@njit(cache=True, inline="always")
+def _recompute(weights, cols, size, contribution):
+    """contribution = X_S w_S, exactly (spec §2.2 step 1)."""
     if size > 0:
         _vecmat(weights[:size], cols[:size], contribution)
     else:
         contribution[:] = 0.0
-    return size
+
+
+@njit(cache=True, inline="always")
+def _gradients(cols, size, x, u_grad, y, loss, g, gS):
+    """g = dL/du at ``u_grad`` and gS = X_Sᵀ g (spec §2.2 step 2); returns x_jᵀ g."""
+    loss_grad(loss, u_grad, y, g)
+    if size > 0:
+        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
+    return _dot(x, g)
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -148,15 +183,10 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
     ``contribution`` receives X_S w_S after the step (it may alias ``u_grad``).
     The dropped index is -1 when nothing was dropped, ``j`` on a rejection.
     """
-    loss_grad(loss, u_grad, y, g)
-    if size > 0:
-        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
-    size, dropped = _substitute(cols, index, weights, size, capacity, x, j,
-                                _dot(x, g), gS, eta, m)
-    if size > 0:
-        _vecmat(weights[:size], cols[:size], contribution)  # X_S w_S
-    else:
-        contribution[:] = 0.0
+    xg = _gradients(cols, size, x, u_grad, y, loss, g, gS)
+    size, dropped = _substitute(cols, index, weights, size, capacity, x, j, xg, gS,
+                                eta, m)
+    _recompute(weights, cols, size, contribution)
     return size, dropped
 
 
@@ -174,22 +204,35 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
     n = u.shape[0]
     for b in range(block.shape[0]):
         x = block[b]
-        if step[1] != 0.0:
-            nu = _dot(x, x) / n
-            if nu > step[3]:
-                step[3] = nu
-            if step[3] > 0.0:
-                step[0] = step[4] * step[2] / step[3]
+        _adapt_eta(step, x, n)
         size, dropped = os_step(cols, index, weights, size, capacity, x,
                                 block_index[b], u, y, loss, step[0], m, g, gS, u)
         if dropped >= 0 and dropped != block_index[b]:
             step[6] += 1.0
-        if step[1] != 0.0:
-            f = loss_value(loss, u, y)
-            if f > step[5] * (1.0 + 1e-12) + 1e-15:
-                step[4] *= 0.5
-            step[5] = f
+        _safeguard(step, loss, u, y)
     return size
+
+
+@njit(cache=True, inline="always")
+def _adapt_eta(step, x, n):
+    """Before a step: η = shrink · coef / ν_max with ν_max the running max of ‖x‖²/n
+    (spec §4.1 (b)), when ``step`` is adaptive."""
+    if step[1] != 0.0:
+        nu = _dot(x, x) / n
+        if nu > step[3]:
+            step[3] = nu
+        if step[3] > 0.0:
+            step[0] = step[4] * step[2] / step[3]
+
+
+@njit(cache=True, inline="always")
+def _safeguard(step, loss, u, y):
+    """After a step: halve η's shrink factor if the loss rose (spec §4.1 (d))."""
+    if step[1] != 0.0:
+        f = loss_value(loss, u, y)
+        if f > step[5] * (1.0 + 1e-12) + 1e-15:
+            step[4] *= 0.5
+        step[5] = f
 
 
 @njit(cache=True, nogil=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kept_set import KeptSet
+from ..core.group_step import kept_set
 from ..core.losses import Loss
 from ..streams import FeatureStream
 
@@ -101,13 +101,15 @@ class LocalView:
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
-                eta: float, m: float, epochs: int, batch: int = 1, resume=None):
+                eta: float, m: float, epochs: int, batch: int = 1, resume=None,
+                groups=None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
     each step also sees this worker's own earlier steps) and one push of their sum.
     ``resume``: (selected, weights, position) of a worker this one replaces — its
-    kept set and the number of features it had processed.
+    kept set and the number of features it had processed.  ``groups``:
+    (group_of, s2_t) for group-aware OS (issue 8), at most s2_t groups kept.
 
     A reply to a pull is (û, version) or, under adaptive budgets (issue 5),
     (û, version, budget): the worker keeps at most ``budget`` ≤ ``capacity`` features
@@ -115,7 +117,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).
     """
     n = stream.n_samples
-    kept = KeptSet(n, capacity, stream.dtype)
+    kept = kept_set(n, capacity, stream.dtype, groups)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0
