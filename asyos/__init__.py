@@ -11,6 +11,8 @@ from .solvers.sequential import OSResult, fit_os
 # Public names whose modules need an optional extra (scikit-learn) or are heavy to
 # import: loaded on first use, so ``import asyos`` stays lean.
 _LAZY = {
+    "SGHTRegressor": ".estimators.sght",
+    "SGHTClassifier": ".estimators.sght",
 }
 
 
