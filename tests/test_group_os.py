@@ -117,3 +117,22 @@ def test_simulator_refuses_impossible_group_shards(q, kwargs, message):
     X = np.ones((5, 30))
     with pytest.raises(InputError, match=message):
         fit_simulated(X, np.ones(5), 6, q, groups=np.arange(30) % 5, **kwargs)
+
+
+def test_cli_groups_file_and_group_sparsity(tmp_path, capsys):
+    from asyos.cli.run import main
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((60, 100))
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", X[:, [0, 1, 2, 50, 51]] @ np.ones(5))
+    (tmp_path / "groups.txt").write_text("\n".join(f"g{j // 10}" for j in range(100)))
+    common = ["--data", str(tmp_path / "X.npy"), "--labels", str(tmp_path / "y.npy"),
+              "-s", "5", "--groups", str(tmp_path / "groups.txt"), "-q"]
+    assert main(common + ["--group-sparsity", "2", "--epochs", "3"]) == 0
+    chosen = capsys.readouterr().out.splitlines()[-1].split(":")[1].split()
+    assert sorted(int(j) for j in chosen) == [0, 1, 2, 50, 51]
+    assert main(common) == 2
+    assert "go together" in capsys.readouterr().err
+    assert main(common[:-3] + ["--groups", str(tmp_path / "missing.txt"),
+                               "--group-sparsity", "1", "-q"]) == 2
