@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..core.losses import loss_grad, loss_value
-from ..core.projection import bilevel_keep, group_constraint
+from ..core.projection import bilevel_keep_compact, group_constraint
 from ..errors import InputError
 from . import Selection
 from ._common import check_problem
@@ -46,6 +46,7 @@ class _Problem:
     def __init__(self, X, y, loss, group_of, s1, s2):
         self.X, self.y, self.code = X, y, int(loss)
         self.group_of, self.s1, self.s2 = group_of, s1, s2
+        self.n_groups = int(group_of.max()) + 1
         self._g = np.empty(X.shape[0])
         self._keep = np.empty(X.shape[1], dtype=np.bool_)
 
@@ -59,7 +60,8 @@ class _Problem:
 
     def project(self, v) -> np.ndarray:
         """SGHT(v), sght spec §2.2."""
-        bilevel_keep(v, self.group_of, self.s1, self.s2, self._keep)
+        bilevel_keep_compact(v, self.group_of, self.n_groups, self.s1, self.s2,
+                             self._keep)
         return np.where(self._keep, v, 0.0)
 
 

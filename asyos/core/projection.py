@@ -5,8 +5,10 @@ retained ‖x‖² (every optimal x has x_i ∈ {v_i, 0}, spec Proposition 1).  
 order is exact (spec §5 O3), so the support comes from the dynamic program of spec
 §2.2 over groups, with the argmax recovered by backtracking through a path table.
 
-``bilevel_keep`` is the kernel: it works on any integer labels (a kept set's group
-labels in group-aware OS, compact labels in ``bilevel_projection``).  The public
+Two kernels share the DP and the recovery: ``bilevel_keep`` sorts everything and takes
+any integer labels (a kept set of ≤ s1 + 1 features in group-aware OS);
+``bilevel_keep_compact`` takes compact group ids and sorts only each group's top s1
+(long vectors: ``bilevel_projection``, the SGHT solver).  The public
 ``bilevel_projection`` validates its input in Python first.
 """
 
@@ -17,7 +19,8 @@ from numba import njit
 
 from ..errors import InputError
 
-__all__ = ["bilevel_keep", "bilevel_projection", "check_groups", "group_constraint"]
+__all__ = ["bilevel_keep", "bilevel_keep_compact", "bilevel_projection", "check_groups",
+           "group_constraint"]
 
 
 @njit(cache=True)
@@ -64,12 +67,28 @@ def _sgss_counts(w2, starts, s1, s2):
 
 
 @njit(cache=True)
+def _keep(v, grouped, starts, s1, s2, keep):
+    """Run the DP on ``v[grouped]`` (group after group, each largest |v| first, at
+    least its top min(s1, size)) and mark the argmax support in ``keep``; returns W*."""
+    n_groups = starts.shape[0] - 1
+    s2 = min(s2, n_groups)          # larger budgets bind nothing: smaller tables
+    s1 = min(s1, grouped.shape[0])
+    cnt, total = _sgss_counts(v[grouped] ** 2, starts, s1, s2)
+    keep[:] = False
+    for g in range(n_groups):
+        for r in range(starts[g], starts[g] + cnt[g]):
+            keep[grouped[r]] = True
+    return total
+
+
+@njit(cache=True)
 def bilevel_keep(v, labels, s1, s2, keep):
-    """Mark in ``keep`` the support of SGHT(v) with group ``labels[i]`` for v_i.
+    """Mark in ``keep`` the support of SGHT(v) with group ``labels[i]`` for v_i; for
+    short vectors with any integer labels (a kept set in group-aware OS).
 
     Elements are ordered by group, then by |v| largest first (ties to the lower
     position), so each group's best t elements are its first t (spec §2.1).  Returns
-    W* = Σ_{kept} v_i².  Labels are any integers; s1, s2 ≥ 0.
+    W* = Σ_{kept} v_i².
     """
     size = v.shape[0]
     by_size = np.argsort(-np.abs(v), kind="mergesort")
@@ -81,15 +100,37 @@ def bilevel_keep(v, labels, s1, s2, keep):
             starts[n_groups] = r
             n_groups += 1
     starts[n_groups] = size
-    s1 = min(s1, size)              # larger budgets bind nothing: smaller tables
-    s2 = min(s2, n_groups)
-    w2 = v[grouped] ** 2
-    cnt, total = _sgss_counts(w2, starts[:n_groups + 1], s1, s2)
-    keep[:] = False
+    return _keep(v, grouped, starts[:n_groups + 1], s1, s2, keep)
+
+
+@njit(cache=True)
+def bilevel_keep_compact(v, ids, n_groups, s1, s2, keep):
+    """``bilevel_keep`` for long vectors with compact ids 0..n_groups−1: a counting
+    sort by group, then only each group's top min(s1, size) entries are sorted (a
+    partition finds them), O(p + G·s1·log s1) instead of sorting all p."""
+    p = v.shape[0]
+    bounds = np.zeros(n_groups + 1, dtype=np.int64)
+    for i in range(p):
+        bounds[ids[i] + 1] += 1
+    bounds = np.cumsum(bounds)
+    fill = bounds[:-1].copy()
+    members = np.empty(p, dtype=np.int64)       # by group, index order inside
+    for i in range(p):
+        members[fill[ids[i]]] = i
+        fill[ids[i]] += 1
+    grouped = np.empty(min(p, n_groups * max(s1, 1)), dtype=np.int64)
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
     for g in range(n_groups):
-        for r in range(starts[g], starts[g] + cnt[g]):
-            keep[grouped[r]] = True
-    return total
+        inside = members[bounds[g]:bounds[g + 1]]
+        take = min(s1, inside.shape[0])
+        if 0 < take < inside.shape[0]:          # the top `take`, ties included
+            negative = -np.abs(v[inside])
+            cut = np.partition(negative, take - 1)[take - 1]
+            inside = inside[negative <= cut]
+        order = np.argsort(-np.abs(v[inside]), kind="mergesort")[:take]
+        starts[g + 1] = starts[g] + take
+        grouped[starts[g]:starts[g + 1]] = inside[order]
+    return _keep(v, grouped[:starts[n_groups]], starts, s1, s2, keep)
 
 
 def _check_budget(name: str, value) -> int:
@@ -115,6 +156,13 @@ def check_groups(groups, n_features: int) -> tuple[np.ndarray, int]:
     elif labels.dtype.kind not in "iuUS":
         raise InputError(f"group labels must be integers or strings, got dtype "
                          f"{labels.dtype}")
+    if labels.dtype.kind in "iuf" and labels.size:
+        low = labels.min()
+        span = int(labels.max() - low) + 1
+        if span <= 4 * labels.size:             # O(p): a table instead of a sort
+            present = np.bincount((labels - low).astype(np.int64), minlength=span) > 0
+            table = np.cumsum(present) - 1
+            return table[(labels - low).astype(np.int64)], int(present.sum())
     names, ids = np.unique(labels, return_inverse=True)
     return ids.astype(np.int64).ravel(), len(names)
 
@@ -131,10 +179,10 @@ def bilevel_projection(v, groups, s1, s2) -> np.ndarray:
         raise InputError(f"v must be a vector, got shape {v.shape}")
     if not np.all(np.isfinite(v)):
         raise InputError(f"v has NaN or inf at {int(np.flatnonzero(~np.isfinite(v))[0])}")
-    ids, _ = check_groups(groups, v.shape[0])
+    ids, n_groups = check_groups(groups, v.shape[0])
     s1, s2 = _check_budget("s1", s1), _check_budget("s2", s2)
     keep = np.zeros(v.shape[0], dtype=np.bool_)
-    bilevel_keep(np.ascontiguousarray(v), ids, s1, s2, keep)
+    bilevel_keep_compact(np.ascontiguousarray(v), ids, n_groups, s1, s2, keep)
     return np.where(keep, v, 0.0)
 
 
