@@ -87,3 +87,14 @@ def test_omp_and_gomp_refit_least_squares_and_find_the_truth():
 def test_bad_input_raises_input_error(call, message):
     with pytest.raises(InputError, match=message):
         call(np.ones((5, 10)), np.ones(5))
+
+
+@pytest.mark.parametrize("case, n_features", [(1, 18), (2, 60)])
+def test_experiment_counts_add_up_to_the_truth(case, n_features):
+    from asyos.experiments.sght import run_case
+
+    rows = run_case(case, 0, 0, quick=True, only=("gOMP", "Proj-GD"))
+    assert [row["method"] for row in rows] == ["Proj-GD", "gOMP"]
+    for row in rows:       # NO − FP + FN = the true count (spec §4.3's check)
+        assert row["grp_NO"] - row["grp_FP"] + row["grp_FN"] == 6
+        assert row["feat_NO"] - row["feat_FP"] + row["feat_FN"] == n_features
