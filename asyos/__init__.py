@@ -4,6 +4,7 @@ from importlib import import_module
 
 from ._version import PROTOCOL_VERSION, __version__
 from .core.losses import Loss
+from .core.projection import bilevel_projection
 from .errors import AsyosError, InputError
 from .solvers.sequential import OSResult, fit_os
 
@@ -16,6 +17,8 @@ _LAZY = {
     "load_result": ".io.results",
     "FGMClassifier": ".estimators.fgm",
     "FGMRegressor": ".estimators.fgm",
+    "SGHTRegressor": ".estimators.sght",
+    "SGHTClassifier": ".estimators.sght",
 }
 
 
@@ -28,4 +31,4 @@ def __getattr__(name):
 
 
 __all__ = ["__version__", "PROTOCOL_VERSION", "fit_os", "OSResult", "Loss",
-           "AsyosError", "InputError", *_LAZY]
+           "AsyosError", "InputError", "bilevel_projection", *_LAZY]

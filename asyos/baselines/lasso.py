@@ -38,7 +38,7 @@ def lasso_objective(X, y, w, lam: float, loss="squared") -> float:
 
 
 def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
-          max_iter: int = 2000, tol: float = 1e-6) -> tuple[np.ndarray, int]:
+          max_iter: int = 2000, tol: float = 1e-6, prox=None) -> tuple[np.ndarray, int]:
     """min_w f(w) + λ‖w‖₁ by FISTA (spec §6.2); returns (w, iterations run).
 
     X, y are taken as given (callers check them).  Step 1/L with L = curv·‖X‖₂²/n
@@ -46,7 +46,8 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
     after ``max_iter`` steps.  Momentum is reset whenever it points uphill
     (O'Donoghue & Candès 2015, gradient scheme): same fixed point, but linear
     convergence on the well-conditioned active sets seen here instead of FISTA's
-    ripples.
+    ripples.  ``prox(z, t)``: the prox of t·penalty (default λ‖·‖₁, soft thresholding
+    at λt), for other penalties such as the sparse group Lasso.
     """
     loss = Loss.parse(loss)
     n, k = X.shape
@@ -55,6 +56,9 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
         lip = loss.curvature * spectral_norm_sq(X) / n
     if lip <= 0.0:               # X = 0: f is constant, the prox of λ‖·‖₁ wins
         return np.zeros(k), 0
+    if prox is None:
+        def prox(z, t):
+            return soft_threshold(z, lam * t)
     code = int(loss)
     g = np.empty(n)
     v = w.copy()
@@ -62,7 +66,7 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
     it = 0
     for it in range(1, int(max_iter) + 1):
         loss_grad(code, X @ v, y, g)
-        w_new = soft_threshold(v - (X.T @ g) / lip, lam / lip)
+        w_new = prox(v - (X.T @ g) / lip, 1.0 / lip)
         step = w_new - w
         if np.dot(v - w_new, step) > 0.0:    # momentum went uphill: restart it
             t = 1.0

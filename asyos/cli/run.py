@@ -19,7 +19,7 @@ from ..core.losses import Loss
 from ..core.validate import check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
-from ..io.data import load_features, load_labels
+from ..io.data import load_features, load_groups, load_labels
 from ..io.results import write_result
 from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
@@ -63,6 +63,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     algo.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                       help="storage and compute type of the feature columns (float32: "
                       "half the memory; sums still in float64)")
+    algo.add_argument("--groups", metavar="FILE", help="group-aware OS: one group label "
+                      "per feature (.npy, or text with one label per line)")
+    algo.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most S2 "
+                      "groups (with --groups; Asy-OS: shards are whole groups)")
     asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
     asy.add_argument("--staleness", type=int, default=None, help="bound τ on the "
                      "number of updates between a worker's pull and push (default: none)")
@@ -99,6 +103,7 @@ class Job:
     s: int
     loss: Loss
     source: str
+    groups: np.ndarray | None = None   # one label per feature (--groups)
 
 
 def load_job(args) -> Job:
@@ -129,7 +134,9 @@ def load_job(args) -> Job:
     loss = Loss.parse(args.loss or default_loss)
     log.info("%s: n = %d, p = %d, s = %d, loss = %s", source, stream.n_samples,
              stream.n_features, s, loss.name.lower())
-    return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source)
+    groups = None if args.groups is None else load_groups(args.groups)
+    return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source,
+               groups)
 
 
 def _auto_or_int(text: str):
@@ -146,7 +153,7 @@ def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
                              "batch", "simulate", "delay", "random_delay", "budget", "dtype",
-                             "degree")}}
+                             "degree", "groups", "group_sparsity")}}
     if truth is not None:
         payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
     if args.out:
@@ -174,7 +181,8 @@ def run_sequential(args) -> dict:
     try:
         result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
                         m=args.m, epochs=args.epochs, standardize=args.standardize,
-                        progress=bar.update if bar else None)
+                        progress=bar.update if bar else None, groups=job.groups,
+                        s2=args.group_sparsity)
     finally:
         if bar is not None:
             bar.close()
@@ -204,6 +212,9 @@ def run_mpi(args) -> dict | None:
 
     if args.standardize:
         raise InputError("--standardize is not supported under MPI yet")
+    if args.groups is not None or args.group_sparsity is not None:
+        raise InputError("group-aware Asy-OS (--groups) runs in the simulator "
+                         "(--simulate Q) so far, not under MPI")
     job = None
 
     def open_server_labels():
@@ -250,7 +261,8 @@ def run_simulated(args) -> dict:
                             random_delay=args.random_delay, budget=args.budget,
                             loss=job.loss,
                             epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
-                            record_order=args.record_order)
+                            record_order=args.record_order, groups=job.groups,
+                            s2=args.group_sparsity)
     return _finish(args, job, payload)
 
 

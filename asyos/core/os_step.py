@@ -1,12 +1,18 @@
 """The Online Substitution step (spec §2.2, with the conventions of §2.3), compiled once.
 
-``_substitute`` is the only place the OS update rule is written: block step η/m on the
-kept set, step η on the newcomer (from zero, or from its weight on a revisit), then the
-projection that drops the smallest |w|.  ``os_step`` feeds it the gradient products at a given ``u_grad`` (stale in an Asy-OS
-worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two passes over
-the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for float64
-columns, or a float64-accumulating loop for float32 ones (spec issue 6: half the memory).  ``os_block`` drives ``os_step`` over a block of columns for
-the sequential solver, with the default step-size rule.
+The OS update rule is written once, in pieces that every kernel shares: ``step_weights``
+(block step η/m on the kept set, step η on a revisited j), ``advance`` (plus the
+newcomer, from zero), ``smallest_slot`` (the projection's drop of the smallest |w|) and
+``vacate``.  ``_substitute`` composes them for OS; group-aware OS
+(``core/group_step.py``) pairs ``advance`` with the bi-level projection, and the sparse
+kernel (``core/sparse_step.py``) uses them on CSC columns.
+
+``os_step`` feeds ``_substitute`` the gradient products at a given ``u_grad`` (stale in
+an Asy-OS worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two
+passes over the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for
+float64 columns, or a float64-accumulating loop for float32 ones (issue 6: half the
+memory).  ``os_block`` drives ``os_step`` over a block of columns for the sequential
+solver, with the default step-size rule.
 
 Slot convention (documents spec §2.3 "ties"): the kept set lives in slots 0..size-1 of
 a (capacity+1, n) buffer.  A newcomer is written to slot ``size``.  When the set
@@ -103,22 +109,32 @@ def smallest_slot(weights, last):
 
 
 @njit(cache=True, inline="always")
+def advance(cols, index, weights, size, x, j, xg, gS, eta, m):
+    """Spec §2.2 steps 3-5 given the gradient products: ``step_weights``, and a
+    newcomer written to slot ``size`` with weight −η·x_jᵀg.  Returns the new size, or
+    -1 on a revisit (nothing added, so nothing to project).  The dense kernels' step;
+    OS drops by ``smallest_slot``, group-aware OS by the bi-level projection."""
+    if step_weights(index, weights, size, j, gS, eta, m) >= 0:
+        return -1
+    for r in range(x.shape[0]):
+        cols[size, r] = x[r]
+    index[size] = j
+    weights[size] = -eta * xg
+    return size + 1
+
+
+@njit(cache=True, inline="always")
 def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
     """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
 
     ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
     On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
     """
-    if step_weights(index, weights, size, j, gS, eta, m) >= 0:
+    grown = advance(cols, index, weights, size, x, j, xg, gS, eta, m)
+    if grown < 0:
         return size, -1
-    n = x.shape[0]
-    for r in range(n):
-        cols[size, r] = x[r]
-    index[size] = j
-    weights[size] = -eta * xg
-    size += 1
-    if size <= capacity:
-        return size, -1
+    if grown <= capacity:
+        return grown, -1
     d = smallest_slot(weights, capacity)
     dropped = index[d]
     vacate(cols, index, weights, capacity, d)
@@ -158,11 +174,26 @@ def drop_to(cols, index, weights, size, limit):
 def shrink(cols, index, weights, size, limit, contribution):
     """``drop_to`` for the dense kept set, then X_S w_S recomputed."""
     size = drop_to(cols, index, weights, size, limit)
+    recompute(weights, cols, size, contribution)
+    return size
+
+
+@njit(cache=True, inline="always")
+def recompute(weights, cols, size, contribution):
+    """contribution = X_S w_S, exactly (spec §2.2 step 1)."""
     if size > 0:
         _vecmat(weights[:size], cols[:size], contribution)
     else:
         contribution[:] = 0.0
-    return size
+
+
+@njit(cache=True, inline="always")
+def gradients(cols, size, x, u_grad, y, loss, g, gS):
+    """g = dL/du at ``u_grad`` and gS = X_Sᵀ g (spec §2.2 step 2); returns x_jᵀ g."""
+    loss_grad(loss, u_grad, y, g)
+    if size > 0:
+        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
+    return _dot(x, g)
 
 
 @njit(cache=True, inline="always")
@@ -192,15 +223,10 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
     ``contribution`` receives X_S w_S after the step (it may alias ``u_grad``).
     The dropped index is -1 when nothing was dropped, ``j`` on a rejection.
     """
-    loss_grad(loss, u_grad, y, g)
-    if size > 0:
-        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
-    size, dropped = _substitute(cols, index, weights, size, capacity, x, j,
-                                _dot(x, g), gS, eta, m)
-    if size > 0:
-        _vecmat(weights[:size], cols[:size], contribution)  # X_S w_S
-    else:
-        contribution[:] = 0.0
+    xg = gradients(cols, size, x, u_grad, y, loss, g, gS)
+    size, dropped = _substitute(cols, index, weights, size, capacity, x, j, xg, gS,
+                                eta, m)
+    recompute(weights, cols, size, contribution)
     return size, dropped
 
 

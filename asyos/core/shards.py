@@ -1,5 +1,7 @@
 """Pure arithmetic of splitting work among q workers (spec §3.3)."""
 
+import numpy as np
+
 from ..errors import InputError
 
 
@@ -11,3 +13,20 @@ def budget_split(s: int, q: int) -> list[int]:
         raise InputError(f"{q} workers cannot share a budget of s = {s} features: "
                          f"each worker needs at least one (use at most {s} workers)")
     return [s // q + (1 if t < s % q else 0) for t in range(q)]
+
+
+def group_owners(group_of, n_groups: int, q: int) -> np.ndarray:
+    """Worker of each group, so that shards are whole groups (issue 8): groups go,
+    largest first, to the worker with the fewest features so far (ties: the lower
+    worker); every worker gets at least one group (needs q ≤ number of groups)."""
+    if q > n_groups:
+        raise InputError(f"{q} workers cannot share {n_groups} groups: each worker "
+                         f"needs a whole group (use at most {n_groups} workers)")
+    sizes = np.bincount(group_of, minlength=n_groups)
+    owner = np.empty(n_groups, dtype=np.int64)
+    load = np.zeros(q, dtype=np.int64)
+    for rank, g in enumerate(np.argsort(-sizes, kind="stable")):
+        t = rank if rank < q else int(np.argmin(load))
+        owner[g] = t
+        load[t] += sizes[g]
+    return owner

@@ -21,6 +21,8 @@ EXPERIMENTS = {
                      "(accuracy, recovery vs features; exact vs inexact solves)",
     "fgm-poly": "FGM vs OS vs L1-SVM in degree-2 spaces of digits pairs and breast "
                 "cancer (accuracy vs features)",
+    "sght": "SGHT paper's simulation (Table 3): group/feature selection counts of SGHT, "
+            "group-aware OS and the baselines (--quick: half grids, 3 repetitions)",
 }
 
 
@@ -70,14 +72,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args) -> int:
     """Run the experiment named by ``args``; bad input → message and status 2."""
-    from . import fgm, speedup, sweeps
+    from . import fgm, sght, speedup, sweeps
 
     tasks = sweeps.TASKS if args.task == "both" else (args.task,)
     common = dict(tasks=tasks, reps=args.reps, seed=args.seed, jobs=args.jobs,
                   quick=args.quick, progress=not args.no_progress)
     start = time.perf_counter()
     try:
-        if args.name == "speedup":
+        if args.name == "sght":
+            result = sght.sght_table(args.out, reps=args.reps, seed=args.seed,
+                                     jobs=args.jobs, quick=args.quick,
+                                     progress=not args.no_progress,
+                                     methods_only=args.methods)
+        elif args.name == "speedup":
             if args.jobs > 1:
                 print("asyos experiments: speedup times its runs, so it runs them one "
                       "at a time (--jobs ignored)", file=sys.stderr)

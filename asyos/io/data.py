@@ -160,3 +160,20 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
     if not np.issubdtype(y.dtype, np.number):
         raise InputError(f"{path}: labels are not numeric (dtype {y.dtype})")
     return y.astype(np.float64)
+
+
+def load_groups(path) -> np.ndarray:
+    """Group labels, one per feature (issue 8): ``.npy`` (integers or strings, never
+    unpickled) or a text file with one label per line (kept as strings)."""
+    path = _existing(path)
+    try:
+        if path.suffix.lower() == ".npy":
+            labels = np.load(path, allow_pickle=False)
+        else:
+            labels = np.loadtxt(path, dtype=str, ndmin=1, comments="#")
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: cannot read group labels ({exc})") from None
+    if labels.ndim != 1:
+        raise InputError(f"{path}: group labels must be one column, got shape "
+                         f"{labels.shape}")
+    return labels

@@ -9,8 +9,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..core.group_step import kept_set
 from ..core.kept_set import warm_up
 from ..core.losses import Loss, loss_value
+from ..core.projection import group_constraint
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
@@ -35,7 +37,7 @@ class OSResult:
 
 
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
-           standardize=False, progress=None) -> OSResult:
+           standardize=False, progress=None, groups=None, s2=None) -> OSResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -51,6 +53,9 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     standardize : centre and scale each column as it arrives (weights then refer to
         standardized features; ``mean``/``scale`` map them back)
     progress : callable(k) told after every k feature steps
+    groups, s2 : group-aware OS (issue 8): ``groups[j]`` is feature j's group label,
+        and the kept set holds at most ``s`` features in at most ``s2`` groups (the
+        bi-level projection of SGHT on each arrival; ``core/group_step.py``)
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -59,11 +64,12 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     y = check_labels(y, loss, stream.n_samples)
     s = check_sparsity(s, stream.n_features)
     epochs = check_at_least("epochs", epochs, 1, integer=True)
+    constraint = group_constraint(groups, s2, stream.n_features)
     step = StepSize.parse(eta, m)
     m = step.block_factor(stream.n_samples, s)
 
-    warm_up(stream.sparse)
-    kept = stream.kept_set(s)
+    warm_up(stream.sparse and constraint is None)
+    kept, blocks = kept_set(stream, s, constraint)
     state = step.state(loss, stream.n_samples, s)
     result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
     trace_every = max(1, epochs * stream.n_features // 200)
@@ -71,7 +77,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     start = time.perf_counter()
     for epoch in range(epochs):
         before = state[6]
-        for block_index, block in stream.step_blocks(epoch):
+        for block_index, block in blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
             result.n_steps += len(block_index)
             if result.n_steps >= next_trace:  # ~200 points, whatever p is

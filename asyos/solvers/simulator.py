@@ -25,10 +25,13 @@ import numpy as np
 
 from ..core.kept_set import warm_up
 from ..core.losses import Loss
+from ..core.projection import group_constraint
 from ..core.server_state import ServerState
+from ..core.shards import budget_split, group_owners
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
+from ..streams.base import GroupShard
 from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu
 from .worker_loop import PULL, Final, LocalView, worker_loop
 
@@ -38,7 +41,8 @@ BUDGETS = ("fixed", "adaptive")
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                   order="round_robin", clock=None, budget="fixed", loss="squared",
-                  epochs=2, eta="auto", m="auto", seed=0, record_order=False) -> dict:
+                  epochs=2, eta="auto", m="auto", seed=0, record_order=False,
+                  groups=None, s2=None) -> dict:
     """Run Asy-OS with ``n_workers`` virtual workers; returns the results payload.
 
     ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
@@ -48,6 +52,8 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     the order a real run recorded, ``payload["asy"]["order"]``).  ``budget``: "fixed"
     (s_t = s/q each, spec §3.3) or "adaptive" (issue 5: the server re-grants budgets
     from a global magnitude threshold with every view, ``ServerState.grant_budget``).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
+    ``groups``/``s2``: group-aware Asy-OS (issue 8): each worker's shard is a set of
+    whole groups (``shards.group_owners``) and its budgets (s1_t, s2_t) sum to (s, s2).
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)
@@ -70,15 +76,33 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     window = 1 if tau is None else tau + 1
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              window=window, batch=1, n_features=p)
-    shards = [stream.shard(q, t) for t in range(q)]
+    shards, groups = _group_shards(stream, group_constraint(groups, s2, p), q, budget)
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
     warm_up()
-    sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive")
+    sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive",
+                      groups)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
         sim.run_clocked(*clock)
     return sim.payload()
+
+
+def _group_shards(stream, constraint, q: int, budget: str):
+    """Shards j mod q and no group budgets; with a group constraint, shards of whole
+    groups and per-worker (group_of, s2_t), Σ s2_t = s2."""
+    if constraint is None:
+        return [stream.shard(q, t) for t in range(q)], [None] * q
+    if budget != "fixed":
+        raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
+                         "budget='adaptive' is not supported with groups")
+    group_of, s2 = constraint
+    if q > s2:
+        raise InputError(f"{q} workers cannot share a group budget of s2 = {s2}: each "
+                         f"worker needs at least one group (use at most {s2} workers)")
+    owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
+    return ([GroupShard(stream, owner, t) for t in range(q)],
+            [(group_of, s2_t) for s2_t in budget_split(s2, q)])
 
 
 def _check_clock(clock) -> tuple[float, float]:
@@ -96,7 +120,7 @@ class _Simulation:
     """The server, the q worker generators and the u_C versions they may read."""
 
     def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
-                 adaptive: bool):
+                 adaptive: bool, groups: list):
         n, q = y.shape[0], config.n_workers
         self.config, self.eta, self.m = config, *step
         self.state = ServerState(n, q, None, config.window, 1)
@@ -106,7 +130,9 @@ class _Simulation:
         capacities = [config.s - q + 1] * q if adaptive else config.budgets
         self.monitor = ServerMonitor(y, config, n_features, record_order)
         self.loops = [worker_loop(shards[t], y, capacities[t], config.loss,
-                                  self.eta, self.m, config.epochs, 1) for t in range(q)]
+                                  self.eta, self.m, config.epochs, 1,
+                                  groups=groups[t]) for t in range(q)]
+        self.group_budgets = None if groups[0] is None else [g[1] for g in groups]
         self.views = [LocalView(n, config.window) for _ in range(q)]
         self.kept = [0] * q                  # |S(t)| after each worker's last step
         self.stats: list[dict | None] = [None] * q
@@ -215,6 +241,8 @@ class _Simulation:
         check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
         payload["asy"]["transport"] = "simulator"
         payload["asy"]["budget"] = "adaptive" if self.adaptive else "fixed"
+        if self.group_budgets is not None:
+            payload["asy"]["group_budgets"] = self.group_budgets
         if self.virtual:
             payload["virtual_seconds"] = self.now
             payload["trace"]["virtual_seconds"] = self.virtual

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.group_step import kept_set
 from ..core.losses import Loss
 from ..streams import FeatureStream
 
@@ -100,13 +101,15 @@ class LocalView:
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
-                eta: float, m: float, epochs: int, batch: int = 1, resume=None):
+                eta: float, m: float, epochs: int, batch: int = 1, resume=None,
+                groups=None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
     each step also sees this worker's own earlier steps) and one push of their sum.
     ``resume``: (selected, weights, position) of a worker this one replaces — its
-    kept set and the number of features it had processed.
+    kept set and the number of features it had processed.  ``groups``:
+    (group_of, s2_t) for group-aware OS (issue 8), at most s2_t groups kept.
 
     A reply to a pull is (û, version) or, under adaptive budgets (issue 5),
     (û, version, budget): the worker keeps at most ``budget`` ≤ ``capacity`` features
@@ -114,7 +117,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).
     """
     n = stream.n_samples
-    kept = stream.kept_set(capacity)
+    kept, blocks = kept_set(stream, capacity, groups)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0
@@ -124,7 +127,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
     for epoch in range(first_epoch, epochs):
-        for block_index, block in _timed(stream.step_blocks(epoch), read):
+        for block_index, block in _timed(blocks(epoch), read):
             if skip:   # a resumed worker passes over what its predecessor processed
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)

@@ -247,3 +247,18 @@ class Shard(FeatureStream):
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
         return self.parent._raw_blocks(order, block_size)
+
+
+class GroupShard(Shard):
+    """The features of ``parent`` whose group worker t owns: ``owner[feature] == t``
+    (group-aware Asy-OS, issue 8: a shard is a set of whole groups)."""
+
+    def __init__(self, parent: FeatureStream, owner: np.ndarray, t: int):
+        super().__init__(parent, 1, t)
+        self.owner = owner
+
+    def feature_indices(self) -> np.ndarray:
+        if self._index is None:
+            base = self.parent.feature_indices()
+            self._index = np.ascontiguousarray(base[self.owner[base] == self.t])
+        return self._index.copy()

@@ -1,0 +1,148 @@
+"""SGHT: projected gradient onto {≤ s1 features in ≤ s2 groups} (sght spec §2.3-2.4).
+
+The batch bi-level baseline.  Each step projects w − ∇f(w)/L exactly with the DP of
+``core/projection.py``; L comes from a backtracking line search started at the
+Barzilai-Borwein estimate (or a constant), as in the paper's four variants (spec §2.4):
+
+    ISTA     BB start, sufficient decrease (4)     ISTA-L   BB start, Lipschitz test (3)
+    FISTA    BB start, Lipschitz test at u_m       FISTA-C  constant start, as FISTA
+
+f is the mean loss L(Xw, y) of spec §1 of asyos (squared, squared hinge, logistic), so
+L ≈ 1 for columns with ‖x‖²/n ≈ 1: the spec's floor L ≥ 1 is in the same units.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.losses import loss_grad, loss_value
+from ..core.projection import bilevel_keep_compact, group_constraint
+from ..errors import InputError
+from . import Selection
+from ._common import check_problem
+
+__all__ = ["VARIANTS", "SGHTPath", "fit_sght", "sght_solve"]
+
+VARIANTS = ("ISTA", "ISTA-L", "FISTA", "FISTA-C")
+DELTA = 1e-5          # spec §2.4 [I]: δ of the sufficient-decrease test
+MAX_BACKTRACKS = 100  # η = 2: L grows by 2^100, far past any Lipschitz constant
+
+
+@dataclass
+class SGHTPath:
+    """The final iterate and the objective after every iteration."""
+
+    w: np.ndarray
+    objective: list = field(default_factory=list)
+    n_iter: int = 0
+
+
+class _Problem:
+    """f, ∇f and the projection of one (X, y, loss, groups, s1, s2)."""
+
+    def __init__(self, X, y, loss, group_of, s1, s2):
+        self.X, self.y, self.code = X, y, int(loss)
+        self.group_of, self.s1, self.s2 = group_of, s1, s2
+        self.n_groups = int(group_of.max()) + 1
+        self._g = np.empty(X.shape[0])
+        self._keep = np.empty(X.shape[1], dtype=np.bool_)
+
+    def value(self, w) -> float:
+        return float(loss_value(self.code, np.ascontiguousarray(self.X @ w), self.y))
+
+    def value_grad(self, w) -> tuple[float, np.ndarray]:
+        u = np.ascontiguousarray(self.X @ w)
+        loss_grad(self.code, u, self.y, self._g)
+        return float(loss_value(self.code, u, self.y)), self.X.T @ self._g
+
+    def project(self, v) -> np.ndarray:
+        """SGHT(v), sght spec §2.2."""
+        bilevel_keep_compact(v, self.group_of, self.n_groups, self.s1, self.s2,
+                             self._keep)
+        return np.where(self._keep, v, 0.0)
+
+
+def _start_l(variant, z, grad, z_old, grad_old) -> float:
+    """Spec §2.4: L_k = max(1, α_k), α_k = ΔgᵀΔz/‖Δz‖² (BB), or 1 for FISTA-C."""
+    if variant == "FISTA-C" or z_old is None:
+        return 1.0
+    dz = z - z_old
+    norm2 = float(dz @ dz)
+    if norm2 == 0.0:
+        return 1.0
+    return max(1.0, float((grad - grad_old) @ dz) / norm2)
+
+
+def _line_search(problem, variant, z, fz, grad, w_prev, f_prev, L, eta):
+    """Grow L by η until the test of spec §2.4 holds; returns (w, f(w), L)."""
+    for _ in range(MAX_BACKTRACKS):
+        w = problem.project(z - grad / L)
+        fw = problem.value(w)
+        if variant == "ISTA":          # sufficient decrease (4)
+            step = w - w_prev
+            accept = fw <= f_prev - 0.5 * L * DELTA * float(step @ step)
+        else:                          # Lipschitz (3) at the gradient point z
+            step = w - z
+            accept = fw <= fz + float(grad @ step) + 0.5 * L * float(step @ step)
+        if accept:
+            break
+        L *= eta
+    return w, fw, L
+
+
+def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
+               max_iter=1000, tol=1e-6) -> SGHTPath:
+    """Spec §2.3-2.4 from w = 0: returns the iterate and its objective history.
+
+    Stops when the relative change of the objective is ≤ ``tol``, or when it stops
+    decreasing (FISTA is not monotone on a nonconvex set; the better iterate is kept),
+    or after ``max_iter`` iterations.
+    """
+    X, y, s1, loss = check_problem(X, y, s1, loss)
+    group_of, s2 = group_constraint(groups, s2, X.shape[1])
+    if variant not in VARIANTS:
+        raise InputError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    if isinstance(eta, bool) or not (isinstance(eta, (int, float)) and eta > 1
+                                     and math.isfinite(eta)):
+        raise InputError(f"eta (the backtracking factor) must be a number > 1, "
+                         f"got {eta!r}")
+    problem = _Problem(X, y, loss, group_of, s1, s2)
+    w = w_old = np.zeros(X.shape[1])
+    f = problem.value(w)
+    path = SGHTPath(w=w, objective=[f])
+    alpha_old, alpha = 0.0, 1.0          # FISTA's α_{m−2}, α_{m−1} (spec Algorithm 2)
+    z_old = grad_old = None
+    for it in range(1, int(max_iter) + 1):
+        z = w
+        if variant.startswith("FISTA"):
+            z = w + ((alpha_old - 1.0) / alpha) * (w - w_old)
+            alpha_old, alpha = alpha, 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * alpha * alpha))
+        fz, grad = problem.value_grad(z)
+        L = _start_l(variant, z, grad, z_old, grad_old)
+        w_new, f_new, _ = _line_search(problem, variant, z, fz, grad, w, f, L, eta)
+        z_old, grad_old = z, grad
+        path.n_iter = it
+        if f_new > f:                     # stopped decreasing: keep the better one
+            break
+        w_old, w = w, w_new
+        path.objective.append(f_new)
+        change = f - f_new
+        f = f_new
+        if change <= tol * max(abs(f), np.finfo(float).tiny):
+            break
+    path.w = w
+    return path
+
+
+def fit_sght(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
+             max_iter=1000, tol=1e-6) -> Selection:
+    """SGHT (sght spec §2.3): at most ``s1`` features from at most ``s2`` groups
+    (``groups[j]``: feature j's label).  Selection = the nonzeros of the final iterate."""
+    path = sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
+                      max_iter=max_iter, tol=tol)
+    selected = np.flatnonzero(path.w).astype(np.int64)
+    return Selection(selected=selected, weights=path.w[selected].copy(),
+                     n_iter=path.n_iter, name="SGHT")

@@ -1,0 +1,203 @@
+"""The exact bi-level projection of SGHT (sght spec §2.1-2.2), compiled with numba.
+
+SGHT(v) keeps at most s1 entries of v, drawn from at most s2 groups, maximising the
+retained ‖x‖² (every optimal x has x_i ∈ {v_i, 0}, spec Proposition 1).  Neither greedy
+order is exact (spec §5 O3), so the support comes from the dynamic program of spec
+§2.2 over groups, with the argmax recovered by backtracking through a path table.
+
+Two kernels share the DP and the recovery: ``bilevel_keep`` sorts everything and takes
+any integer labels (a kept set of ≤ s1 + 1 features in group-aware OS);
+``bilevel_keep_compact`` takes compact group ids and sorts only each group's top s1
+(long vectors: ``bilevel_projection``, the SGHT solver).  The public
+``bilevel_projection`` validates its input in Python first.
+"""
+
+import numbers
+
+import numpy as np
+from numba import njit
+
+from ..errors import InputError
+
+__all__ = ["bilevel_keep", "bilevel_keep_compact", "bilevel_projection", "check_groups",
+           "group_constraint"]
+
+
+@njit(cache=True)
+def _sgss_counts(w2, starts, s1, s2):
+    """Spec §2.2, Algorithms 3-4: how many elements to take from each group.
+
+    ``w2`` holds the weights v_i² group after group (group i is
+    ``w2[starts[i]:starts[i+1]]``, sorted largest first, so CH(i, t) is a prefix sum).
+    T(i, j, k) = best weight from groups ≤ i, ≤ j groups, ≤ k elements; two layers of
+    T and every layer of the path table P.  Ties go to "skip the group", then to the
+    smallest t (the paper's strict > in increasing t).  Returns (cnt, W*).
+    """
+    n_groups = starts.shape[0] - 1
+    prev = np.zeros((s2 + 1, s1 + 1))
+    cur = np.zeros((s2 + 1, s1 + 1))
+    path = np.zeros((n_groups, s2 + 1, s1 + 1), dtype=np.int32)
+    ch = np.zeros(s1 + 1)
+    for i in range(n_groups):
+        first = starts[i]
+        size = min(starts[i + 1] - first, s1)
+        for t in range(size):                   # ch[t] = CH(i, t + 1)
+            ch[t] = w2[first + t] + (ch[t - 1] if t > 0 else 0.0)
+        cur[:, :] = prev                        # group i unused
+        for j in range(1, s2 + 1):
+            for k in range(1, s1 + 1):
+                best = prev[j, k]
+                choice = 0
+                for t in range(1, min(k, size) + 1):
+                    candidate = prev[j - 1, k - t] + ch[t - 1]
+                    if candidate > best:
+                        best = candidate
+                        choice = t
+                cur[j, k] = best
+                path[i, j, k] = choice
+        prev, cur = cur, prev
+    cnt = np.zeros(n_groups, dtype=np.int64)
+    j, k = s2, s1
+    for i in range(n_groups - 1, -1, -1):       # Algorithm 4: backtracking
+        cnt[i] = path[i, j, k]
+        if cnt[i] > 0:
+            j -= 1
+            k -= cnt[i]
+    return cnt, prev[s2, s1]
+
+
+@njit(cache=True)
+def _keep(v, grouped, starts, s1, s2, keep):
+    """Run the DP on ``v[grouped]`` (group after group, each largest |v| first, at
+    least its top min(s1, size)) and mark the argmax support in ``keep``; returns W*."""
+    n_groups = starts.shape[0] - 1
+    s2 = min(s2, n_groups)          # larger budgets bind nothing: smaller tables
+    s1 = min(s1, grouped.shape[0])
+    cnt, total = _sgss_counts(v[grouped] ** 2, starts, s1, s2)
+    keep[:] = False
+    for g in range(n_groups):
+        for r in range(starts[g], starts[g] + cnt[g]):
+            keep[grouped[r]] = True
+    return total
+
+
+@njit(cache=True)
+def bilevel_keep(v, labels, s1, s2, keep):
+    """Mark in ``keep`` the support of SGHT(v) with group ``labels[i]`` for v_i; for
+    short vectors with any integer labels (a kept set in group-aware OS).
+
+    Elements are ordered by group, then by |v| largest first (ties to the lower
+    position), so each group's best t elements are its first t (spec §2.1).  Returns
+    W* = Σ_{kept} v_i².
+    """
+    size = v.shape[0]
+    by_size = np.argsort(-np.abs(v), kind="mergesort")
+    grouped = by_size[np.argsort(labels[by_size], kind="mergesort")]
+    starts = np.zeros(size + 1, dtype=np.int64)
+    n_groups = 0
+    for r in range(size):
+        if r == 0 or labels[grouped[r]] != labels[grouped[r - 1]]:
+            starts[n_groups] = r
+            n_groups += 1
+    starts[n_groups] = size
+    return _keep(v, grouped, starts[:n_groups + 1], s1, s2, keep)
+
+
+@njit(cache=True)
+def bilevel_keep_compact(v, ids, n_groups, s1, s2, keep):
+    """``bilevel_keep`` for long vectors with compact ids 0..n_groups−1: a counting
+    sort by group, then only each group's top min(s1, size) entries are sorted (a
+    partition finds them), O(p + G·s1·log s1) instead of sorting all p."""
+    p = v.shape[0]
+    bounds = np.zeros(n_groups + 1, dtype=np.int64)
+    for i in range(p):
+        bounds[ids[i] + 1] += 1
+    bounds = np.cumsum(bounds)
+    fill = bounds[:-1].copy()
+    members = np.empty(p, dtype=np.int64)       # by group, index order inside
+    for i in range(p):
+        members[fill[ids[i]]] = i
+        fill[ids[i]] += 1
+    grouped = np.empty(min(p, n_groups * max(s1, 1)), dtype=np.int64)
+    starts = np.zeros(n_groups + 1, dtype=np.int64)
+    for g in range(n_groups):
+        inside = members[bounds[g]:bounds[g + 1]]
+        take = min(s1, inside.shape[0])
+        if 0 < take < inside.shape[0]:          # the top `take`, ties included
+            negative = -np.abs(v[inside])
+            cut = np.partition(negative, take - 1)[take - 1]
+            inside = inside[negative <= cut]
+        order = np.argsort(-np.abs(v[inside]), kind="mergesort")[:take]
+        starts[g + 1] = starts[g] + take
+        grouped[starts[g]:starts[g + 1]] = inside[order]
+    return _keep(v, grouped[:starts[n_groups]], starts, s1, s2, keep)
+
+
+def _check_budget(name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < 0:
+        raise InputError(f"{name} must be an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def check_groups(groups, n_features: int) -> tuple[np.ndarray, int]:
+    """Group labels, one per feature, as compact int64 ids 0..G−1 (in sorted label
+    order) and G.  Labels may be integers or strings; NaN, non-integral floats and a
+    wrong length raise InputError.  Groups are disjoint by construction (one label per
+    feature), which the DP needs (spec §1)."""
+    labels = np.asarray(groups)
+    if labels.ndim != 1 or labels.shape[0] != n_features:
+        raise InputError(f"groups must give one label per feature: expected "
+                         f"{n_features} labels, got shape {labels.shape}")
+    if labels.dtype.kind == "f":
+        bad = np.flatnonzero(~np.isfinite(labels) | (labels != np.round(labels)))
+        if bad.size:
+            raise InputError(f"group label of feature {bad[0]} is {labels[bad[0]]!r}; "
+                             "labels must be integers or strings")
+    elif labels.dtype.kind not in "iuUS":
+        raise InputError(f"group labels must be integers or strings, got dtype "
+                         f"{labels.dtype}")
+    if labels.dtype.kind in "iuf" and labels.size:
+        low = labels.min()
+        span = int(labels.max() - low) + 1
+        if span <= 4 * labels.size:             # O(p): a table instead of a sort
+            present = np.bincount((labels - low).astype(np.int64), minlength=span) > 0
+            table = np.cumsum(present) - 1
+            return table[(labels - low).astype(np.int64)], int(present.sum())
+    names, ids = np.unique(labels, return_inverse=True)
+    return ids.astype(np.int64).ravel(), len(names)
+
+
+def bilevel_projection(v, groups, s1, s2) -> np.ndarray:
+    """SGHT(v): the closest x to v with ≤ s1 nonzeros in ≤ s2 groups (sght spec §2.1).
+
+    ``groups[i]`` is feature i's group label.  Exact, by the O(s1·s2·p + p log p)
+    dynamic program of spec §2.2; among equally good supports the DP's tie rule
+    decides.  s1 = 0 or s2 = 0 gives x = 0.
+    """
+    v = np.asarray(v, dtype=np.float64)
+    if v.ndim != 1:
+        raise InputError(f"v must be a vector, got shape {v.shape}")
+    if not np.all(np.isfinite(v)):
+        raise InputError(f"v has NaN or inf at {int(np.flatnonzero(~np.isfinite(v))[0])}")
+    ids, n_groups = check_groups(groups, v.shape[0])
+    s1, s2 = _check_budget("s1", s1), _check_budget("s2", s2)
+    keep = np.zeros(v.shape[0], dtype=np.bool_)
+    bilevel_keep_compact(np.ascontiguousarray(v), ids, n_groups, s1, s2, keep)
+    return np.where(keep, v, 0.0)
+
+
+def group_constraint(groups, s2, n_features: int):
+    """(group_of, s2) for a group-aware solver, checked; None when neither is given.
+
+    ``groups``: one label per feature; ``s2``: the most groups kept, 1..G.
+    """
+    if groups is None and s2 is None:
+        return None
+    if groups is None or s2 is None:
+        raise InputError("groups and s2 (the group budget) go together: give both, "
+                         "or neither")
+    group_of, n_groups = check_groups(groups, n_features)
+    s2 = _check_budget("s2", s2)
+    if not 1 <= s2 <= n_groups:
+        raise InputError(f"s2 must be in 1..{n_groups} (the number of groups), got {s2}")
+    return group_of, s2

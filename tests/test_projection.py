@@ -1,0 +1,113 @@
+"""The bi-level projection (sght spec §2.2) against brute force and its own facts (§5)."""
+
+from itertools import combinations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyos import InputError, bilevel_projection
+
+
+def brute_force(v, groups, s1, s2):
+    """max Σ_{i∈S} v_i² over |S| ≤ s1 meeting ≤ s2 groups (spec §5 O1)."""
+    best = 0.0
+    for size in range(min(s1, len(v)) + 1):
+        for subset in combinations(range(len(v)), size):
+            if len({groups[i] for i in subset}) <= s2:
+                best = max(best, float(sum(v[i] ** 2 for i in subset)))
+    return best
+
+
+@st.composite
+def cases(draw):
+    """Up to 12 features in up to 5 groups, labels in any order; integer values
+    (ties, zeros) as often as real ones; every (s1, s2) up to p+1 and G+1."""
+    p = draw(st.integers(1, 12))
+    n_groups = draw(st.integers(1, 5))
+    groups = draw(st.lists(st.integers(0, n_groups - 1), min_size=p, max_size=p))
+    if draw(st.booleans()):
+        v = draw(st.lists(st.integers(-3, 3), min_size=p, max_size=p))
+    else:
+        v = draw(st.lists(st.floats(-10, 10, allow_nan=False), min_size=p, max_size=p))
+    s1 = draw(st.integers(0, p + 1))
+    s2 = draw(st.integers(0, len(set(groups)) + 1))
+    return np.array(v, dtype=float), np.array(groups), s1, s2
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases())
+def test_dp_equals_brute_force_and_output_is_a_feasible_projection(case):
+    v, groups, s1, s2 = case
+    x = bilevel_projection(v, groups, s1, s2)
+    assert np.all((x == 0) | (x == v))                       # x_i ∈ {0, v_i}
+    assert np.count_nonzero(x) <= s1
+    assert len(set(groups[x != 0])) <= s2
+    assert np.sum(x ** 2) == pytest.approx(brute_force(v, groups, s1, s2), abs=1e-9)
+    # within each group the kept entries are its largest |v|
+    for g in set(groups):
+        inside = np.abs(v[groups == g])
+        kept = x[groups == g] != 0
+        if kept.any() and (~kept).any():
+            assert inside[kept].min() >= inside[~kept].max()
+
+
+@pytest.mark.parametrize("s1, s2, expected", [
+    (3, 1, [0, 0, 0, 2, 2, 2]),    # beats "top features first" (9)
+    (1, 1, [3, 0, 0, 0, 0, 0]),    # beats "largest-norm group first" (4)
+    (2, 2, [3, 0, 0, 2, 0, 0]),
+    (4, 2, [3, 0, 0, 2, 2, 2]),
+])
+def test_hand_examples_of_the_spec(s1, s2, expected):
+    v = np.array([3.0, 0, 0, 2, 2, 2])
+    np.testing.assert_array_equal(bilevel_projection(v, [0, 0, 0, 1, 1, 1], s1, s2),
+                                  expected)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**16), p=st.integers(1, 60), n_groups=st.integers(1, 8))
+def test_lemma_1_special_cases_and_invariance_to_group_order(seed, p, n_groups):
+    rng = np.random.default_rng(seed)
+    v = rng.standard_normal(p)
+    groups = rng.integers(0, n_groups, p)
+    G = len(set(groups))
+    s1 = int(rng.integers(0, p + 1))
+    w2 = np.sort(v ** 2)[::-1]
+    # s2 ≥ |G|: plain top-s1 hard thresholding
+    assert np.sum(bilevel_projection(v, groups, s1, G) ** 2) == pytest.approx(
+        w2[:s1].sum())
+    # s1 ≥ p: the top-s2 groups by ℓ2 norm
+    s2 = int(rng.integers(0, G + 1))
+    norms = np.sort([np.sum(v[groups == g] ** 2) for g in set(groups)])[::-1]
+    assert np.sum(bilevel_projection(v, groups, p, s2) ** 2) == pytest.approx(
+        norms[:s2].sum())
+    np.testing.assert_array_equal(bilevel_projection(v, groups, p, G), v)
+    assert not bilevel_projection(v, groups, 0, G).any()
+    assert not bilevel_projection(v, groups, p, 0).any()
+    # renaming (reordering) the groups does not change the optimal value
+    relabel = rng.permutation(n_groups)[groups]
+    s2 = int(rng.integers(0, G + 1))
+    assert np.sum(bilevel_projection(v, relabel, s1, s2) ** 2) == pytest.approx(
+        np.sum(bilevel_projection(v, groups, s1, s2) ** 2))
+
+
+def test_string_labels_are_groups_too():
+    v = np.array([1.0, 5.0, 4.0, 2.0])
+    x = bilevel_projection(v, ["a", "b", "b", "a"], 2, 1)
+    np.testing.assert_array_equal(x, [0, 5, 4, 0])
+
+
+@pytest.mark.parametrize("v, groups, s1, s2, message", [
+    ([1.0, 2.0], [0], 1, 1, "one label per feature"),
+    ([1.0, np.nan], [0, 1], 1, 1, "NaN"),
+    ([[1.0, 2.0]], [0, 1], 1, 1, "vector"),
+    ([1.0, 2.0], [0.0, np.nan], 1, 1, "group label"),
+    ([1.0, 2.0], [0.5, 1.0], 1, 1, "group label"),
+    ([1.0, 2.0], [0, 1], -1, 1, "s1"),
+    ([1.0, 2.0], [0, 1], 1, 1.5, "s2"),
+    ([1.0, 2.0], [0, 1], True, 1, "s1"),
+])
+def test_bad_input_raises_input_error(v, groups, s1, s2, message):
+    with pytest.raises(InputError, match=message):
+        bilevel_projection(v, groups, s1, s2)
