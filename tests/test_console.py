@@ -174,17 +174,20 @@ def test_a_missing_config_file_is_named(tmp_path, capsys):
 
 
 def test_a_flag_added_later_is_a_config_key_at_once(tmp_path):
-    # what another engineer adding e.g. --group-sparsity to `asyos run` gets for free
+    # flags added to `asyos run` after the config code (--groups, --group-sparsity of
+    # issue 8, or one added now) are config keys with no change to the config code
     _, subparsers = build_parser()
     run = subparsers["run"]
-    run.add_argument("--group-sparsity", type=int)
-    run.add_argument("--groups", nargs="+")
-    (tmp_path / "g.toml").write_text("[run]\ngroup_sparsity = 3\ngroups = ['a', 'b']\n"
-                                     "standardize = true\nshuffle = false\n")
+    run.add_argument("--future-list", nargs="+")
+    (tmp_path / "g.toml").write_text("[run]\ngroup_sparsity = 3\ngroups = 'g.npy'\n"
+                                     "future_list = ['a', 'b']\nstandardize = true\n"
+                                     "shuffle = false\n")
     tokens = config_arguments(run, tmp_path / "g.toml", "run")
-    assert tokens == ["--group-sparsity", "3", "--groups", "a", "b", "--standardize"]
+    assert tokens == ["--group-sparsity", "3", "--groups", "g.npy", "--future-list",
+                      "a", "b", "--standardize"]
     args = run.parse_args(tokens)
-    assert args.group_sparsity == 3 and args.standardize and not args.shuffle
+    assert args.group_sparsity == 3 and args.groups == "g.npy"
+    assert args.future_list == ["a", "b"] and args.standardize and not args.shuffle
 
 
 def test_inspect_and_load_result_read_schema_1(tmp_path, capsys):

@@ -18,8 +18,8 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig
-from .options import add_common, parse
-from .run import LOSS_NAMES, finish, guarded, report
+from .options import module_main
+from .run import LOSS_NAMES, finish, report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -206,18 +206,10 @@ def serve(args) -> None:
 
 
 def main_server(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asyos.server",
-                                     description="Asy-OS server over ZeroMQ")
-    add_server_arguments(parser)
-    add_common(parser)
-    args = parse(parser, argv, "server")
-    return guarded(lambda: serve(args))
+    return module_main(argv, "python -m asyos.server", "Asy-OS server over ZeroMQ",
+                       add_server_arguments, "server", serve)
 
 
 def main_worker(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asyos.worker",
-                                     description="Asy-OS worker over ZeroMQ")
-    add_worker_arguments(parser)
-    add_common(parser)
-    args = parse(parser, argv, "worker")
-    return guarded(lambda: run_worker(args))
+    return module_main(argv, "python -m asyos.worker", "Asy-OS worker over ZeroMQ",
+                       add_worker_arguments, "worker", run_worker)

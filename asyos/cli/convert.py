@@ -9,8 +9,7 @@ import sys
 
 from ..errors import InputError
 from ..io.convert import BLOCK_BYTES, DTYPES, convert
-from .options import add_common, parse
-from .run import guarded
+from .options import module_main
 
 
 def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
@@ -53,9 +52,5 @@ def run_convert(args) -> dict:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asyos.convert",
-                                     description=__doc__.split("\n\n")[0])
-    add_convert_arguments(parser)
-    add_common(parser)
-    args = parse(parser, argv, "convert")
-    return guarded(lambda: run_convert(args))
+    return module_main(argv, "python -m asyos.convert", __doc__.split("\n\n")[0],
+                       add_convert_arguments, "convert", run_convert)

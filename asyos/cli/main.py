@@ -11,7 +11,7 @@ import sys
 from .. import experiments
 from . import cluster, convert, results
 from . import run as run_command
-from .options import add_common, parse
+from .options import add_common, guarded, parse
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict]:
@@ -65,7 +65,7 @@ def main(argv=None) -> int:
         "plot": lambda: results.run_plot(args),
         "inspect": lambda: results.run_inspect(args),
     }
-    return run_command.guarded(actions[args.command])
+    return guarded(actions[args.command])
 
 
 if __name__ == "__main__":

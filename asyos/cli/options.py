@@ -3,6 +3,7 @@ applies them: TOML settings first, the command line over them, then logging."""
 
 import argparse
 import logging
+import os
 import sys
 
 from ..errors import InputError
@@ -53,3 +54,30 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
     if path is not None:
         log.info("settings from %s", path)
     return args
+
+
+def guarded(action) -> int:
+    """Run ``action``; bad input → one line on stderr and exit status 2."""
+    try:
+        action()
+    except InputError as exc:
+        print(f"asyos: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("asyos: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    return 0
+
+
+def module_main(argv, prog: str, description: str, add_arguments, command: str,
+                action) -> int:
+    """A ``python -m asyos.X`` entry point: the subcommand's own flags plus
+    ``--config``/``--verbose``, then ``action(args)`` under ``guarded``."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    add_arguments(parser)
+    add_common(parser)
+    args = parse(parser, argv, command)
+    return guarded(lambda: action(args))

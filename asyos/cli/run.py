@@ -24,7 +24,7 @@ from ..io.results import write_result
 from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
-from .options import add_common, parse
+from .options import module_main
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
 log = logging.getLogger("asyos.run")
@@ -326,25 +326,5 @@ def report(payload: dict, out=None) -> None:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m asyos.run",
-                                     description=__doc__.split("\n\n")[0])
-    add_run_arguments(parser)
-    add_common(parser)
-    args = parse(parser, argv, "run")
-    return guarded(lambda: report(run(args)))
-
-
-def guarded(action) -> int:
-    """Run ``action``; bad input → one line on stderr and exit status 2."""
-    try:
-        action()
-    except InputError as exc:
-        print(f"asyos: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("asyos: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
-    return 0
+    return module_main(argv, "python -m asyos.run", __doc__.split("\n\n")[0],
+                       add_run_arguments, "run", lambda args: report(run(args)))
