@@ -10,6 +10,10 @@ from .solvers.sequential import OSResult, fit_os
 # Public names whose modules need an optional extra (scikit-learn) or are heavy to
 # import: loaded on first use, so ``import asyos`` stays lean.
 _LAZY = {
+    "Lasso": "asyos.estimators.lasso",
+    "GroupLasso": "asyos.estimators.lasso",
+    "FusedLasso": "asyos.estimators.lasso",
+    "lasso_path": "asyos.estimators.lasso",
 }
 
 
