@@ -38,7 +38,8 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
 
     Each round: CD on A, with the sub-problem's gap sphere (radius α·√(2G_A)/λ)
     deleting units every ``f_gap`` epochs (DEL), until G_A ≤ max(eps, ζ·last full
-    gap), or ≤ eps once ADD has stopped; then one scan of all units gives the full
+    gap) (ζ·G_A when the last round found no sure violator, so every round makes
+    progress), or ≤ eps once ADD has stopped; then one scan of all units gives the full
     gap (stop when ≤ eps) and, while adding, the ADD test on R with α = 1 (Theorem 1c:
     nothing can violate → ADD stops, α = 1) or the m_k = |A| surest violators under
     the α-ball (spec §3).  ``gap0`` is the full gap at the start (from the caller's
@@ -49,10 +50,10 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
     buf = np.empty(np.max(gptr[1:] - gptr[:-1]))
     score = np.empty(n_groups)
     cand = np.empty(n_groups, dtype=np.int64)
-    is_add, alpha, last_full = True, alpha0, gap0
+    is_add, alpha, eps_in = True, alpha0, eps
+    target = max(eps, ZETA * gap0)
     epochs = scans = 0
     while True:
-        target = max(eps, ZETA * last_full) if is_add else eps
         while True:                                    # inner solve on A, with DEL
             top = unit_scores(M, r, gptr, w, units, n_act, score)
             scale = max(lam, top)
@@ -68,8 +69,9 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
         scans += 1
         if last_full <= eps or epochs >= max_epochs:
             return n_act, last_full, epochs, scans
-        if not is_add:          # certified A, but round-off left a gap: add again
-            is_add = True
+        if not is_add:      # A certified, but the full gap is not there yet: add
+            is_add = True       # again, and solve the sub-problem tighter (spec §4)
+            eps_in = target = 0.1 * min(eps_in, gap)
             continue
         radius = math.sqrt(2.0 * gap) / lam
         worst = 0.0
@@ -82,9 +84,11 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
             if s - alpha * radius * unit_norm[g] > 1.0 + MARGIN:
                 cand[n_cand] = g
                 n_cand += 1
+        target = max(eps_in, ZETA * last_full)
         if worst <= 1.0 + MARGIN:           # Theorem 1c: θ*_A = θ*, A is complete
-            is_add, alpha = False, 1.0
-        elif n_cand == 0 and alpha < 1.0:   # [I] no sure violator: trust the ball more
+            is_add, alpha, target = False, 1.0, eps_in
+        elif n_cand == 0:   # [I] no sure violator: shrink the ball, trust it more
+            target = ZETA * min(target, gap)
             alpha = min(1.0, 2.0 * alpha)
         if n_cand > max(1, n_act):          # the m_k = max(1, |A|) largest s_g
             order = np.argsort(-scores[cand[:n_cand]])
