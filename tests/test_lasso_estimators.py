@@ -68,18 +68,23 @@ def _group_prox_grad(X, y, lam, groups, w, iters=20_000):
     return beta
 
 
-@pytest.mark.parametrize("screening", SCREENINGS)
-def test_group_lasso_matches_proximal_gradient(screening):
+@pytest.fixture(scope="module")
+def group_case():
+    """Shuffled groups with unequal weights, and the oracle's answer (computed once)."""
     X, y = _data(p=24, seed=2)
     groups = np.repeat([3, 0, 2, 1, 5, 4], 4)[np.random.default_rng(0).permutation(24)]
     weights = np.array([1.0, 2.0, 1.5, 2.5, 1.0, 3.0])
-    n = X.shape[0]
     Xc, yc = X - X.mean(0), y - y.mean()
     lam = 0.2 * max(np.linalg.norm(Xc[:, groups == g].T @ yc) / wg
                     for g, wg in zip(range(6), weights))
-    est = GroupLasso(alpha=lam / n, groups=groups, weights=weights, tol=1e-14,
-                     screening=screening).fit(X, y)
-    ref = _group_prox_grad(Xc, yc, lam, groups, weights)
+    return X, y, groups, weights, lam, _group_prox_grad(Xc, yc, lam, groups, weights)
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_group_lasso_matches_proximal_gradient(screening, group_case):
+    X, y, groups, weights, lam, ref = group_case
+    est = GroupLasso(alpha=lam / X.shape[0], groups=groups, weights=weights,
+                     tol=1e-14, screening=screening).fit(X, y)
     np.testing.assert_allclose(est.coef_, ref, atol=1e-7)
     active = [g for g in range(6) if np.linalg.norm(ref[groups == g]) > 1e-9]
     assert 0 < len(active) < 6
@@ -139,18 +144,23 @@ def test_fused_transform_is_subtree_sums_and_preserves_the_objective():
     assert np.abs(D @ T @ z).sum() == pytest.approx(np.abs(z[1:]).sum())
 
 
-@pytest.mark.parametrize("screening", SCREENINGS)
-def test_fused_lasso_matches_admm(screening):
+@pytest.fixture(scope="module")
+def fused_case():
+    """Three plateaus on a random tree, and the oracle's answer (computed once)."""
     rng = np.random.default_rng(4)
     p, n = 10, 40
     X = rng.standard_normal((n, p))
-    beta_true = np.repeat([1.0, -0.5, 2.0], [3, 4, 3])
-    y = X @ beta_true + 0.2 * rng.standard_normal(n)
-    edges = _random_tree(p, 4)
-    lam = 3.0
+    y = X @ np.repeat([1.0, -0.5, 2.0], [3, 4, 3]) + 0.2 * rng.standard_normal(n)
+    edges, lam = _random_tree(p, 4), 3.0
+    return X, y, edges, lam, *_fused_admm(X, y, lam, edges)
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_fused_lasso_matches_admm(screening, fused_case):
+    X, y, edges, lam, ref, D = fused_case
+    p, n = X.shape[1], X.shape[0]
     est = FusedLasso(alpha=lam / n, edges=edges, fit_intercept=False, tol=1e-14,
                      screening=screening).fit(X, y)
-    ref, D = _fused_admm(X, y, lam, edges)
     obj = [0.5 * np.sum((y - X @ b) ** 2) + lam * np.abs(D @ b).sum()
            for b in (est.coef_, ref)]
     assert obj[0] == pytest.approx(obj[1], rel=1e-7)

@@ -18,8 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.linear_model._base import LinearModel
-from sklearn.utils.validation import validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..baselines.cd_path import SCREENINGS, check_xy, make_design, solve_path
 from ..baselines.saif import fused_coef, fused_design
@@ -43,7 +42,7 @@ def _check_screening(screening):
                          f"got {screening!r}")
 
 
-class _ScreenedLinear(RegressorMixin, LinearModel, BaseEstimator):
+class _ScreenedLinear(RegressorMixin, BaseEstimator):
     """Shared fit: checks, centring for the intercept, one solve at λ = n·α."""
 
     _sparse_ok = True
@@ -85,6 +84,16 @@ class _ScreenedLinear(RegressorMixin, LinearModel, BaseEstimator):
         self.dual_gap_ = gap / n
         self.n_iter_ = max(1, int(epochs))
         return self
+
+    def predict(self, X):
+        """X w + b."""
+        check_is_fitted(self)
+        try:
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64,
+                              reset=False)
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
 
     def _check_structure(self, p):
         """Check the group / graph parameters against p (nothing for the Lasso)."""
