@@ -65,10 +65,11 @@ def celer_path(X, y, lams, tol):
 
 
 def skglm_path(X, y, lams, tol):
-    """skglm's tol bounds the optimality violation, not the gap: `tol` as given
-    reaches the gap target on both data sets here (the table shows it)."""
+    """skglm's tol bounds the optimality violation, not the gap: at `tol` it missed
+    the gap target on the text-like data, so it runs at tol/10 (the table shows the
+    gap it reached)."""
     from skglm import Lasso as SkglmLasso
-    est = SkglmLasso(alpha=lams[0] / X.shape[0], fit_intercept=False, tol=tol,
+    est = SkglmLasso(alpha=lams[0] / X.shape[0], fit_intercept=False, tol=tol / 10,
                      warm_start=True)
     out = []
     for lam in lams:
