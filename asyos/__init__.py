@@ -19,6 +19,10 @@ _LAZY = {
     "FGMRegressor": ".estimators.fgm",
     "SGHTRegressor": ".estimators.sght",
     "SGHTClassifier": ".estimators.sght",
+    "Lasso": ".estimators.lasso",
+    "GroupLasso": ".estimators.lasso",
+    "FusedLasso": ".estimators.lasso",
+    "lasso_path": ".estimators.lasso",
 }
 
 

@@ -1,4 +1,5 @@
-"""LASSO by FISTA, and the λ rule every L1 baseline shares (spec §6.2, §5.5).
+"""LASSO by SAIF (squared loss) or FISTA, and the λ rule every L1 baseline shares
+(spec §6.2, §5.5).
 
 The batch L1 baseline: min_w f(w) + λ‖w‖₁ with all p columns in memory.  The user gives
 only s, so λ comes from a warm-started geometric path (``lambda_for_s``); Grafting and
@@ -14,6 +15,7 @@ import numpy as np
 from ..core.losses import Loss, loss_grad, loss_value
 from . import Selection
 from ._common import check_lam, check_problem, selection, soft_threshold
+from .cd_path import make_design, solve_path
 from .iht import spectral_norm_sq
 
 __all__ = ["LAMBDA_RATIO", "fista", "fit_lasso", "lambda_for_s", "lambda_max",
@@ -107,17 +109,33 @@ def _path(X, y, s: int, loss: Loss, max_iter: int,
     λ → 0.  Should no grid value get there, the one with the most nonzeros is
     returned (the larger λ on ties).
     """
-    lip = loss.curvature * spectral_norm_sq(X) / X.shape[0]
     state = {"w": np.zeros(X.shape[1]), "iterations": 0}
+    if loss is Loss.SQUARED:
+        design = make_design(X)
 
-    def solve(lam):
-        state["w"], it = fista(X, y, lam, loss, w0=state["w"], lip=lip,
-                               max_iter=max_iter, tol=tol)
-        state["iterations"] += it
-        return state["w"]
+        def solve(lam):
+            state["w"], it = _saif(design, y, lam, max_iter, tol, state["w"])
+            state["iterations"] += it
+            return state["w"]
+    else:
+        lip = loss.curvature * spectral_norm_sq(X) / X.shape[0]
+
+        def solve(lam):
+            state["w"], it = fista(X, y, lam, loss, w0=state["w"], lip=lip,
+                                   max_iter=max_iter, tol=tol)
+            state["iterations"] += it
+            return state["w"]
 
     lam, w, _ = first_on_grid(lambda_max(X, y, loss), min(s, X.shape[0]), solve)
     return lam, w, state["iterations"]
+
+
+def _saif(design, y, lam: float, max_epochs: int, tol: float,
+          w0=None) -> tuple[np.ndarray, int]:
+    """The squared-loss LASSO at λ (1/(2n) scale) by SAIF: CD epochs until the
+    duality gap ≤ tol·‖y‖² (``screening.md`` §0: the CD works at n·λ)."""
+    res = solve_path(design, y, [design.n * lam], tol, "saif", max_epochs, w0)
+    return res.coefs[0], int(res.epochs[0])
 
 
 def lambda_for_s(X, y, s: int, loss="squared", max_iter: int = 2000,
@@ -125,22 +143,26 @@ def lambda_for_s(X, y, s: int, loss="squared", max_iter: int = 2000,
     """The λ of spec §5.5: the largest λ_max·0.85^k whose LASSO solution (warm-started
     FISTA along the grid) has at least s nonzeros (at least n if n < s, the most an
     L1 solution can have).  Grafting and online L1 coordinate descent use this λ
-    too."""
+    too.  For the squared loss each grid point is solved by SAIF (``saif.py``) and
+    ``tol`` is its relative duality gap; the other losses use FISTA."""
     X, y, s, loss = check_problem(X, y, s, loss)
     return _path(X, y, s, loss, max_iter, tol)[0]
 
 
 def fit_lasso(X, y, s: int, loss="squared", lam: float | None = None,
               max_iter: int = 2000, tol: float = 1e-6) -> Selection:
-    """LASSO (spec §6.2): FISTA on f(w) + λ‖w‖₁; selection = supp(w), cut to the top
-    s by |w| (§5.4).
+    """LASSO (spec §6.2): f(w) + λ‖w‖₁ by SAIF for the squared loss, FISTA for the
+    others; selection = supp(w), cut to the top s by |w| (§5.4).
 
     ``lam=None`` takes λ from the path of ``lambda_for_s`` (its solution, so the path is
-    walked once); a given λ is solved from w = 0.  ``n_iter`` counts FISTA iterations.
+    walked once); a given λ is solved from w = 0.  ``n_iter`` counts CD epochs
+    (squared) or FISTA iterations.
     """
     X, y, s, loss = check_problem(X, y, s, loss)
     if lam is None:
         lam, w, n_iter = _path(X, y, s, loss, max_iter, tol)
+    elif loss is Loss.SQUARED:
+        w, n_iter = _saif(make_design(X), y, check_lam(lam), max_iter, tol)
     else:
         w, n_iter = fista(X, y, check_lam(lam), loss, max_iter=max_iter, tol=tol)
     return selection(np.arange(X.shape[1]), w, s, "LASSO", n_iter)

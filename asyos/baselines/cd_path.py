@@ -1,0 +1,204 @@
+"""The Lasso / group Lasso path by coordinate descent: no screening, gap-safe dynamic
+screening (``screening.py``) or SAIF (``saif.py``), warm-started along λ (spec
+``gap_safe_screening.md`` §4.1, ``saif.md`` §4 "warm starts along a path").
+
+Python prepares a ``Design`` once (column or group norms, the unit layout) and checks
+the inputs; the kernels trust it.  Scale: ½‖y − Xβ‖² + λ Σ_g w_g‖β_g‖ (λ = n·α).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..errors import InputError
+from .saif import saif_cd
+from .screening import duality_gap, gap_safe_cd, penalty, unit_scores
+
+__all__ = ["SCREENINGS", "Design", "PathResult", "check_xy", "make_design",
+           "solve_path"]
+
+SCREENINGS = ("none", "gap_safe", "saif")
+M0 = 10          # saif §4: the initial active set holds the top-m0 features
+ALPHA0 = 0.5     # saif §2.4 [I]: the first ADD/DEL balls are shrunk by α0
+F_GAP = 10       # spec §4 [I]: epochs between two gap checks
+
+
+def check_xy(X, y) -> tuple[object, np.ndarray]:
+    """(X as float64 ndarray or CSC matrix, y as float64 vector), or InputError."""
+    if sp.issparse(X):
+        if X.ndim != 2:
+            raise InputError(f"X must be 2-D, got shape {X.shape}")
+        X = sp.csc_matrix(X, dtype=np.float64, copy=True)  # sorted in place below
+        X.sum_duplicates()
+        X.sort_indices()
+        finite = np.all(np.isfinite(X.data))
+    else:
+        X = np.asarray(X, dtype=np.float64)
+        if not X.flags.writeable:   # read-only arrays would compile every kernel anew
+            X = X.copy(order="F")
+        if X.ndim != 2:
+            raise InputError(f"X must be a 2-D array, got shape {X.shape}")
+        finite = np.all(np.isfinite(X))
+    n, p = X.shape
+    if n == 0 or p == 0:
+        raise InputError(f"X must be nonempty, got shape {X.shape}")
+    if not finite:
+        raise InputError("X must be finite (no NaN or inf)")
+    y = np.array(y, dtype=np.float64)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise InputError(f"y must be a vector of length n = {n}, got shape {y.shape}")
+    if not np.all(np.isfinite(y)):
+        raise InputError("y must be finite (no NaN or inf)")
+    return X, y
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """X laid out for the kernels: ``M`` the (p, n) C-ordered transpose or a CSC
+    triple, columns permuted by ``order`` so each unit (group) is contiguous,
+    ``gptr`` the unit bounds, ``w`` the weights, ``lip`` = ‖X_g‖₂² (the block step and
+    spec (G10)) and ``unit_norm`` = ‖X_g‖₂/w_g."""
+
+    M: object
+    n: int
+    p: int
+    order: np.ndarray
+    gptr: np.ndarray
+    w: np.ndarray
+    lip: np.ndarray
+    unit_norm: np.ndarray
+
+    def scores(self, r: np.ndarray) -> np.ndarray:
+        """‖X_gᵀr‖/w_g for every unit."""
+        every = np.arange(len(self.w))
+        out = np.empty(len(self.w))
+        unit_scores(self.M, r, self.gptr, self.w, every, len(every), out)
+        return out
+
+    def lam_max(self, y: np.ndarray) -> float:
+        """The smallest λ with β* = 0: max_g ‖X_gᵀy‖/w_g (spec §1, §5)."""
+        return float(self.scores(y).max())
+
+
+def _spectral_sq(block) -> float:
+    """‖X_g‖₂², from the (small) group block."""
+    block = block.toarray() if sp.issparse(block) else block
+    return float(np.linalg.norm(block, 2) ** 2) if block.size else 0.0
+
+
+def make_design(X, groups=None, weights=None) -> Design:
+    """The ``Design`` of checked X.  ``groups``: a label per column (None: every
+    column is its own unit with w = 1, the Lasso); ``weights``: one per distinct
+    label, in sorted label order (default √|g|, spec §5)."""
+    n, p = X.shape
+    if groups is None:
+        order = np.arange(p)
+        gptr = np.arange(p + 1, dtype=np.int64)
+        w = np.ones(p) if weights is None else np.asarray(weights, dtype=np.float64)
+    else:
+        labels = np.asarray(groups)
+        order = np.argsort(labels, kind="stable")
+        _, sizes = np.unique(labels, return_counts=True)
+        gptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        w = (np.sqrt(sizes.astype(np.float64)) if weights is None
+             else np.asarray(weights, dtype=np.float64))
+    Xs = X if groups is None else X[:, order]
+    if sp.issparse(Xs):
+        M = (Xs.data, Xs.indices.astype(np.int64), Xs.indptr.astype(np.int64))
+        sq = np.asarray(Xs.multiply(Xs).sum(axis=0)).ravel()
+    else:
+        M = np.ascontiguousarray(Xs.T)       # no copy for Fortran-ordered X
+        sq = np.einsum("ij,ij->i", M, M)
+    if groups is None:
+        lip = sq
+    else:
+        lip = np.array([sq[a] if b - a == 1 else _spectral_sq(Xs[:, a:b])
+                        for a, b in zip(gptr[:-1], gptr[1:])])
+    return Design(M=M, n=n, p=p, order=order, gptr=gptr, w=w, lip=lip,
+                  unit_norm=np.sqrt(lip) / w)
+
+
+@dataclass(frozen=True, eq=False)
+class PathResult:
+    """Per λ: coefficients (original column order), the full-problem duality gap
+    (½‖·‖² scale, spec O7), epochs, units kept at exit (|S| or |A|), full scans of X
+    (SAIF's ADD/certificate scans; gap checks for the CD solvers), and the mask of
+    units kept at exit (every other one is certified zero)."""
+
+    coefs: np.ndarray
+    gaps: np.ndarray
+    epochs: np.ndarray
+    n_kept: np.ndarray
+    kept: np.ndarray
+
+
+def solve_path(design: Design, y: np.ndarray, lams, tol: float,
+               screening: str = "saif", max_epochs: int = 10_000,
+               coef0=None) -> PathResult:
+    """Solve at each λ of ``lams`` (in the given order, warm-starting each from the
+    last) until the full duality gap ≤ tol·‖y‖² (scikit-learn's rule, spec §0).
+
+    Sequential screening: each λ starts from every unit, screened at once with the
+    warm-start residual (gap-safe, spec §4.1), or, for SAIF, from the last support,
+    the top-m0 scores and the strong-rule set |x_gᵀr| ≥ 2λ_t − λ_{t−1} [I] (any
+    start is safe: SAIF only uses it as its first A).
+    """
+    lams = np.asarray(lams, dtype=np.float64)
+    eps = tol * float(y @ y)
+    d = design
+    n_units = len(d.w)
+    live = np.flatnonzero(d.lip > 0.0)
+    beta = np.zeros(d.p)
+    if coef0 is not None:
+        beta[:] = coef0[d.order]
+    r = y - _matvec(d, beta)
+    scores = d.scores(r)
+    out = PathResult(coefs=np.zeros((len(lams), d.p)), gaps=np.zeros(len(lams)),
+                     epochs=np.zeros(len(lams), dtype=np.int64),
+                     n_kept=np.zeros(len(lams), dtype=np.int64),
+                     kept=np.zeros((len(lams), n_units), dtype=bool))
+    prev = float(scores.max())
+    for t, lam in enumerate(lams):
+        units = np.empty(n_units, dtype=np.int64)
+        keep = np.zeros(n_units, dtype=bool)
+        if screening == "saif":
+            start = _saif_start(d, beta, scores, lam, prev, live)
+            units[:len(start)] = start
+            keep[start] = True
+            pen = penalty(beta, d.gptr, d.w, start, len(start))
+            gap0 = duality_gap(y, r, lam, pen, max(lam, float(scores.max())))
+            k, gap, ep, _ = saif_cd(d.M, y, lam, beta, r, d.gptr, d.w, d.lip,
+                                    d.unit_norm, units, len(start), keep, eps,
+                                    max_epochs, F_GAP, ALPHA0, gap0, scores)
+        else:
+            units[:len(live)] = live
+            keep[live] = True
+            k, gap, ep = gap_safe_cd(d.M, y, lam, beta, r, d.gptr, d.w, d.lip,
+                                     d.unit_norm, units, len(live), eps, max_epochs,
+                                     F_GAP, screening == "gap_safe", keep, scores)
+        out.coefs[t, d.order] = beta
+        out.gaps[t], out.epochs[t], out.n_kept[t] = gap, ep, k
+        out.kept[t] = keep
+        prev = lam
+    return out
+
+
+def _saif_start(d: Design, beta, scores, lam, prev, live) -> np.ndarray:
+    """SAIF's first active set at λ: the units of the warm start's support, the top
+    M0 scores, and the strong rule's survivors (spec saif §4, §5.3 of the paper)."""
+    nonzero = np.add.reduceat((beta != 0.0).astype(np.int64), d.gptr[:-1]) > 0
+    top = min(M0, len(live))
+    ranked = live[np.argpartition(-scores[live], top - 1)[:top]] if top else live
+    strong = live[scores[live] >= 2.0 * lam - prev]
+    return np.union1d(np.union1d(np.flatnonzero(nonzero), ranked), strong)
+
+
+def _matvec(d: Design, beta: np.ndarray) -> np.ndarray:
+    """X β in the design's column order."""
+    if isinstance(d.M, tuple):
+        data, indices, indptr = d.M
+        return sp.csc_matrix((data, indices, indptr), shape=(d.n, d.p)) @ beta
+    return d.M.T @ beta

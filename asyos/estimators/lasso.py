@@ -1,0 +1,244 @@
+"""scikit-learn fronts for the Lasso family: ``Lasso``, ``GroupLasso``, ``FusedLasso``
+and ``lasso_path``, solved by coordinate descent with gap-safe screening or SAIF
+(``asyos.baselines.cd_path``; specs ``gap_safe_screening.md`` and ``saif.md``).
+
+Objective in scikit-learn's scale, (1/(2n))‖y − Xw − b‖² + α·penalty; the solvers work
+in the ½‖·‖² scale with λ = n·α (spec §0), so ``dual_gap_`` is their gap divided by n,
+as scikit-learn reports it, and ``tol`` is scikit-learn's: stop when the gap ≤ tol·‖y‖²
+(½ scale).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from ..baselines.cd_path import SCREENINGS, check_xy, make_design, solve_path
+from ..baselines.saif import fused_coef, fused_design
+from ..errors import InputError
+
+__all__ = ["FusedLasso", "GroupLasso", "Lasso", "lasso_path"]
+
+
+def _check_number(name, value, low, integer=False, strict=False):
+    kind = Integral if integer else Real
+    if (isinstance(value, bool) or not isinstance(value, kind)
+            or not math.isfinite(value) or value < low or (strict and value == low)):
+        bound = ">" if strict else ">="
+        what = "an integer" if integer else "a finite number"
+        raise InputError(f"{name} must be {what} {bound} {low}, got {value!r}")
+
+
+def _check_screening(screening):
+    if screening not in SCREENINGS:
+        raise InputError(f"screening must be one of {', '.join(SCREENINGS)}; "
+                         f"got {screening!r}")
+
+
+class _ScreenedLinear(RegressorMixin, BaseEstimator):
+    """Shared fit: checks, centring for the intercept, one solve at λ = n·α."""
+
+    _sparse_ok = True
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = self._sparse_ok and not self.fit_intercept
+        return tags
+
+    def fit(self, X, y):
+        """Fit at α; the intercept (if any) is the mean fit of the centred data."""
+        _check_number("alpha", self.alpha, 0.0, strict=True)
+        _check_number("tol", self.tol, 0.0, strict=True)
+        _check_number("max_iter", self.max_iter, 1, integer=True)
+        _check_screening(self.screening)
+        try:
+            X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
+                                 y_numeric=True)
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        if sp.issparse(X) and (self.fit_intercept or not self._sparse_ok):
+            raise InputError(f"{type(self).__name__} takes sparse X only with "
+                             "fit_intercept=False (centring would make it dense)"
+                             if self._sparse_ok else
+                             f"{type(self).__name__} does not take sparse X")
+        X, y = check_xy(X, y)
+        self._check_structure(X.shape[1])
+        if self.fit_intercept:
+            x_mean, y_mean = X.mean(axis=0), float(y.mean())
+            X, y = X - x_mean, y - y_mean
+        n = X.shape[0]
+        coef, gap, epochs = self._solve(X, y, n * float(self.alpha))
+        if gap > self.tol * float(y @ y):
+            warnings.warn(f"{type(self).__name__} stopped after {epochs} epochs with "
+                          f"duality gap {gap / n:.3g} above tol; raise max_iter",
+                          ConvergenceWarning, stacklevel=2)
+        self.coef_ = coef
+        self.intercept_ = (y_mean - float(x_mean @ coef)) if self.fit_intercept else 0.0
+        self.dual_gap_ = gap / n
+        self.n_iter_ = max(1, int(epochs))
+        return self
+
+    def predict(self, X):
+        """X w + b."""
+        check_is_fitted(self)
+        try:
+            X = validate_data(self, X, accept_sparse="csr", dtype=np.float64,
+                              reset=False)
+        except ValueError as err:
+            raise InputError(str(err)) from err
+        return np.asarray(X @ self.coef_).ravel() + self.intercept_
+
+    def _check_structure(self, p):
+        """Check the group / graph parameters against p (nothing for the Lasso)."""
+
+    def _solve_units(self, X, y, lam, groups=None, weights=None):
+        res = solve_path(make_design(X, groups, weights), y, [lam], self.tol,
+                         self.screening, max_epochs=self.max_iter)
+        return res.coefs[0], float(res.gaps[0]), int(res.epochs[0])
+
+
+class Lasso(_ScreenedLinear):
+    """min (1/(2n))‖y − Xw − b‖² + α‖w‖₁ by coordinate descent with gap-safe
+    screening or SAIF (the default); dense or CSC X (sparse only without intercept:
+    centring would densify it, so scikit-learn's sparse checks meet an InputError).
+
+    Fitted: ``coef_``, ``intercept_``, ``dual_gap_`` (scikit-learn's scale, ≤ tol·‖y‖²/n
+    on success), ``n_iter_`` (CD epochs; 1 when the first check already proves the
+    answer, e.g. w = 0 at α ≥ α_max, as scikit-learn expects n_iter_ ≥ 1).
+    """
+
+    def __init__(self, alpha=1.0, *, fit_intercept=True, tol=1e-4, screening="saif",
+                 max_iter=10_000):
+        self.alpha = alpha
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.screening = screening
+        self.max_iter = max_iter
+
+    def _solve(self, X, y, lam):
+        return self._solve_units(X, y, lam)
+
+
+class GroupLasso(_ScreenedLinear):
+    """min (1/(2n))‖y − Xw − b‖² + α Σ_g w_g‖w_g‖₂ (spec §5) by block coordinate
+    descent with the group gap-safe test or SAIF over groups.
+
+    ``groups``: one label per feature (None: every feature alone, the Lasso);
+    ``weights``: one per distinct label in sorted label order (default √|g|).
+    """
+
+    def __init__(self, alpha=1.0, *, groups=None, weights=None, fit_intercept=True,
+                 tol=1e-4, screening="saif", max_iter=10_000):
+        self.alpha = alpha
+        self.groups = groups
+        self.weights = weights
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.screening = screening
+        self.max_iter = max_iter
+
+    def _check_structure(self, p):
+        if self.groups is None:
+            n_groups = p
+        else:
+            groups = np.asarray(self.groups)
+            if groups.shape != (p,):
+                raise InputError(f"groups must give one label per feature ({p}), "
+                                 f"got shape {groups.shape}")
+            n_groups = len(np.unique(groups))
+        if self.weights is not None:
+            w = np.asarray(self.weights, dtype=np.float64)
+            if w.shape != (n_groups,) or not np.all(np.isfinite(w)) or np.any(w <= 0):
+                raise InputError(f"weights must be {n_groups} finite numbers > 0, "
+                                 "one per group")
+
+    def _solve(self, X, y, lam):
+        return self._solve_units(X, y, lam, self.groups, self.weights)
+
+
+class FusedLasso(_ScreenedLinear):
+    """min (1/(2n))‖y − Xw − b‖² + α Σ_(u,v)∈E |w_u − w_v| over the edges E of a tree
+    on the features (saif spec §7), by the subtree-sum transform to a Lasso.
+
+    ``edges``: (p − 1, 2) node pairs forming a tree (None: the chain 0–1–…–(p−1),
+    the 1-D fused Lasso).  A general graph must be reduced to a spanning tree by the
+    caller.  The transformed columns are dense, so sparse X is refused.
+    """
+
+    _sparse_ok = False
+
+    def __init__(self, alpha=1.0, *, edges=None, fit_intercept=True, tol=1e-4,
+                 screening="saif", max_iter=10_000):
+        self.alpha = alpha
+        self.edges = edges
+        self.fit_intercept = fit_intercept
+        self.tol = tol
+        self.screening = screening
+        self.max_iter = max_iter
+
+    def _tree(self, p):
+        if self.edges is None:
+            return np.column_stack([np.arange(p - 1), np.arange(1, p)])
+        return np.asarray(self.edges)
+
+    def _check_structure(self, p):
+        edges = self._tree(p)
+        if (edges.shape != (p - 1, 2) or not np.issubdtype(edges.dtype, np.integer)
+                or edges.size and (edges.min() < 0 or edges.max() >= p)):
+            raise InputError(f"edges must be p - 1 = {p - 1} pairs of feature "
+                             f"indices in 0..{p - 1}, got shape {edges.shape}")
+        root = np.arange(p)                      # union-find: a tree has no cycle
+        for u, v in edges:
+            while root[u] != u:
+                u = root[u]
+            while root[v] != v:
+                v = root[v]
+            if u == v:
+                raise InputError("edges must form a tree (they contain a cycle)")
+            root[u] = v
+
+    def _solve(self, X, y, lam):
+        p = X.shape[1]
+        cols, y_perp, state = fused_design(X, y, self._tree(p))
+        if p == 1:
+            return fused_coef(np.zeros(0), state), 0.0, 0
+        z, gap, epochs = self._solve_units(cols.T, y_perp, lam)
+        return fused_coef(z, state), gap, epochs
+
+
+def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
+               screening="saif", max_iter=10_000, coef_init=None):
+    """The Lasso (1/(2n))‖y − Xw‖² + α‖w‖₁ (no intercept) along α, warm-started.
+
+    Like ``sklearn.linear_model.lasso_path``: α sorted decreasing, by default
+    ``n_alphas`` log-spaced from α_max = ‖Xᵀy‖_∞/n down to eps·α_max; each solve stops
+    at duality gap ≤ tol·‖y‖² (spec §4.1).  Returns (alphas, coefs of shape
+    (p, n_alphas), dual gaps in scikit-learn's scale).
+    """
+    X, y = check_xy(X, y)
+    _check_number("tol", tol, 0.0, strict=True)
+    _check_number("max_iter", max_iter, 1, integer=True)
+    _check_screening(screening)
+    n, p = X.shape
+    design = make_design(X)
+    if alphas is None:
+        _check_number("n_alphas", n_alphas, 1, integer=True)
+        _check_number("eps", eps, 0.0, strict=True)
+        top = design.lam_max(y) / n or 1.0     # y ⟂ X: w = 0 at every α > 0
+        alphas = top * np.geomspace(1.0, eps, n_alphas)
+    alphas = np.sort(np.asarray(alphas, dtype=np.float64).ravel())[::-1]
+    if alphas.size == 0 or not np.all(np.isfinite(alphas)) or alphas.min() <= 0:
+        raise InputError("alphas must be a nonempty list of finite numbers > 0")
+    if coef_init is not None:
+        coef_init = np.asarray(coef_init, dtype=np.float64)
+        if coef_init.shape != (p,) or not np.all(np.isfinite(coef_init)):
+            raise InputError(f"coef_init must be {p} finite numbers")
+    res = solve_path(design, y, n * alphas, tol, screening, max_iter, coef_init)
+    return alphas, res.coefs.T.copy(), res.gaps / n

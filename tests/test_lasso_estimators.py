@@ -1,0 +1,205 @@
+"""asyos.Lasso / GroupLasso / FusedLasso: scikit-learn conventions, the intercept, the
+group Lasso against a plain proximal-gradient solve and the fused Lasso against an ADMM
+solve written here (gap_safe_screening.md O9, saif.md S9)."""
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from sklearn.linear_model import Lasso as SkLasso
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+from asyos import FusedLasso, GroupLasso, Lasso
+from asyos.baselines.cd_path import SCREENINGS
+from asyos.baselines.saif import _tree_order, fused_design
+from asyos.errors import InputError
+
+
+@parametrize_with_checks([Lasso(), GroupLasso(), FusedLasso()])
+def test_sklearn_conventions(estimator, check):
+    check(estimator)
+
+
+def _data(n=50, p=12, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    return X, X @ rng.standard_normal(p) + 3.0 + 0.3 * rng.standard_normal(n)
+
+
+# -- Lasso ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_lasso_with_intercept_matches_sklearn(screening):
+    X, y = _data(p=30)
+    ours = Lasso(alpha=0.1, tol=1e-12, screening=screening).fit(X, y)
+    ref = SkLasso(alpha=0.1, tol=1e-14, max_iter=100_000).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, atol=1e-7)
+    assert ours.intercept_ == pytest.approx(ref.intercept_, abs=1e-7)
+    assert 0.0 <= ours.dual_gap_ <= 1e-12 * np.sum((y - y.mean()) ** 2) / len(y)
+
+
+def test_sparse_input_without_intercept_matches_dense():
+    X, y = _data(p=20)
+    X[np.abs(X) < 0.8] = 0.0
+    a = Lasso(alpha=0.05, fit_intercept=False, tol=1e-12).fit(sp.csr_matrix(X), y)
+    b = Lasso(alpha=0.05, fit_intercept=False, tol=1e-12).fit(X, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-9)
+    with pytest.raises(InputError, match="sparse"):
+        Lasso().fit(sp.csr_matrix(X), y)
+
+
+# -- group Lasso (O9) ------------------------------------------------------------------
+
+def _group_prox_grad(X, y, lam, groups, w, iters=20_000):
+    """FISTA on ½‖y − Xβ‖² + λ Σ w_g‖β_g‖ (the oracle): step 1/‖X‖₂², block prox."""
+    step = 1.0 / np.linalg.norm(X, 2) ** 2
+    beta = v = np.zeros(X.shape[1])
+    t = 1.0
+    for _ in range(iters):
+        z = v - step * (X.T @ (X @ v - y))
+        new = np.zeros_like(z)
+        for g, wg in zip(np.unique(groups), w):
+            m = groups == g
+            norm = np.linalg.norm(z[m])
+            if norm > step * lam * wg:
+                new[m] = (1 - step * lam * wg / norm) * z[m]
+        t_new = (1 + np.sqrt(1 + 4 * t * t)) / 2
+        v = new + (t - 1) / t_new * (new - beta)
+        beta, t = new, t_new
+    return beta
+
+
+@pytest.fixture(scope="module")
+def group_case():
+    """Shuffled groups with unequal weights, and the oracle's answer (computed once)."""
+    X, y = _data(p=24, seed=2)
+    groups = np.repeat([3, 0, 2, 1, 5, 4], 4)[np.random.default_rng(0).permutation(24)]
+    weights = np.array([1.0, 2.0, 1.5, 2.5, 1.0, 3.0])
+    Xc, yc = X - X.mean(0), y - y.mean()
+    lam = 0.2 * max(np.linalg.norm(Xc[:, groups == g].T @ yc) / wg
+                    for g, wg in zip(range(6), weights))
+    return X, y, groups, weights, lam, _group_prox_grad(Xc, yc, lam, groups, weights)
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_group_lasso_matches_proximal_gradient(screening, group_case):
+    X, y, groups, weights, lam, ref = group_case
+    est = GroupLasso(alpha=lam / X.shape[0], groups=groups, weights=weights,
+                     tol=1e-14, screening=screening).fit(X, y)
+    np.testing.assert_allclose(est.coef_, ref, atol=1e-7)
+    active = [g for g in range(6) if np.linalg.norm(ref[groups == g]) > 1e-9]
+    assert 0 < len(active) < 6
+    for g in set(range(6)) - set(active):
+        assert np.all(est.coef_[groups == g] == 0.0)
+
+
+def test_singleton_groups_reproduce_the_lasso():
+    X, y = _data(p=15, seed=3)
+    a = GroupLasso(alpha=0.2, groups=np.arange(15)[::-1], tol=1e-13).fit(X, y)
+    b = Lasso(alpha=0.2, tol=1e-13).fit(X, y)
+    np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-10)
+
+
+# -- fused Lasso (S9) ------------------------------------------------------------------
+
+def _fused_admm(X, y, lam, edges, iters=30_000, rho=1.0):
+    """ADMM on ½‖y − Xβ‖² + λ‖Dβ‖₁ with the split d = Dβ (the oracle)."""
+    D = np.zeros((len(edges), X.shape[1]))
+    D[np.arange(len(edges)), edges[:, 0]] = 1.0
+    D[np.arange(len(edges)), edges[:, 1]] = -1.0
+    A = np.linalg.inv(X.T @ X + rho * D.T @ D)
+    z = u = np.zeros(len(edges))
+    for _ in range(iters):
+        beta = A @ (X.T @ y + rho * D.T @ (z - u))
+        dz = D @ beta + u
+        z = np.sign(dz) * np.maximum(np.abs(dz) - lam / rho, 0.0)
+        u = u + D @ beta - z
+    return beta, D
+
+
+def _random_tree(p, seed):
+    rng = np.random.default_rng(seed)
+    return np.array([[rng.integers(0, v), v] for v in range(1, p)])
+
+
+def test_fused_transform_is_subtree_sums_and_preserves_the_objective():
+    rng = np.random.default_rng(1)
+    p, n = 9, 20
+    X, y = rng.standard_normal((n, p)), rng.standard_normal(n)
+    edges = _random_tree(p, 1)
+    parent, order = _tree_order(p, edges)
+    T = np.zeros((p, p))                # T[v, u] = 1 iff u is on v's path to the root
+    for v in range(p):
+        u = v
+        while u != -1:
+            T[v, u], u = 1.0, parent[u]
+    cols, y_perp, _ = fused_design(X, y, edges)
+    XT = X @ T
+    root = XT[:, 0] / np.linalg.norm(XT[:, 0])
+    project = np.eye(n) - np.outer(root, root)
+    np.testing.assert_allclose(cols.T, project @ XT[:, order[1:]], atol=1e-12)
+    np.testing.assert_allclose(y_perp, project @ y, atol=1e-12)
+    D = np.zeros((p - 1, p))
+    D[np.arange(p - 1), edges[:, 0]], D[np.arange(p - 1), edges[:, 1]] = 1.0, -1.0
+    z = rng.standard_normal(p)
+    assert np.abs(D @ T @ z).sum() == pytest.approx(np.abs(z[1:]).sum())
+
+
+@pytest.fixture(scope="module")
+def fused_case():
+    """Three plateaus on a random tree, and the oracle's answer (computed once)."""
+    rng = np.random.default_rng(4)
+    p, n = 10, 40
+    X = rng.standard_normal((n, p))
+    y = X @ np.repeat([1.0, -0.5, 2.0], [3, 4, 3]) + 0.2 * rng.standard_normal(n)
+    edges, lam = _random_tree(p, 4), 3.0
+    return X, y, edges, lam, *_fused_admm(X, y, lam, edges)
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_fused_lasso_matches_admm(screening, fused_case):
+    X, y, edges, lam, ref, D = fused_case
+    p, n = X.shape[1], X.shape[0]
+    est = FusedLasso(alpha=lam / n, edges=edges, fit_intercept=False, tol=1e-14,
+                     screening=screening).fit(X, y)
+    obj = [0.5 * np.sum((y - X @ b) ** 2) + lam * np.abs(D @ b).sum()
+           for b in (est.coef_, ref)]
+    assert obj[0] == pytest.approx(obj[1], rel=1e-7)
+    assert obj[0] <= obj[1] * (1 + 1e-12)
+    np.testing.assert_allclose(est.coef_, ref, atol=1e-5)
+    assert 0 < np.count_nonzero(np.abs(D @ est.coef_) > 1e-9) < p - 1   # some fused
+
+
+def test_fused_lasso_is_constant_at_large_alpha():
+    X, y = _data(p=8, seed=5)
+    est = FusedLasso(alpha=1e6).fit(X, y)
+    assert np.ptp(est.coef_) == 0.0
+    Xc, yc = X - X.mean(0), y - y.mean()
+    s = Xc.sum(axis=1)
+    assert est.coef_[0] == pytest.approx(s @ yc / (s @ s))
+
+
+# -- bad input ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("est, match", [
+    (Lasso(alpha=0.0), "alpha"),
+    (Lasso(alpha=float("nan")), "alpha"),
+    (Lasso(tol=-1.0), "tol"),
+    (Lasso(max_iter=0), "max_iter"),
+    (Lasso(screening="dpp"), "screening"),
+    (GroupLasso(groups=[0, 1]), "one label per feature"),
+    (GroupLasso(groups=[0, 0, 1, 1, 2, 2], weights=[1.0, -1.0, 1.0]), "weights"),
+    (FusedLasso(edges=[[0, 1], [1, 2], [2, 0], [3, 4], [4, 5]]), "cycle"),
+    (FusedLasso(edges=[[0, 1]]), "pairs"),
+    (FusedLasso(edges=[[0, 1], [1, 2], [2, 3], [3, 4], [4, 9]]), "pairs"),
+])
+def test_bad_parameters_raise_input_error(est, match):
+    X, y = _data(p=6)
+    with pytest.raises(InputError, match=match):
+        est.fit(X, y)
+
+
+def test_nan_input_raises_input_error():
+    X, y = _data(p=6)
+    X[3, 2] = np.nan
+    with pytest.raises(InputError, match="NaN"):
+        Lasso().fit(X, y)
