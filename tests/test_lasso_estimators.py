@@ -15,7 +15,7 @@ from asyos.errors import InputError
 
 
 @parametrize_with_checks([Lasso(), GroupLasso(), FusedLasso()])
-def test_sklearn_conventions(estimator, check):
+def test_sklearn_conventions(estimator, check, sklearn_checks_env):
     check(estimator)
 
 
