@@ -2,12 +2,21 @@
 and ZeroMQ processes, the budgets (≤ s1 features, ≤ s2 groups) and the u-check."""
 
 import json
+import re
+import subprocess
+import sys
 
 import numpy as np
 import pytest
-from test_mpi import MPIEXEC, _mpiexec
+from test_mpi import MPIEXEC, ROOT, _mpiexec
+from test_zeromq import _port, _wait
+from test_zeromq_protocol import NO_GROUPS, N, _exchange, _socket
 
+from asyos.core.shards import group_owners
+from asyos.solvers.asy import AsyConfig, group_fingerprint
 from asyos.solvers.sequential import fit_os
+from asyos.transport.wire import PARAMS, Kind, encode
+from asyos.transport.zeromq import ZmqServer
 
 
 @pytest.fixture(scope="module")
@@ -59,3 +68,87 @@ def test_mpiexec_cli_keeps_budgets_and_one_worker_is_sequential(grouped, tmp_pat
     proc = _mpiexec(4, *data, "-s", "9", "--group-sparsity", "2")
     assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
     assert "3 workers cannot share a group budget of s2 = 2" in proc.stderr
+
+
+def _zmq(module, port, *args):
+    return subprocess.Popen([sys.executable, "-m", module, *(
+        ["--bind" if module == "asyos.server" else "--connect",
+         f"tcp://127.0.0.1:{port}"]), *args], cwd=ROOT, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True)
+
+
+def test_zeromq_workers_read_the_labels_and_keep_the_budgets(grouped, tmp_path):
+    root, X, groups = grouped
+    port, out = _port(), tmp_path / "r.json"
+    server = _zmq("asyos.server", port, "--labels", str(root / "y.npy"), "-s", "9",
+                  "--workers", "2", "--groups", str(root / "groups.txt"),
+                  "--group-sparsity", "3", "--out", str(out), "--quiet")
+    workers = [_zmq("asyos.worker", port, "--data", str(root / "X.npy"), "--groups",
+                    str(root / "groups.txt"), "--shard", f"{t}/2") for t in range(2)]
+    for code, _, err in _wait(server, *workers):
+        assert code == 0, err
+    result = json.loads(out.read_text())
+    assert result["asy"]["transport"] == "zeromq"
+    assert result["asy"]["group_budgets"] == [2, 1]
+    selected = _check(result, groups, 9, 3, 2)
+    owner = group_owners(groups, 15, 2)
+    for t, worker in enumerate(result["asy"]["workers"]):   # whole groups, ≤ s2_t
+        mine = selected[owner[groups[selected]] == t]
+        assert worker["kept"] == mine.size
+        assert len(set(groups[mine])) <= result["asy"]["group_budgets"][t]
+
+
+def test_zeromq_refuses_other_labels_then_one_worker_is_sequential(grouped, tmp_path):
+    """A worker without the labels, or with other ones, is refused (exit 2, the reason
+    on stderr); the server keeps waiting for the right one, and with q = 1 and τ = 0
+    the run is sequential group-aware OS."""
+    root, X, groups = grouped
+    (tmp_path / "other.txt").write_text("\n".join(str(j // 4) for j in range(120)))
+    port, out = _port(), tmp_path / "r.json"
+    server = _zmq("asyos.server", port, "--labels", str(root / "y.npy"), "-s", "6",
+                  "--workers", "1", "--groups", str(root / "groups.txt"),
+                  "--group-sparsity", "2", "--staleness", "0", "--eta", "0.3", "--m",
+                  "2", "--epochs", "3", "--out", str(out), "--quiet")
+    data = ["--data", str(root / "X.npy"), "--shard", "0/1"]
+    for extra, reason in [([], "give the worker the server's --groups file"),
+                          (["--groups", str(tmp_path / "other.txt")],
+                           r"labels \(30 groups\) differ from the server's \(15 groups")]:
+        [(code, _, err)] = _wait(_zmq("asyos.worker", port, *data, *extra))
+        assert code == 2 and re.search(reason, err), err
+    good = _zmq("asyos.worker", port, *data, "--groups", str(root / "groups.txt"))
+    for code, _, err in _wait(server, good):
+        assert code == 0, err
+    result = json.loads(out.read_text())
+    _check(result, groups, 6, 2, 1)
+    sequential = fit_os(X, np.load(root / "y.npy"), 6, eta=0.3, m=2.0, epochs=3,
+                        groups=groups, s2=2)
+    np.testing.assert_array_equal(result["selected"], sequential.selected)
+    np.testing.assert_allclose(result["weights"], sequential.weights, atol=1e-10)
+
+
+@pytest.mark.parametrize("fingerprint, refused", [
+    (None, "give the worker the server's --groups file"),
+    ("same", None),
+    ("other", "differ from the server's"),
+    ("short", "malformed group fingerprint"),
+])
+def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
+    groups = np.repeat(np.arange(4), 3)
+    config = AsyConfig.build(4, 1, eta=0.1, m=1.0, epochs=1, s2=2)
+    server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                       group_of=groups)
+    frame = {None: NO_GROUPS, "same": group_fingerprint(groups),
+             "other": group_fingerprint(groups[::-1].copy()),
+             "short": np.array([4])}[fingerprint]
+    try:
+        [reply] = _exchange(server, _socket(server),
+                            encode(Kind.HELLO, 0, np.array([1.0]), frame, seq=12, a=1,
+                                   b=N))
+    finally:
+        server.close()
+    if refused is None:
+        assert reply.kind == Kind.CONFIG
+        params = dict(zip(PARAMS, reply.arrays[0]))
+        assert params["group_budget"] == 2 and params["budget"] == 4
+    else:
+        assert reply.kind == Kind.REFUSE and refused in reply.arrays[0]

@@ -5,6 +5,7 @@ A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
 it for the results payload: the same JSON whatever moved the bytes.
 """
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -79,6 +80,14 @@ class AsyConfig:
         """s2_t, Σ_t s2_t = s2 (issue 8), or None without groups."""
         return None if self.s2 is None else budget_split(self.s2, self.n_workers)
 
+    def groups(self, t: int, group_of) -> tuple | None:
+        """``worker_loop``'s groups argument for worker t: (group_of, s2_t), or None."""
+        if group_of is None:
+            return None
+        if self.s2 is None:
+            raise InputError("group labels were given without a group budget s2")
+        return group_of, self.group_budgets[t]
+
     def step(self, n_samples: int, nu_max: float) -> tuple[float, float]:
         """(η, m) fixed for the whole run: the sequential rule at ν_max (spec §4.1).
 
@@ -93,18 +102,23 @@ class AsyConfig:
         return coef / max(nu_max, np.finfo(float).tiny), m
 
 
-def worker_shard(stream, config: AsyConfig, t: int, group_of=None):
-    """(shard, groups) of worker t, for ``worker_loop``: the features j ≡ t (mod q) and
-    no group budget (spec §3.3); or, with ``group_of`` (checked compact group ids),
-    whole groups (``shards.group_owners``) and groups = (group_of, s2_t) (issue 8).
-    Every transport and the simulator call this, so all shard alike."""
-    q = config.n_workers
+def worker_shard(stream, q: int, t: int, group_of=None):
+    """Worker t's shard: the features j ≡ t (mod q) (spec §3.3), or, with ``group_of``
+    (checked compact group ids), the whole groups ``shards.group_owners`` gives it
+    (issue 8).  Every transport and the simulator call this, so all shard alike."""
     if group_of is None:
-        return stream.shard(q, t), None
-    if config.s2 is None:
-        raise InputError("group labels without a group budget s2")
+        return stream.shard(q, t)
     owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
-    return GroupShard(stream, owner, t), (group_of, config.group_budgets[t])
+    return GroupShard(stream, owner, t)
+
+
+def group_fingerprint(group_of) -> np.ndarray:
+    """(number of groups, a 63-bit hash of the ids): what a ZeroMQ worker says of
+    the labels it read, so the server refuses a worker with other labels."""
+    digest = hashlib.blake2b(np.ascontiguousarray(group_of, "<i8").tobytes(),
+                             digest_size=8).digest()
+    return np.array([int(group_of.max()) + 1,
+                     int.from_bytes(digest, "little") >> 1], dtype=np.int64)
 
 
 def first_block_nu(stream) -> float:

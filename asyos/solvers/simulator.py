@@ -78,8 +78,8 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                          "budget='adaptive' is not supported with groups")
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              window=window, batch=1, n_features=p, s2=s2)
-    shards, groups = zip(*(worker_shard(stream, config, t, group_of)
-                           for t in range(q)))
+    shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
+    groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
     warm_up()
     sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive",

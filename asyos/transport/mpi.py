@@ -254,7 +254,8 @@ def run(comm, open_job, config_factory, record_order: bool = False) -> dict | No
         stream, y, group_of = open_job()
         config = config_factory(q, stream.n_features)
         if rank != 0:
-            shard, groups = worker_shard(stream, config, rank - 1, group_of)
+            shard = worker_shard(stream, q, rank - 1, group_of)
+            groups = config.groups(rank - 1, group_of)
             nu = first_block_nu(shard)
         warm_up()
     except InputError as exc:
