@@ -44,6 +44,16 @@ def _check(result, groups, s1, s2, q):
     return selected
 
 
+def _is_sequential(result, root, X, groups):
+    """A q = 1, τ = 0 run of s = 6, s2 = 2, η = 0.3, m = 2, 3 epochs is sequential
+    group-aware OS with that fixed step."""
+    _check(result, groups, 6, 2, 1)
+    sequential = fit_os(X, np.load(root / "y.npy"), 6, eta=0.3, m=2.0, epochs=3,
+                        groups=groups, s2=2)
+    np.testing.assert_array_equal(result["selected"], sequential.selected)
+    np.testing.assert_allclose(result["weights"], sequential.weights, atol=1e-10)
+
+
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
 def test_mpiexec_cli_keeps_budgets_and_one_worker_is_sequential(grouped, tmp_path):
     root, X, groups = grouped
@@ -58,12 +68,7 @@ def test_mpiexec_cli_keeps_budgets_and_one_worker_is_sequential(grouped, tmp_pat
     proc = _mpiexec(2, *data, "-s", "6", "--group-sparsity", "2", "--staleness", "0",
                     "--eta", "0.3", "--m", "2", "--epochs", "3", "--out", str(out))
     assert proc.returncode == 0, proc.stderr
-    result = json.loads(out.read_text())
-    _check(result, groups, 6, 2, 1)
-    sequential = fit_os(X, np.load(root / "y.npy"), 6, eta=0.3, m=2.0, epochs=3,
-                        groups=groups, s2=2)
-    np.testing.assert_array_equal(result["selected"], sequential.selected)
-    np.testing.assert_allclose(result["weights"], sequential.weights, atol=1e-10)
+    _is_sequential(json.loads(out.read_text()), root, X, groups)
     # more workers than the group budget: refused on every rank, one message
     proc = _mpiexec(4, *data, "-s", "9", "--group-sparsity", "2")
     assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
@@ -118,12 +123,7 @@ def test_zeromq_refuses_other_labels_then_one_worker_is_sequential(grouped, tmp_
     good = _zmq("asyos.worker", port, *data, "--groups", str(root / "groups.txt"))
     for code, _, err in _wait(server, good):
         assert code == 0, err
-    result = json.loads(out.read_text())
-    _check(result, groups, 6, 2, 1)
-    sequential = fit_os(X, np.load(root / "y.npy"), 6, eta=0.3, m=2.0, epochs=3,
-                        groups=groups, s2=2)
-    np.testing.assert_array_equal(result["selected"], sequential.selected)
-    np.testing.assert_allclose(result["weights"], sequential.weights, atol=1e-10)
+    _is_sequential(json.loads(out.read_text()), root, X, groups)
 
 
 @pytest.mark.parametrize("fingerprint, refused", [
