@@ -12,8 +12,9 @@ from test_mpi import MPIEXEC, ROOT, _mpiexec
 from test_zeromq import _port, _wait
 from test_zeromq_protocol import NO_GROUPS, N, _exchange, _socket
 
+from asyos.core.server_state import ServerState
 from asyos.core.shards import group_owners
-from asyos.solvers.asy import AsyConfig, group_fingerprint
+from asyos.solvers.asy import AsyConfig, ServerMonitor, group_fingerprint
 from asyos.solvers.sequential import fit_os
 from asyos.transport.wire import PARAMS, Kind, encode
 from asyos.transport.zeromq import ZmqServer
@@ -152,3 +153,21 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
         assert params["group_budget"] == 2 and params["budget"] == 4
     else:
         assert reply.kind == Kind.REFUSE and refused in reply.arrays[0]
+
+
+@pytest.mark.parametrize("selected, message", [
+    ([0, 1, 2, 3], "kept 4 features, more than s = 3"),
+    ([0, 2], "kept 2 groups, more than s2 = 1"),
+    ([0, 1], None)])
+def test_the_final_assembly_checks_both_budgets(selected, message):
+    """What every transport's server does at the end (``ServerMonitor.payload``)."""
+    config = AsyConfig.build(3, 1, eta=0.1, m=1.0, s2=1)
+    state = ServerState(2, 1)
+    state.finish(0, selected, np.ones(len(selected)), np.zeros(2))
+    monitor = ServerMonitor(np.zeros(2), config, 4, group_of=np.array([0, 0, 1, 1]))
+    stats = [{"steps": 0, "kept": len(selected)}]
+    if message is None:
+        assert monitor.payload(state, stats, 0.1, 1.0)["asy"]["groups_kept"] == 1
+    else:
+        with pytest.raises(RuntimeError, match=message):
+            monitor.payload(state, stats, 0.1, 1.0)
