@@ -40,7 +40,7 @@ def test_a_push_round_trips():
     ([], "empty"),
     ([b"garbage"], "header has 7 bytes"),
     ([HEADER.pack(b"NOPE", PROTOCOL, 3, 0, 0, 77, 0, 0, 0)], "bad magic"),
-    ([HEADER.pack(MAGIC, 2, 3, 0, 0, 77, 0, 0, 0)], "protocol version 2"),
+    ([HEADER.pack(MAGIC, 1, 3, 0, 0, 77, 0, 0, 0)], "protocol version 1"),   # older
     ([HEADER.pack(MAGIC, PROTOCOL, 99, 0, 0, 77, 0, 0, 0)], "unknown message kind"),
     ([HEADER.pack(MAGIC, PROTOCOL, 3, 0, 0, 78, 0, 0, 0)], "run id"),
     ([HEADER.pack(MAGIC, PROTOCOL, 5, 0, 0, 77, 0, 0, 0), np.ones(4).tobytes()],

@@ -12,6 +12,7 @@ from asyos.transport.wire import HEADER, MAGIC, Kind, Limits, decode, encode, fl
 from asyos.transport.zeromq import Timeouts, ZmqServer
 
 N = 6
+NO_GROUPS = np.zeros(0, np.int64)   # a HELLO's groups frame: none
 
 
 @pytest.fixture
@@ -50,8 +51,8 @@ def _push(joined, seq, delta, more=True):
 
 
 def _joined(server, sock):
-    [config] = _exchange(server, sock, encode(Kind.HELLO, 0, np.array([1.0]), seq=5,
-                                              a=1, b=N))
+    [config] = _exchange(server, sock, encode(Kind.HELLO, 0, np.array([1.0]),
+                                              NO_GROUPS, seq=5, a=1, b=N))
     assert config.kind == Kind.CONFIG and config.arrays[1].size == N
     [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=config.run_id,
                                             flags=config.flags))
@@ -79,9 +80,12 @@ def test_a_duplicated_push_is_applied_once(server):
     (lambda run: [HEADER.pack(MAGIC, 1, 77, 0, 0, run, 0, 0, 0)], False),  # kind 77
     (lambda run: encode(Kind.PULL, 0, run_id=run + 1), False),           # other run
     (lambda run: encode(Kind.PUSH, 0, np.ones(2), run_id=run), False),   # truncated
-    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), seq=5, a=1, b=N + 1), True),
-    (lambda run: encode(Kind.HELLO, 3, np.array([1.0]), seq=5, a=1, b=N), True),
-    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), seq=5, a=1, b=N), True),
+    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), NO_GROUPS, seq=5, a=1,
+                        b=N + 1), True),
+    (lambda run: encode(Kind.HELLO, 3, np.array([1.0]), NO_GROUPS, seq=5, a=1,
+                        b=N), True),
+    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), NO_GROUPS, seq=5, a=1,
+                        b=N), True),
     (lambda run: encode(Kind.PULL, 7, run_id=run), True),                # no worker 7
 ], ids=["garbage", "version", "kind", "run-id", "truncated", "wrong-n", "bad-shard",
         "shard-taken", "unknown-worker"])

@@ -13,11 +13,12 @@ import sys
 from pathlib import Path
 
 from ..core.losses import Loss
+from ..core.projection import check_groups, group_constraint
 from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
-from ..io.data import load_features, load_labels
-from ..solvers.asy import PIPELINE, AsyConfig
+from ..io.data import load_features, load_groups, load_labels
+from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
 from .options import module_main
 from .run import LOSS_NAMES, finish, report
 
@@ -69,6 +70,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--batch", default="auto", help="steps per push (default "
                         f"{PIPELINE['batch']}, 1 with --staleness)")
     parser.add_argument("--record-order", action="store_true")
+    parser.add_argument("--groups", metavar="FILE", help="group-aware Asy-OS: one "
+                        "group label per feature (the workers read the same file)")
+    parser.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most "
+                        "S2 groups (with --groups); shards are whole groups")
     parser.add_argument("--out", help="write results JSON here")
     parser.add_argument("--quiet", "-q", action="store_true", help="no summary")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (.npz)")
@@ -96,6 +101,8 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="storage and compute type of this worker's columns")
     parser.add_argument("--degree", type=int, default=1, choices=[1, 2, 3],
                         help="products of up to DEGREE columns of --data (as for run)")
+    parser.add_argument("--groups", metavar="FILE", help="the server's --groups file "
+                        "(group-aware runs: this worker's shard is whole groups)")
     parser.add_argument("--heartbeat-every", type=float,
                         help="seconds between heartbeats (default 1)")
     parser.add_argument("--server-timeout", type=float, help="give up after this "
@@ -130,14 +137,17 @@ def run_server(args) -> dict:
         loss = Loss.parse(args.loss or ("squared" if args.synthetic == "regression"
                                         else "squared_hinge"))
     y = check_labels(y, loss, len(y))
+    group_of, s2 = _groups(args.groups, args.group_sparsity,
+                           None if truth is None else args.features)
     window = args.window if args.window == "auto" else _int("--window", args.window)
     batch = args.batch if args.batch == "auto" else _int("--batch", args.batch)
     config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
                              eta=args.eta, m=args.m, staleness=args.staleness,
-                             window=window, batch=batch)
+                             window=window, batch=batch, s2=s2)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
-                       resume=args.resume, record_order=args.record_order)
+                       resume=args.resume, record_order=args.record_order,
+                       group_of=group_of)
     try:
         if not args.quiet:
             print(f"asyos server on {server.endpoint}: waiting for {args.workers} "
@@ -151,6 +161,17 @@ def run_server(args) -> dict:
               "the results use their last acknowledged state", file=sys.stderr)
     return finish(args, payload, source=source, n_samples=len(y),
                   n_features=server.monitor.n_features, s=s, loss=loss, truth=truth)
+
+
+def _groups(path, s2, n_features):
+    """(group ids, s2) from --groups/--group-sparsity, or (None, None).  The server
+    may not know p (its workers hold the data): it takes the labels' count, and the
+    workers, which check it against their data, must send the same labels."""
+    if path is None and s2 is None:
+        return None, None
+    labels = None if path is None else load_groups(path)
+    p = n_features if n_features is not None or labels is None else labels.size
+    return group_constraint(labels, s2, p)
 
 
 def _int(flag: str, text) -> int:
@@ -175,8 +196,11 @@ def run_worker(args) -> None:
                                   seed=args.seed, dtype=args.dtype)
     if q > stream.n_features:
         raise InputError(f"{q} shards but only {stream.n_features} features")
-    worker = ZmqWorker(args.connect, stream.shard(q, t), t, q, timeouts=_timeouts(args),
-                       keys=args.keys)
+    group_of = None
+    if args.groups is not None:   # s2_t comes from the server, which checks the labels
+        group_of, _ = check_groups(load_groups(args.groups), stream.n_features)
+    worker = ZmqWorker(args.connect, worker_shard(stream, q, t, group_of), t, q,
+                       timeouts=_timeouts(args), keys=args.keys, group_of=group_of)
     try:
         worker.run()
     except ServerGone as exc:

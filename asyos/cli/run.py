@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.losses import Loss
+from ..core.projection import group_constraint
 from ..core.validate import check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
@@ -212,30 +213,25 @@ def run_mpi(args) -> dict | None:
 
     if args.standardize:
         raise InputError("--standardize is not supported under MPI yet")
-    if args.groups is not None or args.group_sparsity is not None:
-        raise InputError("group-aware Asy-OS (--groups) runs in the simulator "
-                         "(--simulate Q) so far, not under MPI")
     job = None
+    s2 = None
 
-    def open_server_labels():
-        nonlocal job
+    def open_job():
+        nonlocal job, s2
         job = load_job(args)
-        return job.y, job.stream.n_features
-
-    def open_worker_data(q, t):
-        nonlocal job
-        job = load_job(args)
-        return job.stream.shard(q, t), job.y, job.stream.n_features
+        group_of, s2 = group_constraint(job.groups, args.group_sparsity,
+                                        job.stream.n_features) or (None, None)
+        return job.stream, job.y, group_of
 
     def config_factory(q, n_features):
         return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
                                eta=args.eta, m=args.m, staleness=args.staleness,
                                window=args.window, batch=args.batch,
-                               n_features=n_features)
+                               n_features=n_features, s2=s2)
 
     try:
-        payload = transport.run(MPI.COMM_WORLD, open_worker_data, open_server_labels,
-                                config_factory, record_order=args.record_order)
+        payload = transport.run(MPI.COMM_WORLD, open_job, config_factory,
+                                record_order=args.record_order)
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
@@ -310,6 +306,9 @@ def report(payload: dict, out=None) -> None:
             else f"bound {stale.get('bound')}"
         budgets = asy["budgets"] if asy.get("budget") != "adaptive" else \
             f"adaptive (kept at the end {[w['kept'] for w in asy['workers']]})"
+        if "group_budgets" in asy:
+            budgets = f"{budgets}, group budgets {asy['group_budgets']} " \
+                f"({asy['groups_kept']} groups kept)"
         print(f"Asy-OS{' (simulated)' if simulated else ''}: {asy['n_workers']} workers, "
               f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "

@@ -5,6 +5,7 @@ A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
 it for the results payload: the same JSON whatever moved the bytes.
 """
 
+import hashlib
 import time
 from dataclasses import dataclass, field
 
@@ -12,10 +13,11 @@ import numpy as np
 
 from ..core.losses import Loss, loss_value
 from ..core.server_state import ServerState
-from ..core.shards import budget_split
+from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_sparsity
 from ..errors import InputError
+from ..streams.base import GroupShard
 
 PIPELINE = {"window": 4, "batch": 8}   # without a staleness bound; docs/benchmarks.md
 
@@ -33,19 +35,26 @@ class AsyConfig:
     staleness: int | None = None      # τ; None = no bound
     window: int = 1                   # push messages a worker may await answers to
     batch: int = 1                    # OS steps summed into one push message
+    s2: int | None = None             # group budget (issue 8); None: no groups
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
               staleness=None, window="auto", batch="auto",
-              n_features=None) -> "AsyConfig":
+              n_features=None, s2=None) -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
         ``window``/``batch`` "auto": 1 under a staleness bound (the server gates every
         pull), else ``PIPELINE`` (workers do not stall on the server's latency, and
-        the server's per-message cost is shared by several steps).
+        the server's per-message cost is shared by several steps).  ``s2``: the
+        group budget of group-aware Asy-OS, already checked against the labels
+        (``projection.group_constraint``); each worker needs one group of it.
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
+        if s2 is not None and n_workers > s2:
+            raise InputError(f"{n_workers} workers cannot share a group budget of "
+                             f"s2 = {s2}: each worker needs at least one group (use "
+                             f"at most {s2} workers)")
         step = StepSize.parse(eta, m)
         epochs = check_at_least("epochs", epochs, 1, integer=True)
         if staleness is not None:
@@ -60,11 +69,24 @@ class AsyConfig:
                                  "than their last push, which no staleness bound can "
                                  f"gate; use --{name} 1 with --staleness")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
-                   **pipeline)
+                   **pipeline, s2=None if s2 is None else int(s2))
 
     @property
     def budgets(self) -> list[int]:
         return budget_split(self.s, self.n_workers)
+
+    @property
+    def group_budgets(self) -> list[int] | None:
+        """s2_t, Σ_t s2_t = s2 (issue 8), or None without groups."""
+        return None if self.s2 is None else budget_split(self.s2, self.n_workers)
+
+    def groups(self, t: int, group_of) -> tuple | None:
+        """``worker_loop``'s groups argument for worker t: (group_of, s2_t), or None."""
+        if group_of is None:
+            return None
+        if self.s2 is None:
+            raise InputError("group labels were given without a group budget s2")
+        return group_of, self.group_budgets[t]
 
     def step(self, n_samples: int, nu_max: float) -> tuple[float, float]:
         """(η, m) fixed for the whole run: the sequential rule at ν_max (spec §4.1).
@@ -78,6 +100,25 @@ class AsyConfig:
             return self.eta, m
         coef = rule.coefficient(self.loss, n_samples, self.s)
         return coef / max(nu_max, np.finfo(float).tiny), m
+
+
+def worker_shard(stream, q: int, t: int, group_of=None):
+    """Worker t's shard: the features j ≡ t (mod q) (spec §3.3), or, with ``group_of``
+    (checked compact group ids), the whole groups ``shards.group_owners`` gives it
+    (issue 8).  Every transport and the simulator call this, so all shard alike."""
+    if group_of is None:
+        return stream.shard(q, t)
+    owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
+    return GroupShard(stream, owner, t)
+
+
+def group_fingerprint(group_of) -> np.ndarray:
+    """(number of groups, a 63-bit hash of the ids): what a ZeroMQ worker says of
+    the labels it read, so the server refuses a worker with other labels."""
+    digest = hashlib.blake2b(np.ascontiguousarray(group_of, "<i8").tobytes(),
+                             digest_size=8).digest()
+    return np.array([int(group_of.max()) + 1,
+                     int.from_bytes(digest, "little") >> 1], dtype=np.int64)
 
 
 def first_block_nu(stream) -> float:
@@ -95,6 +136,7 @@ class ServerMonitor:
     config: AsyConfig
     n_features: int
     record_order: bool = False
+    group_of: np.ndarray | None = None  # group ids, to check the assembled s2 groups
     start: float = field(default_factory=time.perf_counter)
     trace: list = field(default_factory=list)      # (clock, seconds, loss)
     order: list = field(default_factory=list)      # (worker, feature) per push
@@ -132,6 +174,7 @@ class ServerMonitor:
                 m: float) -> dict:
         """The results document (same keys as a sequential run, plus Asy-OS stats)."""
         selected, weights, difference = server.assemble()
+        groups_kept = check_budgets(selected, self.config, self.group_of)
         seconds = time.perf_counter() - self.start
         steps = sum(w["steps"] for w in workers)
         payload = {
@@ -150,7 +193,24 @@ class ServerMonitor:
         }
         if self.record_order:
             payload["asy"]["order"] = self.order
+        if self.config.s2 is not None:
+            payload["asy"].update(group_budgets=self.config.group_budgets,
+                                  groups_kept=groups_kept)
         return payload
+
+
+def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None) -> int | None:
+    """Fail loudly when the assembled w breaks ≤ s features or ≤ s2 groups (issue 8);
+    returns the number of groups kept (None without labels)."""
+    if selected.size > config.s:
+        raise RuntimeError(f"the workers kept {selected.size} features, more than "
+                           f"s = {config.s}")
+    if group_of is None:
+        return None
+    kept = int(np.unique(group_of[selected]).size)
+    if config.s2 is not None and kept > config.s2:
+        raise RuntimeError(f"the workers kept {kept} groups, more than s2 = {config.s2}")
+    return kept
 
 
 def check_u(difference: float, u: np.ndarray) -> None:

@@ -27,12 +27,10 @@ from ..core.kept_set import warm_up
 from ..core.losses import Loss
 from ..core.projection import group_constraint
 from ..core.server_state import ServerState
-from ..core.shards import budget_split, group_owners
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
-from ..streams.base import GroupShard
-from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu
+from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu, worker_shard
 from .worker_loop import PULL, Final, LocalView, worker_loop
 
 ORDERS = ("round_robin", "random")
@@ -74,35 +72,23 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     if budget not in BUDGETS:
         raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     window = 1 if tau is None else tau + 1
+    group_of, s2 = group_constraint(groups, s2, p) or (None, None)
+    if group_of is not None and budget != "fixed":
+        raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
+                         "budget='adaptive' is not supported with groups")
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
-                             window=window, batch=1, n_features=p)
-    shards, groups = _group_shards(stream, group_constraint(groups, s2, p), q, budget)
+                             window=window, batch=1, n_features=p, s2=s2)
+    shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
+    groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
     warm_up()
     sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive",
-                      groups)
+                      groups, group_of)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
         sim.run_clocked(*clock)
     return sim.payload()
-
-
-def _group_shards(stream, constraint, q: int, budget: str):
-    """Shards j mod q and no group budgets; with a group constraint, shards of whole
-    groups and per-worker (group_of, s2_t), Σ s2_t = s2."""
-    if constraint is None:
-        return [stream.shard(q, t) for t in range(q)], [None] * q
-    if budget != "fixed":
-        raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
-                         "budget='adaptive' is not supported with groups")
-    group_of, s2 = constraint
-    if q > s2:
-        raise InputError(f"{q} workers cannot share a group budget of s2 = {s2}: each "
-                         f"worker needs at least one group (use at most {s2} workers)")
-    owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
-    return ([GroupShard(stream, owner, t) for t in range(q)],
-            [(group_of, s2_t) for s2_t in budget_split(s2, q)])
 
 
 def _check_clock(clock) -> tuple[float, float]:
@@ -120,7 +106,7 @@ class _Simulation:
     """The server, the q worker generators and the u_C versions they may read."""
 
     def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
-                 adaptive: bool, groups: list):
+                 adaptive: bool, groups, group_of):
         n, q = y.shape[0], config.n_workers
         self.config, self.eta, self.m = config, *step
         self.state = ServerState(n, q, None, config.window, 1)
@@ -128,11 +114,10 @@ class _Simulation:
         if adaptive:   # a worker may come to hold all but one slot per other worker
             self.state.adapt_budgets(config.s)
         capacities = [config.s - q + 1] * q if adaptive else config.budgets
-        self.monitor = ServerMonitor(y, config, n_features, record_order)
+        self.monitor = ServerMonitor(y, config, n_features, record_order, group_of)
         self.loops = [worker_loop(shards[t], y, capacities[t], config.loss,
                                   self.eta, self.m, config.epochs, 1,
                                   groups=groups[t]) for t in range(q)]
-        self.group_budgets = None if groups[0] is None else [g[1] for g in groups]
         self.views = [LocalView(n, config.window) for _ in range(q)]
         self.kept = [0] * q                  # |S(t)| after each worker's last step
         self.stats: list[dict | None] = [None] * q
@@ -241,8 +226,6 @@ class _Simulation:
         check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
         payload["asy"]["transport"] = "simulator"
         payload["asy"]["budget"] = "adaptive" if self.adaptive else "fixed"
-        if self.group_budgets is not None:
-            payload["asy"]["group_budgets"] = self.group_budgets
         if self.virtual:
             payload["virtual_seconds"] = self.now
             payload["trace"]["virtual_seconds"] = self.virtual

@@ -18,6 +18,7 @@ one pair in order, so a worker's push always lands before its next pull.  Both s
 poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a core.
 """
 
+import os
 import sys
 import time
 from collections import deque
@@ -28,7 +29,13 @@ from mpi4py import MPI
 from ..core.kept_set import warm_up
 from ..core.server_state import ServerState
 from ..errors import InputError
-from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
+from ..solvers.asy import (
+    AsyConfig,
+    ServerMonitor,
+    check_u,
+    first_block_nu,
+    worker_shard,
+)
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
 from .base import Backoff
 
@@ -95,13 +102,14 @@ def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
 
 
 def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
-          m: float, record_order: bool = False) -> dict:
-    """Rank 0: run the server state machine until every worker has finished."""
+          m: float, record_order: bool = False, group_of=None) -> dict:
+    """Rank 0: run the server state machine until every worker has finished;
+    ``group_of`` lets the final assembly check ≤ s2 groups."""
     n = y.shape[0]
     cpu_start = time.process_time()
     server = ServerState(n, config.n_workers, config.staleness, config.window,
                          config.batch)
-    monitor = ServerMonitor(y, config, n_features, record_order)
+    monitor = ServerMonitor(y, config, n_features, record_order, group_of)
     buf = np.empty(HEADER + max(3 + 2 * max(config.budgets), config.batch) + n)
     views = SendRing(comm, config.n_workers * config.window + 1, HEADER + n)
     status = MPI.Status()
@@ -154,8 +162,10 @@ class WorkerFailed(RuntimeError):
     """A worker reported an exception; rank 0 aborts the job with its message."""
 
 
-def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) -> None:
-    """Rank t ≥ 1: drive the worker loop, moving its requests over MPI.
+def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
+         groups=None) -> None:
+    """Rank t ≥ 1: drive the worker loop, moving its requests over MPI (``groups``:
+    (group_of, s2_t) for group-aware OS).
 
     Every push carries the next pull.  Up to ``config.window`` of them may await their
     view while the worker steps from ``LocalView`` (window 1: it waits for each).
@@ -190,7 +200,7 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) ->
         replies.append((comm.Irecv([buffer, MPI.DOUBLE], source=0, tag=VIEW_TAG), buffer))
 
     loop = worker_loop(shard, y, config.budgets[worker], config.loss, eta, m,
-                       config.epochs, config.batch)
+                       config.epochs, config.batch, groups=groups)
     request = next(loop)
     comm.Send([np.zeros(HEADER), MPI.DOUBLE], dest=0, tag=PULL_TAG)
     expect_view()
@@ -224,28 +234,29 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float) ->
             return
 
 
-def run(comm, open_worker_data, open_server_labels, config_factory,
-        record_order: bool = False) -> dict | None:
+def run(comm, open_job, config_factory, record_order: bool = False) -> dict | None:
     """Run Asy-OS on ``comm``; returns the payload on rank 0, None elsewhere.
 
-    ``open_worker_data(q, t)`` → (shard stream, y, n_features) for worker t;
-    ``open_server_labels()`` → (y, n_features); ``config_factory(q, n_features)`` →
-    AsyConfig.  Setup errors on any rank end every rank with InputError (exit 2);
-    a failure while running aborts the job from rank 0.
+    Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
+    being checked compact group ids or None; ``config_factory(q, n_features)`` →
+    AsyConfig.  A worker takes its shard and group budget from ``worker_shard``, as
+    the simulator does; the server keeps the labels to check ≤ s2 groups at the end.
+    Setup errors on any rank end every rank with InputError (exit 2); a failure
+    while running aborts the job from rank 0.
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         raise InputError("Asy-OS needs at least 2 MPI ranks (a server and a worker); "
                          f"got {size}")
     q = size - 1
-    error, nu, shard = None, 0.0, None
+    error, nu, shard, groups = None, 0.0, None, None
     try:
-        if rank == 0:
-            y, n_features = open_server_labels()
-        else:
-            shard, y, n_features = open_worker_data(q, rank - 1)
+        stream, y, group_of = open_job()
+        config = config_factory(q, stream.n_features)
+        if rank != 0:
+            shard = worker_shard(stream, q, rank - 1, group_of)
+            groups = config.groups(rank - 1, group_of)
             nu = first_block_nu(shard)
-        config = config_factory(q, n_features)
         warm_up()
     except InputError as exc:
         error = str(exc)
@@ -255,7 +266,7 @@ def run(comm, open_worker_data, open_server_labels, config_factory,
     eta, m = config.step(y.shape[0], nu)
     if rank != 0:
         try:
-            work(comm, shard, y, config, eta, m)
+            work(comm, shard, y, config, eta, m, groups)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,
                       tag=ERROR_TAG)
@@ -263,7 +274,7 @@ def run(comm, open_worker_data, open_server_labels, config_factory,
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG))
         return None
     try:
-        return serve(comm, y, config, n_features, eta, m, record_order)
+        return serve(comm, y, config, stream.n_features, eta, m, record_order, group_of)
     except Exception as exc:
         abort(comm, 2 if isinstance(exc, InputError) or "InputError" in str(exc) else 1,
               str(exc))
@@ -274,7 +285,10 @@ def abort(comm, code: int, message: str) -> None:
 
     mpiexec forwards a rank's stderr through a pipe and stops forwarding when the job
     aborts: without the pause the line is sometimes lost, leaving a bare exit status.
+    MPICH's Abort can return before the job is torn down; this rank must not go on
+    (into a barrier that would release the other ranks to print the error again).
     """
     print(f"asyos: error: {message}", file=sys.stderr, flush=True)
     time.sleep(0.2)
     comm.Abort(code)
+    os._exit(code)

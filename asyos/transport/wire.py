@@ -9,7 +9,7 @@ receivers log it and drop the message.
 
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
-| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1)             |
+| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2) |
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×8), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
@@ -19,6 +19,11 @@ receivers log it and drop the message.
 | FINAL     | w→s | last push      | steps      | 0         | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
+
+A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
+the worker read (``solvers.asy.group_fingerprint``): group-aware Asy-OS (issue 8), where
+the server refuses a worker whose labels are not its own.  The CONFIG params carry the
+worker's group budget s2_t (0: no groups).
 
 Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer); bits
 1–31 = the configuration tag: the one in the worker's last CONFIG, which the server
@@ -34,11 +39,12 @@ import numpy as np
 from ..errors import AsyosError
 
 MAGIC = b"ASYO"
-PROTOCOL = 1
+PROTOCOL = 2   # 2: HELLO carries the group labels' fingerprint, CONFIG s2_t
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
-PARAMS = ("loss", "epochs", "budget", "window", "batch", "eta", "m", "staleness")
+PARAMS = ("loss", "epochs", "budget", "window", "batch", "eta", "m", "staleness",
+          "group_budget")
 REASON_LIMIT = 4096
 
 
@@ -119,7 +125,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     n, k, b = limits.n, limits.budget, limits.batch
     f8, i8 = "<f8", "<i8"
     layouts = {
-        Kind.HELLO: [(f8, 1, 1)],
+        Kind.HELLO: [(f8, 1, 1), (i8, 0, 2)],
         Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],

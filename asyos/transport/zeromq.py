@@ -41,7 +41,13 @@ from ..core.server_state import (
     ServerState,
 )
 from ..errors import InputError
-from ..solvers.asy import AsyConfig, ServerMonitor, check_u, first_block_nu
+from ..solvers.asy import (
+    AsyConfig,
+    ServerMonitor,
+    check_u,
+    first_block_nu,
+    group_fingerprint,
+)
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
 from .wire import PARAMS, Kind, Limits, WireError, decode, encode, flags
 
@@ -125,9 +131,12 @@ class ZmqServer:
     def __init__(self, bind: str, y: np.ndarray, config: AsyConfig,
                  *, timeouts: Timeouts | None = None, keys=None,
                  checkpoint=None, checkpoint_every: float = 30.0, resume: bool = False,
-                 record_order: bool = False):
+                 record_order: bool = False, group_of=None):
         _check_bind(bind, keys)
         self.y, self.config, self.record_order = y, config, record_order
+        self.group_of = group_of     # group-aware Asy-OS (issue 8): checked ids or None
+        self.fingerprint = np.zeros(0, np.int64) if group_of is None else \
+            group_fingerprint(group_of)
         self.timeouts = timeouts or Timeouts()
         self.checkpoint_path = Path(checkpoint) if checkpoint else None
         self.checkpoint_every = checkpoint_every
@@ -202,7 +211,7 @@ class ZmqServer:
                 len(self.state.workers) != self.config.n_workers:
             raise InputError(f"{self.checkpoint_path} is for another run (n or q differ)")
         self.monitor = ServerMonitor(self.y, self.config, int(arrays["n_features"]),
-                                     self.record_order)
+                                     self.record_order, self.group_of)
         self.monitor.per_epoch = arrays["per_epoch"].tolist()
         self.monitor.skip_to(self.state.clock)
         log.info("resumed run %#x at clock %d", self.run_id, self.state.clock)
@@ -250,7 +259,8 @@ class ZmqServer:
         record = self.state.workers[worker]
         c = self.config
         params = [int(c.loss), c.epochs, c.budgets[worker], c.window, c.batch,
-                  self.eta, self.m, -1 if c.staleness is None else c.staleness]
+                  self.eta, self.m, -1 if c.staleness is None else c.staleness,
+                  0 if c.s2 is None else c.group_budgets[worker]]
         self._send(worker, Kind.CONFIG, np.array(params, dtype=np.float64), self.y,
                    record.selected, record.weights, seq=record.messages,
                    a=record.position, b=self.y.shape[0],
@@ -273,6 +283,9 @@ class ZmqServer:
         if q != self.config.n_workers or not 0 <= t < q:
             return self._refuse(identity, f"shard {t}/{q} does not fit this run of "
                                 f"{self.config.n_workers} workers")
+        mismatch = self._groups_mismatch(message.arrays[1])
+        if mismatch:
+            return self._refuse(identity, f"shard {t}/{q}: {mismatch}")
         record = self.state.workers[t]
         if self.identity[t] not in (None, identity) and not record.lost and \
                 not record.finished and t in self.nu:
@@ -293,6 +306,22 @@ class ZmqServer:
                          record.messages, record.position)
             self._send_config(t)
 
+    def _groups_mismatch(self, theirs: np.ndarray) -> str | None:
+        """Why a worker's group labels (HELLO's fingerprint) do not fit this run."""
+        ours = self.fingerprint
+        if np.array_equal(theirs, ours):
+            return None
+        if ours.size == 0:
+            return "the worker has group labels (--groups), but this run is not " \
+                "group-aware: give the server --groups and --group-sparsity too"
+        if theirs.size == 0:
+            return f"this run is group-aware ({ours[0]} groups, s2 = " \
+                f"{self.config.s2}): give the worker the server's --groups file"
+        if theirs.size != 2:
+            return "malformed group fingerprint"
+        return f"the worker's group labels ({theirs[0]} groups) differ from the " \
+            f"server's ({ours[0]} groups): give both the same --groups file"
+
     def _start(self) -> None:
         """Every shard said HELLO: fix p, η and m, and configure every worker."""
         p = sum(self.shard_sizes.values())
@@ -301,7 +330,8 @@ class ZmqServer:
             for t in range(len(self.state.workers)):
                 self._refuse(self.identity[t], reason)
             raise InputError(reason)
-        self.monitor = ServerMonitor(self.y, self.config, p, self.record_order)
+        self.monitor = ServerMonitor(self.y, self.config, p, self.record_order,
+                                     self.group_of)
         self.eta, self.m = self.config.step(self.y.shape[0], max(self.nu.values()))
         log.info("all %d shards here (p = %d): eta = %.4g, m = %.4g",
                  len(self.state.workers), p, self.eta, self.m)
@@ -515,8 +545,11 @@ class ZmqWorker:
     """Drive ``worker_loop`` for shard ``t`` of ``q`` over a DEALER socket."""
 
     def __init__(self, connect: str, shard, t: int, q: int, *,
-                 timeouts: Timeouts | None = None, keys=None):
+                 timeouts: Timeouts | None = None, keys=None, group_of=None):
+        """``shard``: ``solvers.asy.worker_shard`` of the worker's data (whole groups
+        when ``group_of``, the checked group ids, is given: issue 8)."""
         self.shard, self.t, self.q = shard, t, q
+        self.group_of = group_of
         self.n = shard.n_samples
         self.timeouts = timeouts or Timeouts()
         self.drop = Dropper()
@@ -583,13 +616,15 @@ class ZmqWorker:
     def run(self) -> None:
         """Handshake, then steps until the server says DONE; resynchronise on CONFIG."""
         nu = first_block_nu(self.shard)
+        fingerprint = np.zeros(0, np.int64) if self.group_of is None else \
+            group_fingerprint(self.group_of)
         warm_up()
         message = None
         while message is None or message.kind != Kind.CONFIG:
             if message is not None and message.kind == Kind.DONE:
                 return
-            self._send(Kind.HELLO, np.array([nu]), seq=self.shard.n_features, a=self.q,
-                       b=self.n)
+            self._send(Kind.HELLO, np.array([nu]), fingerprint,
+                       seq=self.shard.n_features, a=self.q, b=self.n)
             deadline = time.monotonic() + self.timeouts.resend_after
             message = None
             while message is None and time.monotonic() < deadline:
@@ -609,9 +644,11 @@ class ZmqWorker:
         y = np.array(config.arrays[1])
         window = int(params["window"])
         resume = (np.array(config.arrays[2]), np.array(config.arrays[3]), config.a)
+        s2_t = int(params["group_budget"])
         loop = worker_loop(self.shard, y, budget, Loss(int(params["loss"])),
                            params["eta"], params["m"], int(params["epochs"]), batch,
-                           resume=resume if config.seq or config.a else None)
+                           resume=resume if config.seq or config.a else None,
+                           groups=(self.group_of, s2_t) if s2_t else None)
         view = LocalView(self.n, window, last_push=config.seq)
         self.unacked: dict[int, list] = {}
         self.acked = config.seq

@@ -28,8 +28,7 @@ def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
                                staleness=staleness, window=window, batch=batch,
                                n_features=p)
 
-    return transport.run(COMM, lambda q, t: (stream.shard(q, t), y, stream.n_features),
-                         lambda: (y, stream.n_features), config,
+    return transport.run(COMM, lambda: (stream, y, None), config,
                          record_order=record_order)
 
 
@@ -125,8 +124,7 @@ def test_quality_close_to_sequential_on_the_paper_protocol():
     def config(q, p):
         return AsyConfig.build(64, q, epochs=2, n_features=p)
 
-    payload = transport.run(COMM, lambda q, t: (stream.shard(q, t), problem.y, 8192),
-                            lambda: (problem.y, 8192), config)
+    payload = transport.run(COMM, lambda: (stream, problem.y, None), config)
     if COMM.Get_rank() == 0:
         sequential = fit_os(problem.X, problem.y, 64, epochs=2)
         asy_recall = recall(payload["selected"], problem.support)
@@ -137,7 +135,7 @@ def test_quality_close_to_sequential_on_the_paper_protocol():
 @pytest.mark.mpi(min_size=2)
 def test_fewer_than_two_ranks_is_refused():
     with pytest.raises(InputError, match="at least 2 MPI ranks"):
-        transport.run(MPI.COMM_SELF, None, None, None)
+        transport.run(MPI.COMM_SELF, None, None)
 
 
 @pytest.mark.mpi(min_size=3)
