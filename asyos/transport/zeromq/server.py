@@ -1,130 +1,38 @@
-"""Asy-OS over ZeroMQ: the same ``ServerState`` and ``worker_loop`` as MPI, for machines
-that come and go (spec §3.1–3.4).
+"""The Asy-OS server over ZeroMQ: a ROUTER socket in front of ``ServerState``."""
 
-The server binds a ROUTER socket; each worker connects a DEALER, says HELLO with its
-shard, and receives its whole configuration (loss, η, m, epochs, budget, pipeline, y,
-and the state to resume from) in the CONFIG answer.  Messages are ``wire`` frames.
-
-Reliability, all in terms of the state machine:
-- every push carries (worker, sequence number); the server applies each number at
-  most once and in order (``ServerState.push(seq=...)``), answers with a view or an
-  ACK saying how many pushes of that worker it has applied, and the worker resends
-  what is unacknowledged after ``resend_after`` seconds;
-- a worker silent for ``heartbeat_timeout`` is lost (``ServerState.lose``); the server
-  keeps its last acknowledged kept set, position and applied Δu, so u_C = Σ_t applied_t
-  still holds and a replacement started with the same shard resumes from there
-  (``rejoin``), or the run ends without it after ``replace_timeout``;
-- the server checkpoints its state atomically every ``checkpoint_every`` seconds and
-  on SIGTERM; a resumed server resynchronises every worker to its checkpointed state.
-
-``ASYOS_DROP_PERCENT`` (fault injection, for tests) makes every receiving side drop
-that percentage of incoming messages at random.
-"""
-
-import logging
 import os
 import random
 import signal
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import zmq
 
-from ..core.kept_set import warm_up
-from ..core.losses import Loss
-from ..core.server_state import (
+from ...core.server_state import (
     DuplicatePush,
     OutOfOrderPush,
     ProtocolError,
     ServerState,
 )
-from ..errors import InputError
-from ..solvers.asy import (
+from ...errors import InputError
+from ...solvers.asy import (
     AsyConfig,
     ServerMonitor,
     check_u,
-    first_block_nu,
     group_fingerprint,
 )
-from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
-from .wire import PARAMS, Kind, Limits, WireError, decode, encode, flags
-
-log = logging.getLogger("asyos.zeromq")
-
-LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
-
-
-@dataclass
-class Timeouts:
-    """Seconds; the defaults suit a LAN, tests shorten them."""
-
-    heartbeat_every: float = 1.0       # a worker says it is alive at least this often
-    heartbeat_timeout: float = 10.0    # ... and is declared lost after this silence
-    replace_timeout: float = 30.0      # a lost shard not replaced by then: run ends
-    resend_after: float = 0.5          # unacknowledged messages are sent again
-    server_timeout: float = 120.0      # a worker gives up on a silent server
+from ..wire import Kind, Limits, WireError, decode, encode, flags
+from .common import (
+    Dropper,
+    Timeouts,
+    check_bind,
+    load_keys,
+    log,
+    main_thread,
+)
 
 
-class Dropper:
-    """Fault injection: drop ``ASYOS_DROP_PERCENT`` % of received messages."""
-
-    def __init__(self):
-        percent = float(os.environ.get("ASYOS_DROP_PERCENT", "0") or 0)
-        if not 0 <= percent < 100:
-            raise InputError(f"ASYOS_DROP_PERCENT must be in [0, 100), got {percent}")
-        self.rate = percent / 100.0
-        self.random = random.Random(os.environ.get("ASYOS_DROP_SEED"))
-        self.dropped = 0
-
-    def __call__(self) -> bool:
-        if self.rate and self.random.random() < self.rate:
-            self.dropped += 1
-            return True
-        return False
-
-
-# -- security ------------------------------------------------------------------------------
-def make_keys(directory) -> Path:
-    """``asyos keys DIR``: a server key pair and one client key pair, CURVE (zmq.auth).
-
-    DIR/server.key_secret stays on the server, DIR/client.key_secret goes to the
-    workers with DIR/server.key; DIR/clients/ holds the public keys the server accepts.
-    """
-    import zmq.auth
-
-    directory = Path(directory)
-    (directory / "clients").mkdir(parents=True, exist_ok=True)
-    zmq.auth.create_certificates(directory, "server")
-    public, _ = zmq.auth.create_certificates(directory, "client")
-    Path(public).replace(directory / "clients" / "client.key")
-    for secret in directory.glob("*.key_secret"):
-        secret.chmod(0o600)
-    return directory
-
-
-def _check_bind(endpoint: str, keys) -> None:
-    if endpoint.startswith(("ipc://", "inproc://")):
-        return
-    host = endpoint.split("://", 1)[-1].rsplit(":", 1)[0]
-    if host not in LOOPBACK_HOSTS and keys is None:
-        raise InputError(f"binding to {endpoint} exposes the server beyond this machine: "
-                         "give --keys DIR (made by `asyos keys DIR`) to require CURVE, "
-                         "or bind to 127.0.0.1")
-
-
-def _load_keys(directory, name: str) -> tuple[bytes, bytes]:
-    import zmq.auth
-
-    path = Path(directory) / f"{name}.key_secret"
-    try:
-        return zmq.auth.load_certificate(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read CURVE key {path}: {exc}") from None
-
-
-# -- the server ----------------------------------------------------------------------------
 class ZmqServer:
     """Serve ``ServerState`` on a ROUTER socket until every shard finished or was lost."""
 
@@ -132,7 +40,7 @@ class ZmqServer:
                  *, timeouts: Timeouts | None = None, keys=None,
                  checkpoint=None, checkpoint_every: float = 30.0, resume: bool = False,
                  record_order: bool = False, group_of=None):
-        _check_bind(bind, keys)
+        check_bind(bind, keys)
         self.y, self.config, self.record_order = y, config, record_order
         self.group_of = group_of     # group-aware Asy-OS (issue 8): checked ids or None
         self.fingerprint = np.zeros(0, np.int64) if group_of is None else \
@@ -190,7 +98,7 @@ class ZmqServer:
         self._auth = ThreadAuthenticator(self.context)
         self._auth.start()
         self._auth.configure_curve(domain="*", location=str(clients))
-        public, secret = _load_keys(keys, "server")
+        public, secret = load_keys(keys, "server")
         self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
         self.socket.curve_server = True
 
@@ -451,7 +359,7 @@ class ZmqServer:
         (a deadline, a worker process that died: ``transport.local``).
         """
         previous = signal.signal(signal.SIGTERM, self._on_sigterm) \
-            if _main_thread() else None
+            if main_thread() else None
         try:
             while not self.step():
                 if check is not None:
@@ -521,231 +429,3 @@ class ZmqServer:
         self.socket.close(linger=0)
         if self._auth is not None:
             self._auth.stop()
-
-
-def _main_thread() -> bool:
-    import threading
-
-    return threading.current_thread() is threading.main_thread()
-
-
-# -- the worker ----------------------------------------------------------------------------
-class Resync(Exception):
-    """The server sent a CONFIG mid-run: restart from the state it holds."""
-
-    def __init__(self, message):
-        self.message = message
-
-
-class ServerGone(RuntimeError):
-    """No answer from the server for ``server_timeout`` seconds."""
-
-
-class ZmqWorker:
-    """Drive ``worker_loop`` for shard ``t`` of ``q`` over a DEALER socket."""
-
-    def __init__(self, connect: str, shard, t: int, q: int, *,
-                 timeouts: Timeouts | None = None, keys=None, group_of=None):
-        """``shard``: ``solvers.asy.worker_shard`` of the worker's data (whole groups
-        when ``group_of``, the checked group ids, is given: issue 8)."""
-        self.shard, self.t, self.q = shard, t, q
-        self.group_of = group_of
-        self.n = shard.n_samples
-        self.timeouts = timeouts or Timeouts()
-        self.drop = Dropper()
-        self.context = zmq.Context.instance()
-        self.socket = self.context.socket(zmq.DEALER)
-        self.socket.linger = 0
-        # a DEALER blocks sending while no server is connected: never wait forever
-        self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
-        self.socket.identity = f"shard-{t}-{random.getrandbits(32):08x}".encode()
-        if keys is not None:
-            public, secret = _load_keys(keys, "client")
-            server_public, _ = _load_server_public(keys)
-            self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
-            self.socket.curve_serverkey = server_public
-        self.socket.connect(connect)
-        self.endpoint = connect
-        self.limits = Limits(self.n)
-        self.run_id = 0
-        self.tag = 0       # from the last CONFIG; sent back in every message
-        self.last_heard = self.last_sent = time.monotonic()
-        self.communicate = 0.0
-
-    # -- messages -------------------------------------------------------------------------
-    def _send(self, kind: Kind, *arrays, more: bool = False, **fields) -> list:
-        frames = encode(kind, self.t, *arrays, run_id=self.run_id,
-                        flags=flags(self.tag, more), **fields)
-        self._transmit(frames)
-        return frames
-
-    def _transmit(self, frames) -> None:
-        """Send, or give up after ``resend_after`` (no server): resends cover it."""
-        try:
-            self.socket.send_multipart(frames, copy=False)
-        except zmq.Again:
-            self._check_server()
-        self.last_sent = time.monotonic()
-
-    def _receive(self, timeout: float):
-        """The next valid message within ``timeout`` seconds, or None."""
-        if not self.socket.poll(int(timeout * 1000)):
-            self._check_server()
-            return None
-        frames = self.socket.recv_multipart(copy=False)
-        if self.drop():
-            return None
-        try:
-            message = decode(frames, self.limits)
-        except WireError as exc:
-            log.warning("dropped a malformed message from the server: %s", exc)
-            return None
-        self.last_heard = time.monotonic()
-        if message.kind == Kind.REFUSE:
-            raise InputError(f"the server refused shard {self.t}/{self.q}: "
-                             f"{message.arrays[0]}")
-        return message
-
-    def _check_server(self) -> None:
-        silent = time.monotonic() - self.last_heard
-        if silent > self.timeouts.server_timeout:
-            raise ServerGone(f"no answer from the server at {self.endpoint} for "
-                             f"{silent:.0f} s")
-
-    # -- the run --------------------------------------------------------------------------
-    def run(self) -> None:
-        """Handshake, then steps until the server says DONE; resynchronise on CONFIG."""
-        nu = first_block_nu(self.shard)
-        fingerprint = np.zeros(0, np.int64) if self.group_of is None else \
-            group_fingerprint(self.group_of)
-        warm_up()
-        message = None
-        while message is None or message.kind != Kind.CONFIG:
-            if message is not None and message.kind == Kind.DONE:
-                return
-            self._send(Kind.HELLO, np.array([nu]), fingerprint,
-                       seq=self.shard.n_features, a=self.q, b=self.n)
-            deadline = time.monotonic() + self.timeouts.resend_after
-            message = None
-            while message is None and time.monotonic() < deadline:
-                message = self._receive(deadline - time.monotonic())
-        while True:
-            try:
-                return self._run_from(message)
-            except Resync as resync:
-                log.info("shard %d/%d resynchronised by the server", self.t, self.q)
-                message = resync.message
-
-    def _run_from(self, config) -> None:
-        self.run_id, self.tag = config.run_id, config.tag
-        params = dict(zip(PARAMS, config.arrays[0].tolist()))
-        budget, batch = int(params["budget"]), int(params["batch"])
-        self.limits = Limits(self.n, budget, batch, self.run_id)
-        y = np.array(config.arrays[1])
-        window = int(params["window"])
-        resume = (np.array(config.arrays[2]), np.array(config.arrays[3]), config.a)
-        s2_t = int(params["group_budget"])
-        loop = worker_loop(self.shard, y, budget, Loss(int(params["loss"])),
-                           params["eta"], params["m"], int(params["epochs"]), batch,
-                           resume=resume if config.seq or config.a else None,
-                           groups=(self.group_of, s2_t) if s2_t else None)
-        view = LocalView(self.n, window, last_push=config.seq)
-        self.unacked: dict[int, list] = {}
-        self.acked = config.seq
-        self.view = view
-        view.requested()
-        self._send(Kind.PULL)
-        request = next(loop)
-        while True:
-            start = time.perf_counter()
-            if request is PULL:
-                self._absorb(lambda: view.must_wait)
-                self.communicate += time.perf_counter() - start
-                request = loop.send(view.current())
-            elif isinstance(request, Push):
-                push, request = request, next(loop)
-                start = time.perf_counter()
-                more = request is PULL
-                seq = view.requested(push.delta, answer=more)
-                frames = self._send(Kind.PUSH, push.features, push.delta, push.selected,
-                                    push.weights, more=more, seq=seq,
-                                    a=push.version, b=push.position)
-                self.unacked[seq] = frames
-                self._absorb(lambda: False)
-                self.communicate += time.perf_counter() - start
-            elif isinstance(request, Final):
-                return self._finish(request)
-
-    def _absorb(self, wait_while) -> None:
-        """Handle what arrived; keep waiting (and resending, heart-beating) while
-        ``wait_while()``."""
-        resend_at = time.monotonic() + self.timeouts.resend_after
-        while True:
-            waiting = wait_while()
-            message = self._receive(min(0.05, self.timeouts.resend_after)
-                                    if waiting else 0)
-            if message is not None:
-                self._on_message(message)
-                continue
-            now = time.monotonic()
-            if waiting and now > resend_at:
-                self._resend()
-                resend_at = now + self.timeouts.resend_after
-            if now - self.last_sent > self.timeouts.heartbeat_every:
-                self._send(Kind.HEARTBEAT)
-            if not waiting:
-                return
-
-    def _newer(self, config) -> bool:
-        """A CONFIG from another server boot, or a later one from this boot."""
-        return (config.tag >> 16) != (self.tag >> 16) or \
-            (config.tag & 0xFFFF) > (self.tag & 0xFFFF)
-
-    def _on_message(self, message) -> None:
-        if message.kind == Kind.CONFIG:
-            if self._newer(message):
-                raise Resync(message)
-            return
-        if message.kind in (Kind.VIEW, Kind.ACK):
-            for seq in [s for s in self.unacked if s <= message.seq]:
-                del self.unacked[seq]
-            if message.kind == Kind.VIEW:
-                self.view.answered(message.arrays[0], message.a, message.seq)
-        elif message.kind == Kind.DONE:
-            raise ServerGone("the server ended the run before this worker finished")
-
-    def _resend(self) -> None:
-        """Everything unacknowledged, in order (the server ignores what it has), or
-        the pull whose view has not come."""
-        for seq in sorted(self.unacked):
-            self._transmit(self.unacked[seq])
-        if self.view.must_wait and not self.unacked:
-            self._send(Kind.PULL)
-
-    def _finish(self, final: Final) -> None:
-        self._absorb(lambda: bool(self.unacked))
-        seconds = np.array([final.compute_seconds, final.read_seconds, self.communicate])
-        while True:
-            self._send(Kind.FINAL, final.selected, final.weights, final.contribution,
-                       seconds, seq=self.view.last_push, a=final.steps)
-            deadline = time.monotonic() + self.timeouts.resend_after
-            while time.monotonic() < deadline:
-                message = self._receive(deadline - time.monotonic())
-                if message is None:
-                    continue
-                if message.kind == Kind.DONE:
-                    return
-                self._on_message(message)
-
-    def close(self) -> None:
-        self.socket.close(linger=0)
-
-
-def _load_server_public(directory) -> tuple[bytes, bytes | None]:
-    import zmq.auth
-
-    path = Path(directory) / "server.key"
-    try:
-        return zmq.auth.load_certificate(path)
-    except (OSError, ValueError) as exc:
-        raise InputError(f"cannot read the server's public key {path}: {exc}") from None
