@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from test_projection import brute_force
 
 from asyos import InputError, fit_os
-from asyos.core.group_step import GroupKeptSet
+from asyos.core.kept_set import GroupKeptSet
 from asyos.core.losses import Loss
 from asyos.core.shards import group_owners
 from asyos.solvers.simulator import fit_simulated

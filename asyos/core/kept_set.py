@@ -7,8 +7,10 @@ sequential OS run and of an Asy-OS worker.
 
 import numpy as np
 
+from .drivers import NO_GROUPS, os_block, os_local
+from .group_step import group_os_step
 from .losses import Loss
-from .os_step import drop_to, os_block, os_local, os_step, shrink
+from .os_step import drop_to, os_step, shrink
 from .sparse_step import CSCBlock, compact, sparse_contribution, sparse_steps
 
 
@@ -48,6 +50,8 @@ class KeptSet(_Kept):
     """Retained features of one OS process (sequential solver or Asy-OS worker),
     with dense columns."""
 
+    group_of, max_groups = NO_GROUPS, 0    # plain OS; see GroupKeptSet
+
     def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
         super().__init__(n_samples, capacity)
         # columns in the stream's storage type; weights, u and gradients in float64
@@ -68,7 +72,8 @@ class KeptSet(_Kept):
         """Sequential OS over a block, gradients at the exact u = X_S w_S."""
         self.size = os_block(self.cols, self.index, self.weights, self.size,
                              self.capacity, block, block_index, self.contribution, y,
-                             int(loss), float(m), self._g, self._gS, step_state)
+                             int(loss), float(m), self._g, self._gS, step_state,
+                             self.group_of, self.max_groups)
 
     def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
@@ -76,7 +81,7 @@ class KeptSet(_Kept):
         self.size = os_local(self.cols, self.index, self.weights, self.size,
                              self.limit, block, block_index, u_local, y, int(loss),
                              float(eta), float(m), self._g, self._gS, self.contribution,
-                             self._previous)
+                             self._previous, self.group_of, self.max_groups)
 
     def set_limit(self, limit: int) -> None:
         """Keep at most ``limit`` (1..capacity) features from now on: an Asy-OS worker's
@@ -92,6 +97,40 @@ class KeptSet(_Kept):
         self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
         self.size = k
         self.contribution[:] = self.weights[:k] @ self.cols[:k]
+
+
+class GroupKeptSet(KeptSet):
+    """A kept set of at most ``capacity`` features in at most ``max_groups`` groups
+    (group-aware OS, issue 8); ``group_of[j]`` is feature j's group id (int64,
+    trusted: validate before).  The drivers take the bi-level projection's branch."""
+
+    def __init__(self, n_samples: int, capacity: int, group_of: np.ndarray,
+                 max_groups: int, dtype=np.float64):
+        super().__init__(n_samples, capacity, dtype)
+        self.group_of = np.ascontiguousarray(group_of, dtype=np.int64)
+        self.max_groups = int(max_groups)
+
+    def step(self, j, x, u_grad, y, loss: Loss, eta, m) -> int:
+        """One step with gradients at ``u_grad``; returns how many kept features left."""
+        self.size, dropped = group_os_step(
+            self.cols, self.index, self.weights, self.size, self.capacity, x, int(j),
+            u_grad, y, int(loss), float(eta), float(m), self._g, self._gS,
+            self.contribution, self.group_of, self.max_groups)
+        return int(dropped)
+
+    def groups_kept(self) -> int:
+        """Distinct groups among the kept features (≤ ``max_groups`` always)."""
+        return int(np.unique(self.group_of[self.index[:self.size]]).size)
+
+
+def kept_set(stream, capacity: int, groups=None):
+    """(kept set, its block reader) for ``stream``: the stream's own (dense, or CSC
+    for a sparse stream, ``FeatureStream.kept_set``), or with ``groups`` =
+    (group_of, max_groups) a group-aware one, which reads dense blocks."""
+    if groups is None:
+        return stream.kept_set(capacity), stream.step_blocks
+    return GroupKeptSet(stream.n_samples, capacity, groups[0], groups[1],
+                        stream.dtype), stream.blocks
 
 
 class SparseKeptSet(_Kept):

@@ -25,7 +25,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .losses import loss_grad, loss_value
+from .losses import loss_grad
 
 # Reassociation lets LLVM vectorise the dot products; no flag that assumes finite values.
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -228,46 +228,3 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
                                 eta, m)
     recompute(weights, cols, size, contribution)
     return size, dropped
-
-
-@njit(cache=True, nogil=True)   # nogil: a prefetch thread reads the next block
-def os_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
-             m, g, gS, step):
-    """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.
-
-    ``step`` is the state [eta, adaptive, coef, nu_max, shrink, f, substitutions] of
-    ``asyos.core.step_size``, updated in place.  With ``adaptive`` set,
-    η = shrink · coef / ν_max, ν_max being the running max of ‖x‖²/n over the columns
-    seen so far (spec §4.1 (b)), and ``shrink`` halves whenever a step raises the loss
-    (spec §4.1 (d)).  Returns the new size.
-    """
-    n = u.shape[0]
-    for b in range(block.shape[0]):
-        x = block[b]
-        if step[1] != 0.0:
-            adapt_eta(step, _dot(x, x) / n)
-        size, dropped = os_step(cols, index, weights, size, capacity, x,
-                                block_index[b], u, y, loss, step[0], m, g, gS, u)
-        if dropped >= 0 and dropped != block_index[b]:
-            step[6] += 1.0
-        if step[1] != 0.0:
-            safeguard(step, loss_value(loss, u, y))
-    return size
-
-
-@njit(cache=True, nogil=True)
-def os_local(cols, index, weights, size, capacity, block, block_index, u_local, y, loss,
-             eta, m, g, gS, contribution, previous):
-    """An Asy-OS worker's steps over ``block`` from its view ``u_local`` (spec §3.2).
-
-    Gradients at the (stale) view, fixed η; after each step the worker's own change
-    X_S w_S − previous is added to ``u_local`` (spec §3.4 "others": a worker always
-    sees its own pushes).  One row of ``block`` is exactly one Algorithm 3 iteration.
-    Returns the new size.
-    """
-    for b in range(block.shape[0]):
-        previous[:] = contribution
-        size, _ = os_step(cols, index, weights, size, capacity, block[b],
-                          block_index[b], u_local, y, loss, eta, m, g, gS, contribution)
-        u_local += contribution - previous
-    return size

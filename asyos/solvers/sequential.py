@@ -9,8 +9,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.group_step import kept_set
-from ..core.kept_set import warm_up
+from ..core.kept_set import kept_set, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import StepSize

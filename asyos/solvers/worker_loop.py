@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.group_step import kept_set
+from ..core.kept_set import kept_set
 from ..core.losses import Loss
 from ..streams import FeatureStream
 
