@@ -26,9 +26,21 @@ _LAZY = {
 }
 
 
+# the extra that provides each optional package, for the message when one is missing
+_EXTRAS = {"sklearn": "sklearn", "h5py": "hdf5", "matplotlib": "plot"}
+
+
 def __getattr__(name):
     if name in _LAZY:
-        value = getattr(import_module(_LAZY[name], __name__), name)
+        try:
+            module = import_module(_LAZY[name], __name__)
+        except ModuleNotFoundError as exc:
+            package = (exc.name or "").partition(".")[0]
+            if package not in _EXTRAS:
+                raise
+            raise ImportError(f"asyos.{name} needs {package}: pip install "
+                              f"'asyos[{_EXTRAS[package]}]'") from exc
+        value = getattr(module, name)
         globals()[name] = value
         return value
     raise AttributeError(f"module 'asyos' has no attribute {name!r}")
