@@ -177,10 +177,13 @@ def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
 
 def test_the_zeromq_backend_runs_real_worker_processes():
     X, y = _problem(noise=0.1)
-    model = OnlineSubstitutionRegressor(4, n_workers=2, backend="zeromq", epochs=4,
+    model = OnlineSubstitutionRegressor(4, n_workers=2, backend="zeromq", epochs=8,
                                         timeout=120).fit(X, y)
     assert set(TRUE) <= set(np.flatnonzero(model.support_))   # shard 1 holds 3 and 17
-    assert model.score(X, y) > 0.98   # pipelined pushes: stale, so not yet converged
+    # pipelined pushes are stale: after 4 epochs R² varied 0.974-0.999 from run to
+    # run; after 8 it is the sequential fit's (0.9992) every time we looked
+    sequential = OnlineSubstitutionRegressor(4, epochs=8).fit(X, y)
+    assert model.score(X, y) > sequential.score(X, y) - 0.005
     assert model.intercept_ == pytest.approx(y.mean() - X.mean(axis=0) @ model.coef_)
     assert sum(model.history_["staleness"]["histogram"]) > 0
 

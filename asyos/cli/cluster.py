@@ -42,6 +42,9 @@ def _synthetic_group(parser, sparsity: bool) -> None:
     if sparsity:   # n of the synthetic problem depends on s: workers must agree
         group.add_argument("-s", "--sparsity", type=int, default=100)
     group.add_argument("--features", "-p", type=int, default=2000)
+    group.add_argument("--samples", "-n", type=int, default=None,
+                       help="n of the synthetic problem (default: the paper's "
+                       "round(1.2·s·log2 p)); server and workers must agree")
     group.add_argument("--seed", type=int, default=0)
 
 
@@ -132,7 +135,8 @@ def run_server(args) -> dict:
         loss = Loss.parse(args.loss or "squared")
     else:
         s = 100 if args.sparsity is None else args.sparsity
-        truth = stream_problem(args.synthetic, p=args.features, s=s, seed=args.seed)
+        truth = stream_problem(args.synthetic, p=args.features, s=s, n=args.samples,
+                               seed=args.seed)
         y, source = truth.y, f"synthetic {args.synthetic}"
         loss = Loss.parse(args.loss or ("squared" if args.synthetic == "regression"
                                         else "squared_hinge"))
@@ -189,7 +193,7 @@ def run_worker(args) -> None:
         if args.degree != 1:
             raise InputError("--degree expands the columns of --data; give --data")
         stream = stream_problem(args.synthetic, p=args.features, s=args.sparsity,
-                                seed=args.seed, shuffle=args.shuffle,
+                                n=args.samples, seed=args.seed, shuffle=args.shuffle,
                                 dtype=args.dtype).stream
     else:
         stream, _ = load_features(args.data, degree=args.degree, shuffle=args.shuffle,

@@ -48,6 +48,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "generated on the fly (2: d + d(d+1)/2 features)")
     data.add_argument("--features", "-p", type=int, default=2000,
                       help="p of the synthetic problem (default 2000)")
+    data.add_argument("--samples", "-n", type=int, default=None,
+                      help="n of the synthetic problem (default: the paper's "
+                      "round(1.2·s·log2 p))")
     algo = parser.add_argument_group("algorithm")
     algo.add_argument("-s", "--sparsity", type=int, help="feature budget s "
                       "(default 100 for the synthetic problem; required with --data)")
@@ -114,8 +117,8 @@ def load_job(args) -> Job:
             raise InputError("--degree expands the columns of --data; give --data")
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
-        problem = stream_problem(kind, p=args.features, s=s, seed=args.seed,
-                                 shuffle=args.shuffle, dtype=args.dtype)
+        problem = stream_problem(kind, p=args.features, s=s, n=args.samples,
+                                 seed=args.seed, shuffle=args.shuffle, dtype=args.dtype)
         stream = problem.stream
         default_loss = "squared" if kind == "regression" else "squared_hinge"
         y, truth, source = problem.y, problem, f"synthetic {kind}"
