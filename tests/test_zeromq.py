@@ -129,21 +129,35 @@ def _logged(server_log: list, proc, text: str) -> bool:
     return text in line
 
 
-@pytest.fixture(scope="module")
-def plain(tmp_path_factory):
-    """An undisturbed run of the plain loop, long enough to disturb (4 epochs)."""
-    tmp_path = tmp_path_factory.mktemp("plain")
+def _undisturbed(tmp_path_factory, epochs: int) -> dict:
+    tmp_path = tmp_path_factory.mktemp(f"plain{epochs}")
     port = _port()
-    results = _wait(_server(tmp_path, port, *PLAIN, "--epochs", "4"),
+    results = _wait(_server(tmp_path, port, *PLAIN, "--epochs", str(epochs)),
                     *(_worker(port, t) for t in range(2)))
     assert all(rc == 0 for rc, _, _ in results), results
     return _result(tmp_path)
 
 
-def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain):
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory):
+    """An undisturbed run of the plain loop, long enough to disturb (4 epochs)."""
+    return _undisturbed(tmp_path_factory, 4)
+
+
+@pytest.fixture(scope="module")
+def plain8(tmp_path_factory):
+    """The same over 8 epochs: after a worker is killed, the survivor runs alone until
+    the replacement has started (1-3 s, ~1000 steps/s); with 4 epochs it could finish
+    its shard in that time, and its weights, fitted without the lost shard's features,
+    were then never revisited (recall 0.85 once).  8 epochs leave both running
+    together long enough for the margin to measure the fault handling."""
+    return _undisturbed(tmp_path_factory, 8)
+
+
+def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain8):
     port = _port()
     server = _server(tmp_path, port, "--heartbeat-timeout", "0.5", *PLAIN,
-                     "--epochs", "4")
+                     "--epochs", "8")
     workers = [_worker(port, t) for t in range(2)]
     log = []
     _wait_for(lambda: _logged(log, server, "all 2 shards here"))
@@ -159,8 +173,8 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain):
     result = _result(tmp_path)
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
     assert result["asy"]["lost_shards"] == []
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
-    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 8 * 3000
+    assert result["truth"]["recall"] >= plain8["truth"]["recall"] - 0.05 - SLACK
 
 
 def test_a_lost_shard_without_replacement_is_reported(tmp_path):
