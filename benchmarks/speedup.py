@@ -1,8 +1,8 @@
 """Speedup of Asy-OS over MPI against sequential OS, measured side by side in one run.
 
 The paper's Fig. 3 protocol (spec §5.7): n = 1000, p = 8192, s = 64 regression.  The data
-is written once in the feature-major layout; sequential OS (``python -m asyos.run``) and
-Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run on it, one after the
+is written once in the feature-major layout; sequential OS (``python -m asyos.run``,
+with its BLAS on every core as users run it, and on one thread) and Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run on it, one after the
 other.  For each run: time to reach a fixed training objective (the one sequential OS
 has after its first epoch), the speedup T_sequential / T_q, recall, the workers'
 split of a step (µs in the kernel, reading their shard, communicating: sending and
@@ -60,7 +60,9 @@ def main():
         np.save(tmp / "y.npy", problem.y)
         job = ["-m", "asyos.run", "--data", str(tmp / "X.npy"), "--labels",
                str(tmp / "y.npy"), "-s", str(args.s), "--epochs", str(args.epochs)]
-        results = {"sequential": run([sys.executable, *job], tmp / "seq.json")}
+        results = {"sequential": run([sys.executable, *job], tmp / "seq.json"),
+                   "seq. 1 thread": run([sys.executable, *job, "--blas-threads", "1"],
+                                        tmp / "seq1.json")}
         for q in args.workers:
             for pipeline in args.pipeline:
                 window, batch = pipeline.split(":")

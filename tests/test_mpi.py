@@ -46,9 +46,25 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
     assert asy["staleness"]["max"] <= 2 and asy["staleness"]["bound"] == 2
     assert asy["u_check_max_abs_diff"] < 1e-9
     assert len(result["selected"]) <= 30 and result["truth"]["recall"] > 0.6
+    cores = len(os.sched_getaffinity(0))
     for worker in asy["workers"]:
         assert worker["steps"] == 2 * 300
         assert worker["compute_seconds"] > 0 and worker["communicate_seconds"] > 0
+        # three ranks share the node's cores for BLAS (NodeShare)
+        assert worker["blas_threads"] == max(1, cores // 3)
+
+
+def test_blas_threads_flag_reaches_every_worker_and_is_checked(tmp_path):
+    out = tmp_path / "r.json"
+    proc = _mpiexec(3, "-m", "asyos.run", "-p", "300", "-s", "10", "--blas-threads",
+                    "3", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert [w["blas_threads"] for w in json.loads(out.read_text())["asy"]["workers"]] \
+        == [3, 3]
+    proc = _mpiexec(2, "-m", "asyos.run", "-p", "300", "-s", "10", "--blas-threads",
+                    "0", "--quiet")
+    assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
+    assert "blas-threads" in proc.stderr
 
 
 def test_oversubscribed_twelve_ranks_finish_and_the_server_sleeps(tmp_path):

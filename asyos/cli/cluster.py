@@ -19,8 +19,9 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
+from ..transport.base import NodeShare
 from .options import module_main
-from .run import LOSS_NAMES, finish, report
+from .run import LOSS_NAMES, blas_threads, finish, report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -110,6 +111,9 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
                         help="seconds between heartbeats (default 1)")
     parser.add_argument("--server-timeout", type=float, help="give up after this "
                         "many seconds without a word from the server (default 120)")
+    parser.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads "
+                        "of this worker (default: all cores; give cores / workers "
+                        "when several share a machine)")
     _common(parser)
     _synthetic_group(parser, sparsity=True)
 
@@ -189,6 +193,9 @@ def run_worker(args) -> None:
     from ..transport.zeromq import ServerGone, ZmqWorker
 
     t, q = _shard(args.shard)
+    threads = blas_threads(args.blas_threads)
+    if threads is not None:
+        NodeShare.of(1, threads).apply()
     if args.data is None:
         if args.degree != 1:
             raise InputError("--degree expands the columns of --data; give --data")

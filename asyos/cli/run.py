@@ -17,7 +17,7 @@ import numpy as np
 
 from ..core.losses import Loss
 from ..core.projection import group_constraint
-from ..core.validate import check_labels
+from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
@@ -25,6 +25,7 @@ from ..io.results import write_result
 from ..solvers.asy import PIPELINE, AsyConfig
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
+from ..transport.base import NodeShare
 from .options import module_main
 
 LOSS_NAMES = [loss.name.lower() for loss in Loss]
@@ -82,6 +83,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      f"else {PIPELINE['batch']})")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
+    asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
+                     "process (default: all cores; under mpirun, the node's cores "
+                     "shared among its ranks)")
     sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
     sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
                      "over the server state machine, with simulated staleness")
@@ -234,7 +238,8 @@ def run_mpi(args) -> dict | None:
 
     try:
         payload = transport.run(MPI.COMM_WORLD, open_job, config_factory,
-                                record_order=args.record_order)
+                                record_order=args.record_order,
+                                threads=blas_threads(args.blas_threads))
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
@@ -243,6 +248,12 @@ def run_mpi(args) -> dict | None:
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if payload is None else _finish(args, job, payload)
+
+
+def blas_threads(value: int | None) -> int | None:
+    """--blas-threads, checked (None: the transport's default share of the node)."""
+    return None if value is None else check_at_least("blas-threads", value, 1,
+                                                     integer=True)
 
 
 def run_simulated(args) -> dict:
@@ -283,8 +294,14 @@ def run(args) -> dict | None:
             raise InputError("--delay and --random-delay go with --simulate Q")
         if under_mpi():
             raise InputError("--simulate runs in one process; start it without mpirun")
+    if under_mpi():
+        return run_mpi(args)
+    threads = blas_threads(args.blas_threads)
+    if threads is not None:
+        NodeShare.of(1, threads).apply()
+    if args.simulate is not None:
         return run_simulated(args)
-    return run_mpi(args) if under_mpi() else run_sequential(args)
+    return run_sequential(args)
 
 
 def report(payload: dict, out=None) -> None:

@@ -1,7 +1,9 @@
-"""What every transport shares: polling that answers fast yet does not burn a core."""
+"""What every transport shares: polling that answers fast yet does not burn a core, and
+a process's share of its node (BLAS threads, whether it may spin)."""
 
 import os
 import time
+from dataclasses import dataclass
 
 
 class Backoff:
@@ -9,12 +11,13 @@ class Backoff:
 
     Blocking MPI receives spin at 100 % CPU.  Polling with ``Iprobe``/``Test`` and this
     backoff (the pattern of mpi4py.futures) keeps a waiting rank's latency to a few
-    microseconds while messages flow (``sched_yield`` hands the core to any runnable
-    process, so an oversubscribed run loses nothing), and its CPU use near zero when
-    idle (sleeps from ``start`` doubling up to ``cap`` seconds).  ``reset`` on traffic.
+    microseconds while messages flow, and its CPU use near zero when idle (sleeps from
+    ``start`` doubling up to ``cap`` seconds).  ``reset`` on traffic.  Spinning is only
+    free with a core to spare: ``sched_yield`` does not hand a core to a busy process
+    under Linux's fair scheduler, so on a full node ``NodeShare`` sets ``spin`` to 0.
     """
 
-    def __init__(self, spin: float = 1e-3, start: float = 2e-5, cap: float = 1e-3):
+    def __init__(self, spin: float = 1e-3, start: float = 2e-5, cap: float = 2e-4):
         self.spin, self.start, self.cap = spin, start, cap
         self.reset()
 
@@ -31,3 +34,43 @@ class Backoff:
             return
         time.sleep(self._delay)
         self._delay = min(2.0 * self._delay, self.cap)
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask, e.g. a batch job's)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:   # not Linux
+        return os.cpu_count() or 1
+
+
+@dataclass(frozen=True)
+class NodeShare:
+    """One of ``processes`` Asy-OS processes on a node: its BLAS threads and its polling.
+
+    The OS kernel's gemvs (numba calls SciPy's OpenBLAS) start as many threads as the
+    node has cores.  With several ranks per node those threads fight each other and
+    the server (measured: 3 ranks on 2 cores ran each step 1.5x slower), so each
+    process takes ``cores // processes`` of them, the usual MPI+BLAS rule; an explicit
+    ``threads`` wins.  A waiting process spins only when no process goes without a
+    core (docs/benchmarks.md, issue 3).
+    """
+
+    threads: int
+    spin_seconds: float
+
+    @classmethod
+    def of(cls, processes: int, threads: int | None = None) -> "NodeShare":
+        cores = usable_cores()
+        return cls(threads or max(1, cores // max(processes, 1)),
+                   1e-3 if processes <= cores else 0.0)
+
+    def backoff(self) -> Backoff:
+        return Backoff(spin=self.spin_seconds)
+
+    def apply(self) -> None:
+        """Limit this process's BLAS pools to ``threads`` (threadpoolctl)."""
+        import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS numba's np.dot calls)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=self.threads, user_api="blas")

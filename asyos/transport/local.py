@@ -20,6 +20,7 @@ import numpy as np
 from ..core.validate import check_at_least, check_labels
 from ..solvers.asy import AsyConfig
 from ..streams import FeatureStream
+from .base import NodeShare
 from .zeromq import ZmqServer
 
 LOOPBACK = "tcp://127.0.0.1:*"   # any free port
@@ -51,7 +52,8 @@ class _Workers:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "asyos.worker", "--connect", endpoint,
                      "--data", str(data), "--shard", f"{t}/{q}", "--dtype",
-                     stream.dtype.name, "--server-timeout", str(timeout), *order],
+                     stream.dtype.name, "--server-timeout", str(timeout),
+                     "--blas-threads", str(NodeShare.of(q).threads), *order],
                     stdout=subprocess.DEVNULL, stderr=log))
 
     def check(self) -> None:

@@ -7,7 +7,7 @@ worker → server (a 4-slot float64 header, then the payload):
 |-------|--------------------------|--------------------------------------------------|
 | PULL  | 0 0 0 0                  | — (the first pull; later pulls ride on pushes)   |
 | PUSH  | k more version 0         | k features, Σ Δu (n) of k steps from one view    |
-| FINAL | k steps 0 0              | seconds computing, reading, communicating (3), indices (k), weights (k), X_S w_S (n) |
+| FINAL | k steps threads 0        | seconds computing, reading, communicating (3), indices (k), weights (k), X_S w_S (n) |
 | ERROR | —                        | UTF-8 text (MPI.BYTE)                            |
 
 (PUSH: more = 1 asks for a view in answer.)
@@ -15,7 +15,8 @@ worker → server (a 4-slot float64 header, then the payload):
 server → worker: VIEW, header ``version through 0 0`` then u_C (n), where ``through``
 is the number of that worker's pushes applied.  MPI keeps the messages of
 one pair in order, so a worker's push always lands before its next pull.  Both sides
-poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a core.
+poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a core, and
+each rank takes its ``NodeShare`` of the node's cores for BLAS.
 """
 
 import os
@@ -37,16 +38,16 @@ from ..solvers.asy import (
     worker_shard,
 )
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
-from .base import Backoff
+from .base import NodeShare
 
 PULL_TAG, PUSH_TAG, FINAL_TAG, ERROR_TAG, VIEW_TAG = 1, 2, 3, 4, 5
 HEADER = 4
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")   # per worker
 
 
-def _wait(request) -> None:
+def _wait(request, share: NodeShare) -> None:
     """Complete ``request`` by polling with backoff (a blocking wait spins a core)."""
-    backoff = Backoff()
+    backoff = share.backoff()
     while not request.Test():
         backoff.sleep()
 
@@ -59,15 +60,15 @@ class SendRing:
     still in flight.
     """
 
-    def __init__(self, comm, size: int, length: int):
-        self.comm = comm
+    def __init__(self, comm, size: int, length: int, share: NodeShare):
+        self.comm, self.share = comm, share
         self._free = [np.empty(length) for _ in range(size)]
         self._busy: deque = deque()          # (request, buffer), oldest first
 
     def buffer(self) -> np.ndarray:
         while self._busy and (not self._free or self._busy[0][0].Test()):
             request, buffer = self._busy.popleft()
-            _wait(request)
+            _wait(request, self.share)
             self._free.append(buffer)
         return self._free.pop()
 
@@ -78,7 +79,7 @@ class SendRing:
 
     def drain(self) -> None:
         for request, _ in self._busy:
-            _wait(request)
+            _wait(request, self.share)
 
 
 def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
@@ -102,7 +103,8 @@ def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
 
 
 def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
-          m: float, record_order: bool = False, group_of=None) -> dict:
+          m: float, share: NodeShare, record_order: bool = False,
+          group_of=None) -> dict:
     """Rank 0: run the server state machine until every worker has finished;
     ``group_of`` lets the final assembly check ≤ s2 groups."""
     n = y.shape[0]
@@ -111,9 +113,9 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
                          config.batch)
     monitor = ServerMonitor(y, config, n_features, record_order, group_of)
     buf = np.empty(HEADER + max(3 + 2 * max(config.budgets), config.batch) + n)
-    views = SendRing(comm, config.n_workers * config.window + 1, HEADER + n)
+    views = SendRing(comm, config.n_workers * config.window + 1, HEADER + n, share)
     status = MPI.Status()
-    backoff = Backoff()
+    backoff = share.backoff()
     workers = [None] * config.n_workers
     while not server.done:
         if not comm.Iprobe(source=MPI.ANY_SOURCE, tag=MPI.ANY_TAG, status=status):
@@ -142,6 +144,7 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
                                     buf[at + k:at + 2 * k], buf[at + 2 * k:count])
             workers[worker] = {"steps": int(buf[1]), "kept": k,
                                "budget": config.budgets[worker],
+                               "blas_threads": int(buf[2]),
                                **dict(zip(SECONDS, buf[HEADER:at].tolist()))}
         else:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
@@ -163,7 +166,7 @@ class WorkerFailed(RuntimeError):
 
 
 def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
-         groups=None) -> None:
+         share: NodeShare, groups=None) -> None:
     """Rank t ≥ 1: drive the worker loop, moving its requests over MPI (``groups``:
     (group_of, s2_t) for group-aware OS).
 
@@ -176,13 +179,13 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
     n = y.shape[0]
     view = LocalView(n, config.window)
     inbox = [np.empty(HEADER + n) for _ in range(config.window)]
-    pushes = SendRing(comm, config.window + 1, HEADER + config.batch + n)
+    pushes = SendRing(comm, config.window + 1, HEADER + config.batch + n, share)
     replies = deque()                     # (Irecv request, buffer), oldest first
     communicate = 0.0
 
     def absorb(wait_while) -> None:
         """Take the views that arrived; wait for more while ``wait_while()``."""
-        backoff = Backoff()
+        backoff = share.backoff()
         while replies:
             request, buffer = replies[0]
             if request.Test():
@@ -226,7 +229,8 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
             absorb(lambda: view.unanswered > 0)
             pushes.drain()
             k = request.selected.size
-            final = np.concatenate([[k, request.steps, 0.0, 0.0, request.compute_seconds,
+            final = np.concatenate([[k, request.steps, share.threads, 0.0,
+                                     request.compute_seconds,
                                      request.read_seconds, communicate],
                                     request.selected.astype(np.float64),
                                     request.weights, request.contribution])
@@ -234,7 +238,8 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
             return
 
 
-def run(comm, open_job, config_factory, record_order: bool = False) -> dict | None:
+def run(comm, open_job, config_factory, record_order: bool = False,
+        threads: int | None = None) -> dict | None:
     """Run Asy-OS on ``comm``; returns the payload on rank 0, None elsewhere.
 
     Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
@@ -242,12 +247,17 @@ def run(comm, open_job, config_factory, record_order: bool = False) -> dict | No
     AsyConfig.  A worker takes its shard and group budget from ``worker_shard``, as
     the simulator does; the server keeps the labels to check ≤ s2 groups at the end.
     Setup errors on any rank end every rank with InputError (exit 2); a failure
-    while running aborts the job from rank 0.
+    while running aborts the job from rank 0.  ``threads``: BLAS threads per rank
+    (default: the node's cores shared among its ranks, ``NodeShare``).
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         raise InputError("Asy-OS needs at least 2 MPI ranks (a server and a worker); "
                          f"got {size}")
+    node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+    share = NodeShare.of(node.Get_size(), threads)
+    node.Free()
+    share.apply()
     q = size - 1
     error, nu, shard, groups = None, 0.0, None, None
     try:
@@ -266,15 +276,17 @@ def run(comm, open_job, config_factory, record_order: bool = False) -> dict | No
     eta, m = config.step(y.shape[0], nu)
     if rank != 0:
         try:
-            work(comm, shard, y, config, eta, m, groups)
+            work(comm, shard, y, config, eta, m, share, groups)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,
                       tag=ERROR_TAG)
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
-            _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG))
+            _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
+                  share)
         return None
     try:
-        return serve(comm, y, config, stream.n_features, eta, m, record_order, group_of)
+        return serve(comm, y, config, stream.n_features, eta, m, share, record_order,
+                     group_of)
     except Exception as exc:
         abort(comm, 2 if isinstance(exc, InputError) or "InputError" in str(exc) else 1,
               str(exc))
