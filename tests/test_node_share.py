@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from asyos.transport import base
-from asyos.transport.base import Backoff, NodeShare
+from asyos.transport.base import FULL_NODE_SPIN, SPARE_CORE_SPIN, Backoff, NodeShare
 
 
 @pytest.mark.parametrize("cores, processes, threads, spins", [
@@ -18,14 +18,15 @@ def test_cores_are_shared_among_the_node_processes(monkeypatch, cores, processes
     monkeypatch.setattr(base, "usable_cores", lambda: cores)
     share = NodeShare.of(processes)
     assert share.threads == threads
-    assert (share.spin_seconds > 0) == spins
+    assert share.spin_seconds == (SPARE_CORE_SPIN if spins else FULL_NODE_SPIN)
+    assert FULL_NODE_SPIN < SPARE_CORE_SPIN
     assert share.backoff().spin == share.spin_seconds
     assert NodeShare.of(processes, threads=7).threads == 7   # explicit wins
 
 
-def test_a_full_node_never_spins(monkeypatch):
-    """With no core to spare the first wait already sleeps (sched_yield would not
-    hand the core to a busy worker), and sleeps double up to the cap."""
+def test_without_spin_every_wait_sleeps(monkeypatch):
+    """spin 0: the first wait already sleeps (sched_yield would not hand the core to
+    a busy worker), and sleeps double up to the cap."""
     slept = []
     monkeypatch.setattr(base.time, "sleep", slept.append)
     monkeypatch.setattr(base.os, "sched_yield", lambda: slept.append("yield"))

@@ -14,7 +14,7 @@ class Backoff:
     microseconds while messages flow, and its CPU use near zero when idle (sleeps from
     ``start`` doubling up to ``cap`` seconds).  ``reset`` on traffic.  Spinning is only
     free with a core to spare: ``sched_yield`` does not hand a core to a busy process
-    under Linux's fair scheduler, so on a full node ``NodeShare`` sets ``spin`` to 0.
+    under Linux's fair scheduler, so on a full node ``NodeShare`` keeps ``spin`` short.
     """
 
     def __init__(self, spin: float = 1e-3, start: float = 2e-5, cap: float = 2e-4):
@@ -44,6 +44,9 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
+SPARE_CORE_SPIN, FULL_NODE_SPIN = 1e-3, 5e-5   # seconds; measured, docs/benchmarks.md
+
+
 @dataclass(frozen=True)
 class NodeShare:
     """One of ``processes`` Asy-OS processes on a node: its BLAS threads and its polling.
@@ -52,8 +55,9 @@ class NodeShare:
     node has cores.  With several ranks per node those threads fight each other and
     the server (measured: 3 ranks on 2 cores ran each step 1.5x slower), so each
     process takes ``cores // processes`` of them, the usual MPI+BLAS rule; an explicit
-    ``threads`` wins.  A waiting process spins only when no process goes without a
-    core (docs/benchmarks.md, issue 3).
+    ``threads`` wins.  A waiting process spins for long only when no process goes
+    without a core; on a full node it spins 50 µs (an answer already on its way is
+    caught without a sleep's latency) and then sleeps (docs/benchmarks.md, issue 3).
     """
 
     threads: int
@@ -63,7 +67,7 @@ class NodeShare:
     def of(cls, processes: int, threads: int | None = None) -> "NodeShare":
         cores = usable_cores()
         return cls(threads or max(1, cores // max(processes, 1)),
-                   1e-3 if processes <= cores else 0.0)
+                   SPARE_CORE_SPIN if processes <= cores else FULL_NODE_SPIN)
 
     def backoff(self) -> Backoff:
         return Backoff(spin=self.spin_seconds)
