@@ -15,6 +15,7 @@
 #   server and workers:  -p/--features  -s/--sparsity  --seed  --synthetic  --keys
 #                        --resend-after  -v/--verbose
 #   workers only:        --data  --dtype  --degree  --shuffle  --heartbeat-every  --server-timeout
+#                        --blas-threads (default on this machine: its cores / Q)
 #   server only:         everything else (--labels, --out, --checkpoint, --quiet, ...)
 # Write these flags in full, as `--flag VALUE`, `--flag=VALUE` or `-pVALUE`; launch.sh
 # sets --bind, --workers, --connect and --shard itself.  `--` ends launch.sh's own
@@ -103,9 +104,10 @@ zmq() {
         case "$arg" in
             --bind | --bind=* | --workers | --workers=* | --connect | --connect=* | --shard | --shard=*)
                 die "${arg%%=*} is set by launch.sh (use --zmq Q and --port P)" ;;
-            --data | --dtype | --degree | --heartbeat-every | --server-timeout) forward=w value=1 ;;
+            --data | --dtype | --degree | --heartbeat-every | --server-timeout | --blas-threads)
+                forward=w value=1 ;;
             --data=* | --dtype=* | --degree=* | --heartbeat-every=* | --server-timeout=* | \
-                --shuffle)
+                --blas-threads=* | --shuffle)
                 forward=w value=0 ;;
             -p | --features | -s | --sparsity | --seed | --synthetic | --keys | --resend-after)
                 forward=sw value=1 ;;
@@ -114,8 +116,8 @@ zmq() {
                 forward=sw value=0 ;;
             --?*)
                 # argparse accepts abbreviations, but only the server would get them.
-                for name in --data --dtype --degree --shuffle --heartbeat-every --server-timeout --features \
-                    --sparsity --seed --synthetic --keys --resend-after --verbose; do
+                for name in --data --dtype --degree --shuffle --heartbeat-every --server-timeout \
+                    --blas-threads --features --sparsity --seed --synthetic --keys --resend-after --verbose; do
                     [[ "$name" != "${arg%%=*}"* ]] || die "write $name in full: launch.sh forwards it to the workers"
                 done
                 forward=s value=0 ;;
@@ -160,6 +162,10 @@ zmq() {
     fi
     worker+=(--connect "tcp://$server_host:$port")
 
+    # Workers on this machine share its cores for BLAS, unless --blas-threads was given.
+    local local_threads=()
+    [[ " ${worker[*]} " == *" --blas-threads"* ]] ||
+        local_threads=(--blas-threads "$(( $(nproc) / q > 0 ? $(nproc) / q : 1 ))")
     trap stop_children EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
@@ -172,7 +178,7 @@ zmq() {
             ssh -n -o BatchMode=yes "$host" \
                 "cd $(quote "$remote_dir") && .venv/bin/python $(quote "${worker[@]}" --shard "$t/$q")" &
         else
-            "$python" "${worker[@]}" --shard "$t/$q" &
+            "$python" "${worker[@]}" ${local_threads[@]+"${local_threads[@]}"} --shard "$t/$q" &
         fi
     done
     # One `wait -n` per child (server + q workers), in the order they exit.

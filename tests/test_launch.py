@@ -54,14 +54,20 @@ def test_zmq_mode_runs_a_server_and_its_workers(tmp_path):
     asy = _results(out)
     assert asy["n_workers"] == 2 and asy["transport"] == "zeromq"
     assert asy["lost_shards"] == []
+    # two workers on this machine share its cores for BLAS
+    share = max(1, len(os.sched_getaffinity(0)) // 2)
+    assert [w["blas_threads"] for w in asy["workers"]] == [share, share]
 
 
 def test_flags_after_double_dash_reach_the_server_and_print_its_summary(tmp_path):
     out, port = tmp_path / "r.json", _free_port()
-    proc = _launch("--zmq", "3", "--port", str(port), "--", *PROBLEM, "--out", str(out))
+    proc = _launch("--zmq", "3", "--port", str(port), "--", *PROBLEM, "--out", str(out),
+                   "--blas-threads=2")
     assert proc.returncode == 0, proc.stderr
     assert "Asy-OS: 3 workers" in proc.stdout
-    assert _results(out)["n_workers"] == 3
+    asy = _results(out)
+    assert asy["n_workers"] == 3
+    assert [w["blas_threads"] for w in asy["workers"]] == [2, 2, 2]   # forwarded
 
 
 def test_a_failing_worker_stops_the_server(tmp_path):

@@ -78,3 +78,13 @@ class NodeShare:
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=self.threads, user_api="blas")
+
+
+def blas_threads_in_use() -> int:
+    """The threads of this process's BLAS pools, as threadpoolctl reads them: what a
+    worker reports in its results (the largest, if several libraries are loaded)."""
+    import scipy.linalg.cython_blas  # noqa: F401
+    from threadpoolctl import threadpool_info
+
+    return max((pool["num_threads"] for pool in threadpool_info()
+                if pool["user_api"] == "blas"), default=1)

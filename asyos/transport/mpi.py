@@ -38,7 +38,7 @@ from ..solvers.asy import (
     worker_shard,
 )
 from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
-from .base import NodeShare
+from .base import NodeShare, blas_threads_in_use
 
 PULL_TAG, PUSH_TAG, FINAL_TAG, ERROR_TAG, VIEW_TAG = 1, 2, 3, 4, 5
 HEADER = 4
@@ -229,7 +229,7 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
             absorb(lambda: view.unanswered > 0)
             pushes.drain()
             k = request.selected.size
-            final = np.concatenate([[k, request.steps, share.threads, 0.0,
+            final = np.concatenate([[k, request.steps, blas_threads_in_use(), 0.0,
                                      request.compute_seconds,
                                      request.read_seconds, communicate],
                                     request.selected.astype(np.float64),

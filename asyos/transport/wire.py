@@ -16,7 +16,7 @@ receivers log it and drop the message.
 | VIEW      | s→w | pushes applied | version    | 0         | u_C (f8 ×n)                              |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
-| FINAL     | w→s | last push      | steps      | 0         | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
+| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 

@@ -278,7 +278,7 @@ class ZmqServer:
         selected, weights, contribution, seconds = message.arrays
         granted = self.state.finish(t, selected, weights, contribution)
         self.stats[t] = {"steps": message.a, "kept": selected.size,
-                         "budget": self.config.budgets[t],
+                         "budget": self.config.budgets[t], "blas_threads": message.b,
                          "compute_seconds": seconds[0], "read_seconds": seconds[1],
                          "communicate_seconds": seconds[2]}
         self._send(t, Kind.DONE)

@@ -14,6 +14,7 @@ from ...solvers.asy import (
     group_fingerprint,
 )
 from ...solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
+from ..base import blas_threads_in_use
 from ..wire import PARAMS, Kind, Limits, WireError, decode, encode, flags
 from .common import (
     Dropper,
@@ -221,7 +222,8 @@ class ZmqWorker:
         seconds = np.array([final.compute_seconds, final.read_seconds, self.communicate])
         while True:
             self._send(Kind.FINAL, final.selected, final.weights, final.contribution,
-                       seconds, seq=self.view.last_push, a=final.steps)
+                       seconds, seq=self.view.last_push, a=final.steps,
+                       b=blas_threads_in_use())
             deadline = time.monotonic() + self.timeouts.resend_after
             while time.monotonic() < deadline:
                 message = self._receive(deadline - time.monotonic())
