@@ -54,6 +54,17 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
         assert worker["blas_threads"] == max(1, cores // 3)
 
 
+def test_cli_adaptive_budgets_under_mpirun(tmp_path):
+    out = tmp_path / "r.json"
+    proc = _mpiexec(4, "-m", "asyos.run", "-p", "600", "-s", "12", "--budget",
+                    "adaptive", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert "budgets adaptive (kept at the end" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["asy"]["budget"] == "adaptive" == result["config"]["budget"]
+    assert len(result["selected"]) <= 12 and result["asy"]["u_check_max_abs_diff"] < 1e-9
+
+
 def test_blas_threads_flag_reaches_every_worker_and_is_checked(tmp_path):
     out = tmp_path / "r.json"
     proc = _mpiexec(3, "-m", "asyos.run", "-p", "300", "-s", "10", "--blas-threads",

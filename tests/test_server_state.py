@@ -241,3 +241,30 @@ def test_a_snapshot_restores_the_same_state(tmp_path):
     assert back.staleness_stats() == server.staleness_stats()
     assert [r.messages for r in back.workers] == [r.messages for r in server.workers]
     np.testing.assert_array_equal(back.assemble()[0], server.assemble()[0])
+
+
+def test_settle_pushes_and_final_budgets_under_adaptive_budgets():
+    """A push of no steps exists only to shrink a worker to its granted budget (the
+    worker loop's settle); a FINAL over the last grant is refused, state untouched."""
+    fixed = ServerState(3, 2)
+    fixed.request_pull(0)
+    with pytest.raises(ProtocolError, match="0 steps in one message; 1 to 1"):
+        fixed.push(0, np.ones(3), steps=0)
+    assert fixed.clock == 0 and np.all(fixed.u == 0)
+
+    server = ServerState(3, 2)
+    server.adapt_budgets(4)                       # starts at s_t = 2, 2
+    server.request_pull(0)
+    server.push(0, np.ones(3), kept=([0, 2, 4], [3.0, 2.0, 1.0], 1))
+    server.request_pull(1)
+    server.push(1, np.ones(3), kept=([1], [0.5], 1))
+    server.request_pull(0)
+    assert server.grant_budget(0) == 2            # worker 1 still holds 2 slots
+    staleness, _ = server.push(0, -np.ones(3), steps=0,
+                               kept=([0, 2], [3.0, 2.0], 1))   # settle: drops one
+    assert server.clock == 2 and np.allclose(server.u, [1, 1, 1])
+    with pytest.raises(ProtocolError, match="over its granted budget 2"):
+        server.finish(0, [0, 2, 4], [3.0, 2.0, 1.0], np.zeros(3))
+    assert not server.workers[0].finished
+    server.finish(0, [0, 2], [3.0, 2.0], np.zeros(3))
+    assert server.granted[0] == 2

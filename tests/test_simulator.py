@@ -241,4 +241,5 @@ def test_cli_budget_adaptive(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "asyos.run", "--budget", "adaptive",
                            "-p", "100", "-s", "5"], capture_output=True, text=True,
                           timeout=60)
-    assert proc.returncode == 2 and "--simulate" in proc.stderr
+    assert proc.returncode == 2 and "--simulate" in proc.stderr and "mpiexec" in \
+        proc.stderr

@@ -83,6 +83,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      f"else {PIPELINE['batch']})")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
+    asy.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
+                     help="fixed: s/q features per worker (the paper); adaptive: the "
+                     "server re-grants budgets from a global |w| threshold (also "
+                     "with --simulate)")
     asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
                      "process (default: all cores; under mpirun, the node's cores "
                      "shared among its ranks)")
@@ -93,9 +97,6 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "it was TAU updates ago (default: Q, the paper's setting)")
     sim.add_argument("--random-delay", action="store_true",
                      help="draw each step's delay uniformly from 0..TAU (seeded)")
-    sim.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
-                     help="fixed: s/q features per worker (the paper); adaptive: the "
-                     "server re-grants budgets from a global |w| threshold")
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="write results JSON here")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -234,7 +235,7 @@ def run_mpi(args) -> dict | None:
         return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
                                eta=args.eta, m=args.m, staleness=args.staleness,
                                window=args.window, batch=args.batch,
-                               n_features=n_features, s2=s2)
+                               n_features=n_features, s2=s2, budget=args.budget)
 
     try:
         payload = transport.run(MPI.COMM_WORLD, open_job, config_factory,
@@ -286,9 +287,9 @@ def under_mpi() -> bool:
 
 
 def run(args) -> dict | None:
-    if args.budget != "fixed" and args.simulate is None:
-        raise InputError("--budget adaptive runs in the simulator (--simulate Q) so "
-                         "far; MPI and ZeroMQ workers keep fixed budgets s/q")
+    if args.budget != "fixed" and args.simulate is None and not under_mpi():
+        raise InputError("--budget adaptive shares s among Asy-OS workers: run under "
+                         "mpiexec, or simulate them with --simulate Q")
     if args.simulate is not None or args.delay is not None or args.random_delay:
         if args.simulate is None:
             raise InputError("--delay and --random-delay go with --simulate Q")

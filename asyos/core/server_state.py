@@ -170,11 +170,14 @@ class ServerState:
         """The view entry a push was computed from, checked, not trusted.
 
         It must have been sent to this worker in answer to one of its last ``window``
-        messages, and the push may carry 1 to ``batch`` steps.  Nothing changes here.
+        messages, and the push may carry 1 to ``batch`` steps, or none under adaptive
+        budgets: a worker's last push may only shrink it to its last granted budget
+        (``worker_loop``'s settle).  Nothing changes here.
         """
-        if not (isinstance(steps, (int, np.integer)) and 1 <= steps <= self.batch):
+        fewest = 0 if self.granted is not None else 1
+        if not (isinstance(steps, (int, np.integer)) and fewest <= steps <= self.batch):
             raise ProtocolError(f"worker {worker} pushed {steps!r} steps in one message; "
-                                f"1 to {self.batch} allowed")
+                                f"{fewest} to {self.batch} allowed")
         oldest_allowed = record.messages + 1 - self.window
         for entry in record.views:
             if entry[0] == version and entry[2] >= oldest_allowed:
@@ -239,6 +242,10 @@ class ServerState:
         if record.pulled_version is not None or worker in self._waiting:
             raise ProtocolError(f"worker {worker} finished with a pull in flight")
         selected, weights = self._kept(worker, selected, weights)
+        if self.granted is not None and selected.size > self.granted[worker]:
+            raise ProtocolError(f"worker {worker} finished with {selected.size} "
+                                f"features, over its granted budget "
+                                f"{self.granted[worker]}")
         record.contribution = self._vector(worker, "contribution", contribution).copy()
         record.selected, record.weights = selected, weights
         record.finished = True

@@ -20,6 +20,7 @@ from ..errors import InputError
 from ..streams.base import GroupShard
 
 PIPELINE = {"window": 4, "batch": 8}   # without a staleness bound; docs/benchmarks.md
+BUDGETS = ("fixed", "adaptive")
 
 
 @dataclass(frozen=True)
@@ -36,11 +37,12 @@ class AsyConfig:
     window: int = 1                   # push messages a worker may await answers to
     batch: int = 1                    # OS steps summed into one push message
     s2: int | None = None             # group budget (issue 8); None: no groups
+    budget: str = "fixed"             # or "adaptive": the server re-grants (issue 5)
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
               staleness=None, window="auto", batch="auto",
-              n_features=None, s2=None) -> "AsyConfig":
+              n_features=None, s2=None, budget="fixed") -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
         ``window``/``batch`` "auto": 1 under a staleness bound (the server gates every
@@ -48,6 +50,8 @@ class AsyConfig:
         the server's per-message cost is shared by several steps).  ``s2``: the
         group budget of group-aware Asy-OS, already checked against the labels
         (``projection.group_constraint``); each worker needs one group of it.
+        ``budget``: "fixed" (s_t = s/q, spec §3.3) or "adaptive" (the server re-grants
+        budgets from a global |w| threshold, ``ServerState.grant_budget``).
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
@@ -68,12 +72,31 @@ class AsyConfig:
                 raise InputError(f"--{name} {value} lets workers step from views older "
                                  "than their last push, which no staleness bound can "
                                  f"gate; use --{name} 1 with --staleness")
+        if budget not in BUDGETS:
+            raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
+                             f"{budget!r}")
+        if s2 is not None and budget != "fixed":
+            raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
+                             "adaptive budgets are not supported with groups")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
-                   **pipeline, s2=None if s2 is None else int(s2))
+                   **pipeline, s2=None if s2 is None else int(s2), budget=budget)
 
     @property
     def budgets(self) -> list[int]:
+        """s_t: the fixed budgets, and where adaptive budgets start."""
         return budget_split(self.s, self.n_workers)
+
+    @property
+    def adaptive(self) -> bool:
+        return self.budget == "adaptive"
+
+    @property
+    def capacities(self) -> list[int]:
+        """Each worker's kept-set size: s_t, or under adaptive budgets all but one slot
+        per other worker (each always holds one), s − q + 1."""
+        if self.adaptive:
+            return [self.s - self.n_workers + 1] * self.n_workers
+        return self.budgets
 
     @property
     def group_budgets(self) -> list[int] | None:
@@ -184,6 +207,7 @@ class ServerMonitor:
             "eta": eta, "m": m, "n_steps": steps,
             "timings": {"seconds": seconds, "us_per_step": 1e6 * seconds / max(steps, 1)},
             "asy": {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
+                    "budget": self.config.budget,
                     "staleness": server.staleness_stats(),
                     "u_check_max_abs_diff": difference,
                     "workers": workers},

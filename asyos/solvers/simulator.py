@@ -34,7 +34,6 @@ from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu, worker_shard
 from .worker_loop import PULL, Final, LocalView, worker_loop
 
 ORDERS = ("round_robin", "random")
-BUDGETS = ("fixed", "adaptive")
 
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
@@ -69,21 +68,15 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                              "clock or delay, not both")
         tau = None
         clock = _check_clock(clock)
-    if budget not in BUDGETS:
-        raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got {budget!r}")
     window = 1 if tau is None else tau + 1
     group_of, s2 = group_constraint(groups, s2, p) or (None, None)
-    if group_of is not None and budget != "fixed":
-        raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
-                         "budget='adaptive' is not supported with groups")
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
-                             window=window, batch=1, n_features=p, s2=s2)
+                             window=window, batch=1, n_features=p, s2=s2, budget=budget)
     shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
     groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
     warm_up()
-    sim = _Simulation(y, config, shards, step, p, record_order, budget == "adaptive",
-                      groups, group_of)
+    sim = _Simulation(y, config, shards, step, p, record_order, groups, group_of)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
@@ -106,16 +99,15 @@ class _Simulation:
     """The server, the q worker generators and the u_C versions they may read."""
 
     def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
-                 adaptive: bool, groups, group_of):
+                 groups, group_of):
         n, q = y.shape[0], config.n_workers
         self.config, self.eta, self.m = config, *step
         self.state = ServerState(n, q, None, config.window, 1)
-        self.adaptive = adaptive
-        if adaptive:   # a worker may come to hold all but one slot per other worker
+        self.adaptive = config.adaptive
+        if self.adaptive:
             self.state.adapt_budgets(config.s)
-        capacities = [config.s - q + 1] * q if adaptive else config.budgets
         self.monitor = ServerMonitor(y, config, n_features, record_order, group_of)
-        self.loops = [worker_loop(shards[t], y, capacities[t], config.loss,
+        self.loops = [worker_loop(shards[t], y, config.capacities[t], config.loss,
                                   self.eta, self.m, config.epochs, 1,
                                   groups=groups[t]) for t in range(q)]
         self.views = [LocalView(n, config.window) for _ in range(q)]
@@ -225,7 +217,6 @@ class _Simulation:
         payload = self.monitor.payload(self.state, self.stats, self.eta, self.m)
         check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
         payload["asy"]["transport"] = "simulator"
-        payload["asy"]["budget"] = "adaptive" if self.adaptive else "fixed"
         if self.virtual:
             payload["virtual_seconds"] = self.now
             payload["trace"]["virtual_seconds"] = self.virtual

@@ -23,6 +23,7 @@ from ..core.losses import Loss
 from ..streams import FeatureStream
 
 PULL = "pull"
+SETTLE = "settle"   # a pull to answer with the newest view (every answer awaited)
 
 
 @dataclass
@@ -63,6 +64,7 @@ class LocalView:
         self.window = window
         self.u_hat = np.zeros(n_samples)
         self.version = -1
+        self.budget = None
         self.last_push = last_push
         self._unanswered: deque = deque()   # (push number, own Δu or None), in order
 
@@ -86,23 +88,29 @@ class LocalView:
             self._unanswered.append((self.last_push, delta))
         return self.last_push
 
-    def answered(self, u: np.ndarray, version: int, through: int) -> None:
-        """A view arrived that includes this worker's pushes 1..``through``."""
+    def answered(self, u: np.ndarray, version: int, through: int,
+                 budget: int | None = None) -> None:
+        """A view arrived that includes this worker's pushes 1..``through`` (and,
+        under adaptive budgets, the ``budget`` the server grants from now on)."""
         while self._unanswered and self._unanswered[0][0] <= through:
             self._unanswered.popleft()
         self.version = version
+        self.budget = budget
         self.u_hat[:] = u
         for _, delta in self._unanswered:
             if delta is not None:
                 self.u_hat += delta
 
-    def current(self) -> tuple[np.ndarray, int]:
-        return self.u_hat, self.version
+    def current(self) -> tuple:
+        """The reply to the worker loop's pull: (û, version[, budget])."""
+        if self.budget is None:
+            return self.u_hat, self.version
+        return self.u_hat, self.version, self.budget
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 eta: float, m: float, epochs: int, batch: int = 1, resume=None,
-                groups=None):
+                groups=None, settle: bool = False):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
@@ -114,7 +122,10 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     A reply to a pull is (û, version) or, under adaptive budgets (issue 5),
     (û, version, budget): the worker keeps at most ``budget`` ≤ ``capacity`` features
     from then on, dropping its smallest at once when it was lowered (that change is
-    part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).
+    part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  ``settle``
+    (transports whose views arrive after the worker has moved on): one last pull after
+    the last step, and, if its budget is below the kept set, a push of no steps that
+    shrinks it, so the final kept set respects the last budget the server granted.
     """
     n = stream.n_samples
     kept, blocks = kept_set(stream, capacity, groups)
@@ -146,6 +157,13 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 compute += time.perf_counter() - start
                 steps += features.size
                 yield Push(delta, version, features.copy(), *kept.selected(), steps)
+    if settle:
+        _, version, *budget = yield SETTLE
+        before[:] = kept.contribution
+        if budget:
+            kept.set_limit(budget[0])
+        yield Push(kept.contribution - before, version, np.zeros(0, np.int64),
+                   *kept.selected(), steps)
     selected, weights = kept.selected()
     yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 

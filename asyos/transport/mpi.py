@@ -1,19 +1,22 @@
 """Asy-OS over MPI: rank 0 serves ``ServerState``, ranks 1..q drive ``worker_loop``.
 
 Only buffers move (upper-case mpi4py calls, float64 arrays; never pickle).  Messages,
-worker → server (a 4-slot float64 header, then the payload):
+worker → server (a 5-slot float64 header, then the payload):
 
-| tag   | header                   | payload                                          |
-|-------|--------------------------|--------------------------------------------------|
-| PULL  | 0 0 0 0                  | — (the first pull; later pulls ride on pushes)   |
-| PUSH  | k more version 0         | k features, Σ Δu (n) of k steps from one view    |
-| FINAL | k steps threads 0        | seconds computing, reading, communicating (3), indices (k), weights (k), X_S w_S (n) |
-| ERROR | —                        | UTF-8 text (MPI.BYTE)                            |
+| tag   | header                    | payload                                          |
+|-------|---------------------------|--------------------------------------------------|
+| PULL  | 0 0 0 0 0                 | — (the first pull; later pulls ride on pushes)   |
+| PUSH  | k more version K position | k features, the kept set after them: K indices, K weights; Σ Δu (n) of the k steps from one view |
+| FINAL | k steps threads 0 0       | seconds computing, reading, communicating (3), indices (k), weights (k), X_S w_S (n) |
+| ERROR | —                         | UTF-8 text (MPI.BYTE)                            |
 
-(PUSH: more = 1 asks for a view in answer.)
+(PUSH: more = 1 asks for a view in answer; k = 0 only for a settle push under adaptive
+budgets.  The kept set is the server's record of the worker's weights, from which
+adaptive budgets are granted.)
 
-server → worker: VIEW, header ``version through 0 0`` then u_C (n), where ``through``
-is the number of that worker's pushes applied.  MPI keeps the messages of
+server → worker: VIEW, header ``version through budget 0 0`` then u_C (n), where
+``through`` is the number of that worker's pushes applied and ``budget`` the one granted
+from now on under adaptive budgets (0: fixed budgets).  MPI keeps the messages of
 one pair in order, so a worker's push always lands before its next pull.  Both sides
 poll (``Iprobe``/``Test`` with ``Backoff``) instead of blocking, which spins a core, and
 each rank takes its ``NodeShare`` of the node's cores for BLAS.
@@ -37,11 +40,11 @@ from ..solvers.asy import (
     first_block_nu,
     worker_shard,
 )
-from ..solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
+from ..solvers.worker_loop import PULL, SETTLE, Final, LocalView, Push, worker_loop
 from .base import NodeShare, blas_threads_in_use
 
 PULL_TAG, PUSH_TAG, FINAL_TAG, ERROR_TAG, VIEW_TAG = 1, 2, 3, 4, 5
-HEADER = 4
+HEADER = 5
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")   # per worker
 
 
@@ -111,8 +114,11 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
     cpu_start = time.process_time()
     server = ServerState(n, config.n_workers, config.staleness, config.window,
                          config.batch)
+    if config.adaptive:
+        server.adapt_budgets(config.s)
     monitor = ServerMonitor(y, config, n_features, record_order, group_of)
-    buf = np.empty(HEADER + max(3 + 2 * max(config.budgets), config.batch) + n)
+    capacity = max(config.capacities)
+    buf = np.empty(HEADER + max(3, config.batch) + 2 * capacity + n)
     views = SendRing(comm, config.n_workers * config.window + 1, HEADER + n, share)
     status = MPI.Status()
     backoff = share.backoff()
@@ -133,9 +139,12 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
         if tag == PULL_TAG:
             granted = server.request_pull(worker)
         elif tag == PUSH_TAG:
-            k = int(buf[0])
-            _, granted = server.push(worker, buf[HEADER + k:count], int(buf[2]), k)
-            monitor.on_push(server, worker, buf[HEADER:HEADER + k])
+            k, kept = int(buf[0]), int(buf[3])
+            at = HEADER + k
+            _, granted = server.push(worker, buf[at + 2 * kept:count], int(buf[2]), k,
+                                     kept=(buf[at:at + kept].astype(np.int64),
+                                           buf[at + kept:at + 2 * kept], int(buf[4])))
+            monitor.on_push(server, worker, buf[HEADER:at])
             if buf[1]:  # the worker's next pull rides on its push
                 granted += server.request_pull(worker)
         elif tag == FINAL_TAG:
@@ -152,6 +161,7 @@ def serve(comm, y: np.ndarray, config: AsyConfig, n_features: int, eta: float,
             view = views.buffer()
             u, view[0] = server.view(target)
             view[1] = server.workers[target].messages
+            view[2] = server.grant_budget(target) if config.adaptive else 0
             view[HEADER:] = u
             views.send(view, view.size, target + 1, VIEW_TAG)
     views.drain()
@@ -179,7 +189,9 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
     n = y.shape[0]
     view = LocalView(n, config.window)
     inbox = [np.empty(HEADER + n) for _ in range(config.window)]
-    pushes = SendRing(comm, config.window + 1, HEADER + config.batch + n, share)
+    capacity = config.capacities[worker]
+    pushes = SendRing(comm, config.window + 1, HEADER + config.batch + 2 * capacity + n,
+                      share)
     replies = deque()                     # (Irecv request, buffer), oldest first
     communicate = 0.0
 
@@ -190,7 +202,8 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
             request, buffer = replies[0]
             if request.Test():
                 replies.popleft()
-                view.answered(buffer[HEADER:], int(buffer[0]), int(buffer[1]))
+                view.answered(buffer[HEADER:], int(buffer[0]), int(buffer[1]),
+                              int(buffer[2]) if config.adaptive else None)
                 inbox.append(buffer)
             elif wait_while():
                 backoff.sleep()
@@ -202,34 +215,40 @@ def work(comm, shard, y: np.ndarray, config: AsyConfig, eta: float, m: float,
         buffer = inbox.pop()
         replies.append((comm.Irecv([buffer, MPI.DOUBLE], source=0, tag=VIEW_TAG), buffer))
 
-    loop = worker_loop(shard, y, config.budgets[worker], config.loss, eta, m,
-                       config.epochs, config.batch, groups=groups)
+    loop = worker_loop(shard, y, capacity, config.loss, eta, m, config.epochs,
+                       config.batch, groups=groups, settle=config.adaptive)
     request = next(loop)
     comm.Send([np.zeros(HEADER), MPI.DOUBLE], dest=0, tag=PULL_TAG)
     expect_view()
     while True:
         start = time.perf_counter()
-        if request is PULL:
-            absorb(lambda: view.must_wait)
+        if request is PULL or request is SETTLE:   # SETTLE: answered by the newest view
+            absorb((lambda: view.must_wait) if request is PULL else
+                   (lambda: view.unanswered > 0))
             communicate += time.perf_counter() - start
             request = loop.send(view.current())
         elif isinstance(request, Push):
             push, request = request, next(loop)   # (reading is timed by the loop)
             start = time.perf_counter()
-            k, more = push.features.size, request is PULL
+            k, kept = push.features.size, push.selected.size
+            more = request is PULL or request is SETTLE
             message = pushes.buffer()
-            message[:HEADER] = k, float(more), push.version, 0.0
-            message[HEADER:HEADER + k] = push.features
-            message[HEADER + k:HEADER + k + n] = push.delta
+            message[:HEADER] = k, float(more), push.version, kept, push.position
+            at = HEADER + k
+            message[HEADER:at] = push.features
+            message[at:at + kept] = push.selected
+            message[at + kept:at + 2 * kept] = push.weights
+            at += 2 * kept
+            message[at:at + n] = push.delta
             if more:
                 expect_view(push.delta)
-            pushes.send(message, HEADER + k + n, 0, PUSH_TAG)
+            pushes.send(message, at + n, 0, PUSH_TAG)
             communicate += time.perf_counter() - start
         elif isinstance(request, Final):
             absorb(lambda: view.unanswered > 0)
             pushes.drain()
             k = request.selected.size
-            final = np.concatenate([[k, request.steps, blas_threads_in_use(), 0.0,
+            final = np.concatenate([[k, request.steps, blas_threads_in_use(), 0.0, 0.0,
                                      request.compute_seconds,
                                      request.read_seconds, communicate],
                                     request.selected.astype(np.float64),

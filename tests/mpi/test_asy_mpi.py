@@ -20,13 +20,13 @@ Q = COMM.Get_size() - 1
 
 
 def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
-         record_order=False, window="auto", batch="auto"):
+         record_order=False, window="auto", batch="auto", budget="fixed"):
     stream = ArrayStream(X, block_size=16)
 
     def config(q, p):
         return AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                                staleness=staleness, window=window, batch=batch,
-                               n_features=p)
+                               n_features=p, budget=budget)
 
     return transport.run(COMM, lambda: (stream, y, None), config,
                          record_order=record_order)
@@ -62,6 +62,52 @@ def test_invariants_of_every_run(staleness, window, batch):
 
 
 @pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("staleness, window, batch", [
+    (0, "auto", "auto"), (2, "auto", "auto"), (None, "auto", "auto"), (None, 3, 5)])
+def test_adaptive_budgets_keep_every_invariant(staleness, window, batch):
+    """Issue 5 over MPI: budgets follow the weights, Σ granted ≤ s; each worker ends
+    within its last grant (the server refuses a FINAL over it) after its settle push."""
+    X, y = _small(seed=3)
+    s = max(8, Q)
+    payload = _run(X, y, s, staleness=staleness, window=window, batch=batch,
+                   budget="adaptive")
+    if COMM.Get_rank() != 0:
+        return
+    asy = payload["asy"]
+    assert asy["budget"] == "adaptive"
+    assert len(payload["selected"]) <= s
+    assert sum(w["kept"] for w in asy["workers"]) == len(payload["selected"])
+    assert asy["u_check_max_abs_diff"] <= 1e-10
+    assert sum(asy["staleness"]["histogram"]) == 2 * 90 == payload["n_steps"]
+    assert asy["staleness"]["max"] <= (staleness if staleness is not None else 10**9)
+    u = X[:, payload["selected"]] @ payload["weights"]
+    assert payload["objective"] == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.parametrize("staleness, window, batch", [(1, 1, 1), (None, 2, 2)])
+def test_adaptive_budgets_let_a_strong_shard_keep_its_features(staleness, window,
+                                                               batch):
+    """Every true feature on worker 0's shard (j ≡ 0 mod q): a fixed budget s/q caps
+    its recall at 4 of 6; adaptive budgets hand it the others' slots."""
+    rng = np.random.default_rng(5)
+    n, p, s, k = 300, 100 * Q, 4 * Q, 6
+    X = rng.standard_normal((n, p))
+    support = Q * np.arange(k)            # all owned by worker 0
+    y = X[:, support] @ (2.0 + rng.random(k))
+    results = {budget: _run(X, y, s, staleness=staleness, window=window, batch=batch,
+                            eta="auto", m="auto", epochs=3, budget=budget)
+               for budget in ("fixed", "adaptive")}
+    if COMM.Get_rank() != 0:
+        return
+    fixed, adaptive = (recall(results[b]["selected"], support)
+                       for b in ("fixed", "adaptive"))
+    kept = [w["kept"] for w in results["adaptive"]["asy"]["workers"]]
+    assert fixed <= 4 / k
+    assert adaptive >= 5 / k and kept[0] > 4, (adaptive, kept)
+
+
+@pytest.mark.mpi(min_size=2)
 def test_one_worker_without_staleness_is_sequential_os():
     if Q != 1:
         pytest.skip("needs exactly 2 ranks (q = 1)")
@@ -75,13 +121,16 @@ def test_one_worker_without_staleness_is_sequential_os():
 
 
 @pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("window, batch", [(4, 3), (1, 6)])
-def test_one_pipelined_worker_is_still_sequential_os(window, batch):
-    """q = 1: the worker's local view is u_C itself, whatever the pipeline."""
+@pytest.mark.parametrize("window, batch, budget", [
+    (4, 3, "fixed"), (1, 6, "fixed"), (4, 3, "adaptive"), (1, 1, "adaptive")])
+def test_one_pipelined_worker_is_still_sequential_os(window, batch, budget):
+    """q = 1: the worker's local view is u_C itself, whatever the pipeline; its
+    adaptive budget is all of s."""
     if Q != 1:
         pytest.skip("needs exactly 2 ranks (q = 1)")
     X, y = _small(seed=4)
-    payload = _run(X, y, 8, eta=0.3, m=2.0, epochs=3, window=window, batch=batch)
+    payload = _run(X, y, 8, eta=0.3, m=2.0, epochs=3, window=window, batch=batch,
+                   budget=budget)
     if COMM.Get_rank() == 0:
         result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3)
         np.testing.assert_array_equal(payload["selected"], result.selected)
