@@ -10,6 +10,7 @@ waiting for views) and the staleness recorded by the server.  ``--pipeline`` run
 several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop).
 
     python benchmarks/speedup.py [--workers 1 2 4 8 11] [--p 8192] [--s 64] [--n 1000]
+                                 [--budgets fixed adaptive]
 """
 
 import argparse
@@ -51,6 +52,9 @@ def main():
     parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
                         metavar="WINDOW:BATCH", help="Asy-OS pipelines to run for each "
                         "q (asyos run --window/--batch); 1:1 is the plain loop")
+    parser.add_argument("--budgets", nargs="+", default=["fixed"],
+                        choices=["fixed", "adaptive"], help="budget rules to run for "
+                        "each q and pipeline (asyos run --budget)")
     args = parser.parse_args()
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,11 +69,14 @@ def main():
                                         tmp / "seq1.json")}
         for q in args.workers:
             for pipeline in args.pipeline:
-                window, batch = pipeline.split(":")
-                name = f"q={q}" + ("" if pipeline == "auto:auto" else f" {pipeline}")
-                results[name] = run([mpiexec, "-n", str(q + 1), sys.executable, *job,
-                                     "--window", window, "--batch", batch],
-                                    tmp / f"q{q}-{window}-{batch}.json")
+                for budget in args.budgets:
+                    window, batch = pipeline.split(":")
+                    name = f"q={q}" + ("" if pipeline == "auto:auto" else f" {pipeline}") \
+                        + ("" if budget == "fixed" else f" {budget}")
+                    results[name] = run([mpiexec, "-n", str(q + 1), sys.executable, *job,
+                                         "--window", window, "--batch", batch,
+                                         "--budget", budget],
+                                        tmp / f"q{q}-{window}-{batch}-{budget}.json")
     seq = results["sequential"]
     per_epoch = args.p
     threshold = next(v for k, v in zip(seq["trace"]["steps"], seq["trace"]["objective"])
@@ -77,7 +84,7 @@ def main():
     t_seq = time_to(seq, threshold)
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs; threshold "
           f"objective {threshold:.4g} (sequential OS after one epoch)")
-    print(f"{'run':>14} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
+    print(f"{'run':>17} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
           f"{'compute':>8} {'read':>6} {'comm':>6} {'mean/max stale':>15}")
     support = set(problem.support.tolist())
     for name, result in results.items():
@@ -94,7 +101,7 @@ def main():
             stale = f"{stats['mean']:.0f}/{stats['max']}"
         else:
             compute = f"{result['timings']['us_per_step']:.1f}"
-        print(f"{name:>14} {result['timings']['seconds']:8.2f} {t:9.2f} "
+        print(f"{name:>17} {result['timings']['seconds']:8.2f} {t:9.2f} "
               f"{t_seq / t:8.2f} {rec:7.3f} {compute:>8} {read:>6} {comm:>6} "
               f"{stale:>15}")
 
