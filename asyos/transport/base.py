@@ -53,9 +53,9 @@ class NodeShare:
 
     The OS kernel's gemvs (numba calls SciPy's OpenBLAS) start as many threads as the
     node has cores.  With several ranks per node those threads fight each other and
-    the server (measured: 3 ranks on 2 cores ran each step 1.5x slower), so each
-    process takes ``cores // processes`` of them, the usual MPI+BLAS rule; an explicit
-    ``threads`` wins.  A waiting process spins for long only when no process goes
+    the server (measured: 3 ranks on 2 cores ran 6 BLAS threads, and a worker's step
+    took 93 µs instead of 80), so each process takes ``cores // processes`` of them,
+    the usual MPI+BLAS rule; an explicit ``threads`` wins.  A waiting process spins for long only when no process goes
     without a core; on a full node it spins 50 µs (an answer already on its way is
     caught without a sleep's latency) and then sleeps (docs/benchmarks.md, issue 3).
     """
