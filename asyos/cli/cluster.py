@@ -19,9 +19,8 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
-from ..transport.base import NodeShare
 from .options import module_main
-from .run import LOSS_NAMES, blas_threads, finish, report
+from .run import LOSS_NAMES, apply_blas_threads, finish, report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -193,9 +192,7 @@ def run_worker(args) -> None:
     from ..transport.zeromq import ServerGone, ZmqWorker
 
     t, q = _shard(args.shard)
-    threads = blas_threads(args.blas_threads)
-    if threads is not None:
-        NodeShare.of(1, threads).apply()
+    apply_blas_threads(args.blas_threads)
     if args.data is None:
         if args.degree != 1:
             raise InputError("--degree expands the columns of --data; give --data")

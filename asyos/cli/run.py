@@ -257,6 +257,14 @@ def blas_threads(value: int | None) -> int | None:
                                                      integer=True)
 
 
+def apply_blas_threads(value: int | None) -> None:
+    """--blas-threads for a process that runs alone (sequential OS, a ZeroMQ worker);
+    None leaves the BLAS default (every core)."""
+    threads = blas_threads(value)
+    if threads is not None:
+        NodeShare.of(1, threads).apply()
+
+
 def run_simulated(args) -> dict:
     """Asy-OS with --simulate Q virtual workers in this process (solvers.simulator)."""
     from ..solvers.simulator import fit_simulated
@@ -297,9 +305,7 @@ def run(args) -> dict | None:
             raise InputError("--simulate runs in one process; start it without mpirun")
     if under_mpi():
         return run_mpi(args)
-    threads = blas_threads(args.blas_threads)
-    if threads is not None:
-        NodeShare.of(1, threads).apply()
+    apply_blas_threads(args.blas_threads)
     if args.simulate is not None:
         return run_simulated(args)
     return run_sequential(args)

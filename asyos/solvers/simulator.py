@@ -103,8 +103,7 @@ class _Simulation:
         n, q = y.shape[0], config.n_workers
         self.config, self.eta, self.m = config, *step
         self.state = ServerState(n, q, None, config.window, 1)
-        self.adaptive = config.adaptive
-        if self.adaptive:
+        if config.adaptive:
             self.state.adapt_budgets(config.s)
         self.monitor = ServerMonitor(y, config, n_features, record_order, group_of)
         self.loops = [worker_loop(shards[t], y, config.capacities[t], config.loss,
@@ -155,7 +154,7 @@ class _Simulation:
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""
         reply = self.views[t].current()
-        if self.adaptive:
+        if self.config.adaptive:
             reply = (*reply, self.state.grant_budget(t))
         push = self.loops[t].send(reply)
         self.state.push(t, push.delta, push.version, push.features.size,

@@ -124,8 +124,10 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     from then on, dropping its smallest at once when it was lowered (that change is
     part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  ``settle``
     (transports whose views arrive after the worker has moved on): one last pull after
-    the last step, and, if its budget is below the kept set, a push of no steps that
-    shrinks it, so the final kept set respects the last budget the server granted.
+    the last step, ``SETTLE``, which the transport answers with the newest view once
+    every request is answered, then a push of no steps that shrinks the kept set to
+    that view's budget (Δu = 0 when it fits), so the final kept set respects the last
+    budget the server granted and the server's pull is answered.
     """
     n = stream.n_samples
     kept, blocks = kept_set(stream, capacity, groups)
