@@ -20,7 +20,14 @@ from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
 from .options import module_main
-from .run import LOSS_NAMES, apply_blas_threads, finish, report
+from .run import (
+    LOSS_NAMES,
+    apply_blas_threads,
+    auto_or_int,
+    finish,
+    report,
+    staleness_value,
+)
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -67,11 +74,17 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--eta", default="auto")
     parser.add_argument("--m", default="auto")
-    parser.add_argument("--staleness", type=int, default=None)
-    parser.add_argument("--window", default="auto", help="pushes a worker may await "
-                        f"answers to (default {PIPELINE['window']}, 1 with --staleness)")
-    parser.add_argument("--batch", default="auto", help="steps per push (default "
-                        f"{PIPELINE['batch']}, 1 with --staleness)")
+    parser.add_argument("--staleness", default="auto", type=staleness_value,
+                        metavar="TAU", help="bound τ the server enforces ('auto' "
+                        "(default): derived from the pipeline; 'none': no bound)")
+    parser.add_argument("--window", default="auto", type=auto_or_int,
+                        help="pushes a worker may have in flight (default "
+                        f"{PIPELINE['window']})")
+    parser.add_argument("--batch", default="auto", type=auto_or_int, help="steps per "
+                        f"push (default {PIPELINE['batch']})")
+    parser.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
+                        help="fixed: s/q features per worker (the paper); adaptive: "
+                        "re-granted from the workers' weights")
     parser.add_argument("--record-order", action="store_true")
     parser.add_argument("--groups", metavar="FILE", help="group-aware Asy-OS: one "
                         "group label per feature (the workers read the same file)")
@@ -146,11 +159,10 @@ def run_server(args) -> dict:
     y = check_labels(y, loss, len(y))
     group_of, s2 = _groups(args.groups, args.group_sparsity,
                            None if truth is None else args.features)
-    window = args.window if args.window == "auto" else _int("--window", args.window)
-    batch = args.batch if args.batch == "auto" else _int("--batch", args.batch)
     config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
                              eta=args.eta, m=args.m, staleness=args.staleness,
-                             window=window, batch=batch, s2=s2)
+                             window=args.window, batch=args.batch, s2=s2,
+                             budget=args.budget)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                        resume=args.resume, record_order=args.record_order,
@@ -167,7 +179,7 @@ def run_server(args) -> dict:
         print(f"asyos: warning: shards {', '.join(lost)} were lost and not replaced; "
               "the results use their last acknowledged state", file=sys.stderr)
     return finish(args, payload, source=source, n_samples=len(y),
-                  n_features=server.monitor.n_features, s=s, loss=loss, truth=truth)
+                  n_features=server.server.monitor.n_features, s=s, loss=loss, truth=truth)
 
 
 def _groups(path, s2, n_features):
@@ -179,13 +191,6 @@ def _groups(path, s2, n_features):
     labels = None if path is None else load_groups(path)
     p = n_features if n_features is not None or labels is None else labels.size
     return group_constraint(labels, s2, p)
-
-
-def _int(flag: str, text) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        raise InputError(f"{flag} must be an integer or 'auto', got {text!r}") from None
 
 
 def run_worker(args) -> None:

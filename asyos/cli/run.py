@@ -22,7 +22,7 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import write_result
-from ..solvers.asy import PIPELINE, AsyConfig
+from ..solvers.asy import PIPELINE, STALENESS_PER_PEER, AsyConfig
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
 from ..transport.base import NodeShare
@@ -73,14 +73,18 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     algo.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most S2 "
                       "groups (with --groups; Asy-OS: shards are whole groups)")
     asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
-    asy.add_argument("--staleness", type=int, default=None, help="bound τ on the "
-                     "number of updates between a worker's pull and push (default: none)")
-    asy.add_argument("--window", default="auto", type=_auto_or_int,
-                     help="push messages a worker may await answers to while it keeps "
-                     f"stepping ('auto': 1 with --staleness, else {PIPELINE['window']})")
-    asy.add_argument("--batch", default="auto", type=_auto_or_int,
-                     help="OS steps summed into one push ('auto': 1 with --staleness, "
-                     f"else {PIPELINE['batch']})")
+    asy.add_argument("--staleness", default="auto", type=staleness_value, metavar="TAU",
+                     help="bound τ on the other workers' steps between the view a step "
+                     "reads and its push, enforced by the server ('auto' (default): "
+                     f"{STALENESS_PER_PEER} pipelines per other worker; 'none': no "
+                     "bound)")
+    asy.add_argument("--window", default="auto", type=auto_or_int,
+                     help="pushes a worker may have in flight while it keeps stepping "
+                     f"('auto': {PIPELINE['window']}, less on small problems or a "
+                     "small τ)")
+    asy.add_argument("--batch", default="auto", type=auto_or_int,
+                     help=f"OS steps summed into one push ('auto': {PIPELINE['batch']}, "
+                     "less on small problems or a small τ)")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
     asy.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
@@ -148,8 +152,13 @@ def load_job(args) -> Job:
                groups)
 
 
-def _auto_or_int(text: str):
+def auto_or_int(text: str):
     return text if text == "auto" else int(text)
+
+
+def staleness_value(text: str):
+    """--staleness: a whole number, 'auto' or 'none' (no bound)."""
+    return None if text.lower() == "none" else auto_or_int(text)
 
 
 def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
@@ -272,7 +281,7 @@ def run_simulated(args) -> dict:
     if args.standardize:
         raise InputError("--standardize is not supported with --simulate yet")
     for name in ("staleness", "window", "batch"):
-        if getattr(args, name) not in (None, "auto"):
+        if getattr(args, name) != "auto":
             raise InputError(f"--{name} is for real runs; --simulate sets the staleness "
                              "with --delay")
     job = load_job(args)

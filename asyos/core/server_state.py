@@ -1,25 +1,27 @@
-"""The Asy-OS central server (spec §3.1, Algorithm 2) as a transport-free state machine.
+"""The Asy-OS central server (Yang et al., KDD 2016, Algorithm 2) as a transport-free
+state machine; the staleness rule is described in docs/architecture.md.
 
-The server holds u_C (length n), the clock (the number of pushes applied) and, per
-worker, what it has pulled and pushed.  Transports (MPI, ZeroMQ, the simulator) only
-feed it requests and carry its replies; none of them touches u_C.
+The server holds u_C (length n), the clock (the number of OS steps applied) and, per
+worker, what it has been granted, sent and pushed.  Every carrier (the simulator, MPI,
+ZeroMQ) feeds it the same requests through ``solvers.asy_server.AsyServer``; none of
+them touches u_C.
 
-Bounded staleness τ (spec §3.4, Assumption 2) is *enforced*: between a worker's pull and
-its push, u_C receives at most τ other pushes.  The rule never defers a push (so it
-cannot deadlock); it gates pulls.  With k workers in flight (pulled, not yet pushed),
-worker t's remaining budget is τ − (clock − v_t).  Invariant: every in-flight budget is
-≥ k − 1, so the in-flight pushes can land in any order within their bounds.  A pull is
-granted only if the invariant still holds with the newcomer in flight (each budget ≥ k
-and τ ≥ k); otherwise it waits, first come first served, until pushes shrink k.
-With τ = 0 at most one worker is ever in flight: the run is a serial interleaving.
+**Bounded staleness, enforced, at pipeline speed** (stale-synchronous-parallel style).
+The staleness of a step is the number of *other* workers' steps applied to u_C between
+the view it was computed from and its own application (a worker always sees its own
+steps).  A worker may only push steps it holds *credit* for; credit comes with a view,
+and a step that spends a grant's credit is computed from that grant's view or a newer
+one.  For every worker t holding unspent credit, let V_t be the view of its oldest
+unspent grant; the server keeps
 
-Pipelining (unbounded τ only): a push may carry the summed Δu of up to ``batch``
-consecutive OS steps, and a worker may send ``window`` pushes before the view answering
-the first arrives; meanwhile it steps from that view plus its own steps (spec §3.4,
-staleness "others": a worker always sees its own pushes).  The clock counts steps.  A
-push names the version of the view it was computed from, which must have been sent to
-this worker in answer to one of its last ``window`` messages; its staleness counts only
-the *other* workers' steps applied since that view.
+    others' steps applied since V_t  +  Σ_{u≠t} unspent credit of u   ≤   τ,
+
+since the others can apply no more than their credit before t's steps land.  A grant
+of k steps to worker r raises the second term of every other holder by k, so it is
+made only where it fits (first come, first served; at least one step); pushes never
+wait, and credit always drains, so the rule cannot deadlock.  Each worker holds at most
+``depth`` steps of credit: the pipeline (steps a worker may take before the answer to
+its push arrives).  τ = None: no bound, every grant is a full top-up.
 """
 
 from collections import deque
@@ -44,7 +46,8 @@ def all_finite(values) -> bool:
 class ProtocolError(AsyosError):
     """A request that breaks the protocol (unknown worker, wrong order, bad payload).
 
-    Raised before any state changes; transports log it and drop the message.
+    Raised before any state changes; carriers report it (MPI ends the job, ZeroMQ
+    resynchronises the worker).
     """
 
 
@@ -58,6 +61,24 @@ class OutOfOrderPush(ProtocolError):
 
 
 @dataclass
+class Grant:
+    """Credit sent with one view: steps computed from that view or a newer one."""
+
+    version: int   # the clock when the view was sent
+    own: int       # the worker's steps applied then
+    upto: int      # the worker's cumulative credit after this grant
+
+
+@dataclass
+class SentView:
+    """A view sent to a worker, which its pushes may name."""
+
+    version: int
+    own: int             # the worker's steps applied then
+    budget: int | None   # the budget granted with it (adaptive budgets)
+
+
+@dataclass
 class WorkerRecord:
     """What the server knows of one worker (shard).
 
@@ -67,7 +88,7 @@ class WorkerRecord:
     """
 
     applied: np.ndarray
-    pulled_version: int | None = None   # in flight when not None
+    credit: int = 0                     # steps granted, cumulative
     pushes: int = 0                     # steps applied
     messages: int = 0                   # pushes applied = the last sequence number
     position: int = 0
@@ -77,21 +98,29 @@ class WorkerRecord:
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     contribution: np.ndarray | None = None   # X_S w_S as reported at the end
     staleness: list = field(default_factory=list)
-    views: deque = field(default_factory=deque)   # (version, own steps, own messages)
+    grants: deque = field(default_factory=deque)   # Grant, oldest unspent first
+    sent: deque = field(default_factory=deque)     # SentView its next push may name
+
+    @property
+    def unspent(self) -> int:
+        return self.credit - self.pushes
 
 
 class ServerState:
-    """u_C, the clock and the staleness gate for q workers (ids 0..q-1)."""
+    """u_C, the clock and the credit gate for q workers (ids 0..q-1).
+
+    ``staleness``: the bound τ (None: none); ``depth``: the most credit a worker holds;
+    ``batch``: the most steps in one push.
+    """
 
     def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None,
-                 window: int = 1, batch: int = 1):
-        if min(window, batch) < 1 or (max(window, batch) > 1 and staleness is not None):
-            raise ValueError(f"window {window}, batch {batch}: both ≥ 1, and 1 under a "
-                             "staleness bound")
+                 depth: int = 1, batch: int = 1):
+        if min(depth, batch) < 1 or batch > depth:
+            raise ValueError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
         self.u = np.zeros(n_samples)
         self.clock = 0
         self.tau = staleness
-        self.window, self.batch = window, batch
+        self.depth, self.batch = depth, batch
         self.workers = [WorkerRecord(np.zeros(n_samples)) for _ in range(n_workers)]
         self._waiting: deque[int] = deque()
         self._finished = 0
@@ -124,78 +153,113 @@ class ServerState:
             raise ProtocolError(f"worker {worker}: {name} contains NaN or inf")
         return values
 
-    # -- the staleness gate -----------------------------------------------------------
-    def _in_flight(self) -> list[WorkerRecord]:
-        return [r for r in self.workers if r.pulled_version is not None]
+    # -- the credit gate --------------------------------------------------------------
+    def _others_since(self, record: WorkerRecord, version: int, own: int) -> int:
+        """Other workers' steps applied since a view (``own``: this one's steps then)."""
+        return (self.clock - version) - (record.pushes - own)
 
-    def _may_pull(self) -> bool:
-        if self.tau is None:
-            return True
-        flying = self._in_flight()
-        k = len(flying)
-        return self.tau >= k and all(
-            self.tau - (self.clock - r.pulled_version) >= k for r in flying)
+    def exposure(self, worker: int) -> int:
+        """The staleness worker's unspent credit may still reach: others' steps since
+        its oldest unspent grant plus everything the others may still push (0 when it
+        holds no credit).  The gate keeps it ≤ τ."""
+        record = self.workers[worker]
+        if record.unspent <= 0:
+            return 0
+        oldest = record.grants[0]
+        others = sum(r.unspent for t, r in enumerate(self.workers) if t != worker)
+        return self._others_since(record, oldest.version, oldest.own) + others
 
-    # -- requests ---------------------------------------------------------------------
-    def request_pull(self, worker: int) -> list[int]:
-        """Worker asks for u_C; returns the workers whose pull is granted now."""
+    def _grantable(self, worker: int) -> int:
+        """How many steps of credit ``worker`` may be granted now (0: it waits)."""
+        record = self.workers[worker]
+        wanted = self.depth - record.unspent
+        if self.tau is None or wanted <= 0:
+            return max(wanted, 0)
+        unspent = [r.unspent for r in self.workers]
+        total = sum(unspent)
+        if total - unspent[worker] > self.tau:   # its own new view could not hold
+            return 0
+        room = wanted
+        for t, r in enumerate(self.workers):
+            if t != worker and unspent[t] > 0:
+                room = min(room, self.tau - self.exposure(t))
+        return max(room, 0)
+
+    def request(self, worker: int) -> list[int]:
+        """``worker`` asks for a view and credit; returns the workers to send a view
+        now (``view``), in order."""
         record = self._record(worker)
-        if record.pulled_version is not None or worker in self._waiting:
-            raise ProtocolError(f"worker {worker} pulled twice without pushing")
-        self._waiting.append(worker)
+        if worker not in self._waiting:
+            self._waiting.append(worker)
+        del record
         return self._grant()
 
     def _grant(self) -> list[int]:
         granted = []
-        while self._waiting and self._may_pull():
-            worker = self._waiting.popleft()
+        while self._waiting:
+            worker = self._waiting[0]
             record = self.workers[worker]
-            record.pulled_version = self.clock
-            record.views.append((self.clock, record.pushes, record.messages))
+            k = self._grantable(worker)
+            if k <= 0 and record.unspent < self.depth:
+                break   # first come, first served: the others wait behind it
+            self._waiting.popleft()
+            if k > 0:
+                record.credit += k
+                record.grants.append(Grant(self.clock, record.pushes, record.credit))
             granted.append(worker)
         return granted
 
     def is_waiting(self, worker: int) -> bool:
-        """True while ``worker``'s pull waits for the staleness gate."""
+        """True while ``worker``'s request waits for credit."""
         return worker in self._waiting
 
-    def view(self, worker: int) -> tuple[np.ndarray, int]:
-        """(u_C, version) for a worker whose pull was granted.
+    def view(self, worker: int, budget: bool = True
+             ) -> tuple[np.ndarray, int, int, int, int | None]:
+        """(u_C, version, pushes applied, cumulative credit, budget) to send to
+        ``worker`` now; records it as a view its pushes may name.
 
-        u_C itself, not a copy: the transport copies it into its message at once.
+        u_C itself, not a copy: the carrier copies it into its message at once.
+        Under adaptive budgets the view grants a budget (``grant_budget``), unless
+        ``budget`` is False (the simulator offers every version, granting at steps).
         """
-        return self.u, self.workers[worker].pulled_version
+        record = self.workers[worker]
+        budget = self.grant_budget(worker) if self.granted is not None and budget \
+            else None
+        record.sent.append(SentView(self.clock, record.pushes, budget))
+        return self.u, self.clock, record.messages, record.credit, budget
 
-    def _view_used(self, record: WorkerRecord, worker: int, version, steps) -> tuple:
-        """The view entry a push was computed from, checked, not trusted.
-
-        It must have been sent to this worker in answer to one of its last ``window``
-        messages, and the push may carry 1 to ``batch`` steps, or none under adaptive
-        budgets: a worker's last push may only shrink it to its last granted budget
-        (``worker_loop``'s settle).  Nothing changes here.
-        """
+    def _view_used(self, record: WorkerRecord, worker: int, version, steps) -> SentView:
+        """The view a push was computed from, checked, not trusted: sent to this
+        worker, and no older than the grants whose credit the push spends (so the
+        staleness bound covers it).  Nothing changes here."""
         fewest = 0 if self.granted is not None else 1
         if not (isinstance(steps, (int, np.integer)) and fewest <= steps <= self.batch):
             raise ProtocolError(f"worker {worker} pushed {steps!r} steps in one message; "
                                 f"{fewest} to {self.batch} allowed")
-        oldest_allowed = record.messages + 1 - self.window
-        for entry in record.views:
-            if entry[0] == version and entry[2] >= oldest_allowed:
-                return entry
+        if steps > record.unspent:
+            raise ProtocolError(f"worker {worker} pushed {steps} steps with credit for "
+                                f"{record.unspent}")
+        newest = None
+        for grant in record.grants:   # the grant holding the push's last step
+            if grant.upto >= record.pushes + steps:
+                newest = grant
+                break
+        for sent in record.sent:
+            if sent.version == version and (newest is None or version >= newest.version):
+                return sent
         raise ProtocolError(f"worker {worker} pushed from view {version!r}, which it "
                             "was not sent or may no longer use")
 
-    def push(self, worker: int, delta, version: int | None = None, steps: int = 1,
+    def push(self, worker: int, delta, version: int, steps: int = 1,
              seq: int | None = None, kept=None) -> tuple[int, list[int]]:
         """Apply Δu from ``worker``: the summed change of ``steps`` OS steps, all
-        computed from view ``version`` (default: its latest) plus its own steps.
+        computed from view ``version`` plus its own steps.
 
-        ``seq`` (transports that may lose or repeat messages): the push's sequence
+        ``seq`` (carriers that may lose or repeat messages): the push's sequence
         number, 1, 2, ... per worker; an applied one raises DuplicatePush, a gap
-        ProtocolError, so each push is applied at most once and in order.  ``kept``:
+        OutOfOrderPush, so each push is applied at most once and in order.  ``kept``:
         (selected, weights, position) of the worker after these steps, its resume
-        state.  Returns (their staleness: other workers' steps applied since that
-        view, workers granted a pull).
+        state.  Returns (their staleness, workers to send a view now).
         """
         record = self._record(worker)
         if seq is not None and seq <= record.messages:
@@ -203,30 +267,27 @@ class ServerState:
         if seq is not None and seq != record.messages + 1:
             raise OutOfOrderPush(f"worker {worker}: push {seq} skips "
                                 f"{record.messages + 1}")
-        if record.pulled_version is None:
-            raise ProtocolError(f"worker {worker} pushed without a pull in flight")
-        if version is None:
-            version = record.pulled_version
         used = self._view_used(record, worker, version, steps)
         delta = self._vector(worker, "delta", delta)
         if kept is not None:
             kept = self._kept(worker, *kept[:2]) + (int(kept[2]),)
-        while record.views[0] is not used:     # views are used in order: older expire
-            record.views.popleft()
-        staleness = self.clock - version - (record.pushes - used[1])
+        staleness = self._others_since(record, used.version, used.own)
         self.u += delta
         record.applied += delta
         if kept is not None:
             record.selected, record.weights, record.position = kept
         self.clock += steps
-        record.pulled_version = None
         record.pushes += steps
         record.messages += 1
         record.staleness.extend([staleness] * steps)
+        while record.grants and record.grants[0].upto <= record.pushes:
+            record.grants.popleft()
+        while record.sent[0] is not used:   # views are used in order: older expire
+            record.sent.popleft()
         return staleness, self._grant()
 
     def _kept(self, worker: int, selected, weights) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of a kept set (transports reuse their receive buffers), checked."""
+        """Copies of a kept set (carriers reuse their receive buffers), checked."""
         selected = np.array(selected, dtype=np.int64)
         weights = np.array(weights, dtype=np.float64)
         if selected.shape != weights.shape or selected.ndim != 1:
@@ -234,32 +295,52 @@ class ServerState:
                                 f"{weights.size} weights")
         if not all_finite(weights):
             raise ProtocolError(f"worker {worker}: weights contain NaN or inf")
+        if self.granted is not None and selected.size > self.held(worker):
+            raise ProtocolError(f"worker {worker} keeps {selected.size} features, over "
+                                f"the {self.held(worker)} it may hold")
         return selected, weights
 
+    def _release(self, worker: int, record: WorkerRecord) -> None:
+        """``worker`` will spend no more credit: what it holds goes back."""
+        record.credit = record.pushes
+        record.grants.clear()
+        if worker in self._waiting:
+            self._waiting.remove(worker)
+
     def finish(self, worker: int, selected, weights, contribution) -> list[int]:
-        """A worker's final (S(t), w(t), X_S(t) w_S(t)): sent exactly once, at the end."""
+        """A worker's final (S(t), w(t), X_S(t) w_S(t)): sent exactly once, at the end.
+        Its unspent credit returns; returns the workers to send a view now."""
         record = self._record(worker)
-        if record.pulled_version is not None or worker in self._waiting:
-            raise ProtocolError(f"worker {worker} finished with a pull in flight")
         selected, weights = self._kept(worker, selected, weights)
-        if self.granted is not None and selected.size > self.granted[worker]:
-            raise ProtocolError(f"worker {worker} finished with {selected.size} "
-                                f"features, over its granted budget "
-                                f"{self.granted[worker]}")
         record.contribution = self._vector(worker, "contribution", contribution).copy()
         record.selected, record.weights = selected, weights
         record.finished = True
         self._finished += 1
+        self._release(worker, record)
         if self.granted is not None:   # its unused slots go back to the others
             self.granted[worker] = selected.size
         return self._grant()
 
-    # -- adaptive budgets (issue 5) ------------------------------------------------------
+    # -- adaptive budgets ---------------------------------------------------------------
     def adapt_budgets(self, s: int) -> None:
-        """Let the workers' budgets follow their weights: they start at s_t (spec §3.3)
-        and are re-granted with every view by ``grant_budget``, Σ_t granted ≤ s always."""
+        """Let the workers' budgets follow their weights: they start at s_t (the
+        paper's split) and are re-granted with every view by ``grant_budget``; the
+        budgets any worker may be holding sum to at most s at every moment
+        (``held``)."""
         self.s = s
         self.granted = budget_split(s, len(self.workers))
+
+    def held(self, worker: int) -> int:
+        """The most features ``worker`` may hold now: its last pushed kept set, or any
+        budget sent with a view it may have acted on since (all of them before its
+        first push: its initial share counts too)."""
+        record = self.workers[worker]
+        if record.finished:
+            return record.selected.size
+        budgets = [v.budget for v in record.sent if v.budget is not None]
+        if record.messages == 0:
+            budgets.append(self.granted[worker])
+        return max([record.selected.size, *budgets])
 
     def wanted_budgets(self) -> dict[int, int]:
         """What each running worker should keep: one slot each, plus its share of the
@@ -287,49 +368,40 @@ class ServerState:
 
     def grant_budget(self, worker: int) -> int:
         """``worker``'s budget from now on (sent with its view): what it should keep,
-        limited by the slots the other workers hold."""
+        limited by what the others may be holding, so Σ_t held_t ≤ s stays true."""
         wanted = self.wanted_budgets()[worker]
-        others = sum(self.granted) - self.granted[worker]
-        self.granted[worker] = min(wanted, self.s - others)
+        others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
+        self.granted[worker] = max(1, min(wanted, self.s - others))
         return self.granted[worker]
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
     def lose(self, worker: int) -> list[int]:
-        """``worker`` is gone (no heartbeat): it stops holding a pull or the gate.
-
-        Its last acknowledged state stays; returns the workers granted a pull now.
-        """
+        """``worker`` is gone (no heartbeat): its unspent credit is revoked, so it no
+        longer holds the gate; its last acknowledged state stays.  Returns the workers
+        to send a view now."""
         record = self._record(worker)
-        record.pulled_version = None
-        record.views.clear()
-        if worker in self._waiting:
-            self._waiting.remove(worker)
+        self._release(worker, record)
         record.lost = True
         self._lost += 1
         return self._grant()
 
     def rejoin(self, worker: int) -> WorkerRecord:
-        """A replacement takes over a lost worker: it resumes from the returned record
-        (selected, weights, position, messages = its last sequence number)."""
+        """A replacement (or the same worker, resynchronised) takes over: it resumes
+        from the returned record (selected, weights, position, messages = its last
+        sequence number, pushes = its steps), holding no credit."""
         record = self._running(worker)
         if record.lost:
             record.lost = False
             self._lost -= 1
-        record.pulled_version = None
-        record.views.clear()
-        if worker in self._waiting:
-            self._waiting.remove(worker)
+        self._release(worker, record)
         return record
 
     def refresh(self, worker: int) -> bool:
-        """Re-answer a worker whose view may have been lost: a newer view, if it holds
-        a pull (granted; a waiting one is answered when granted).  True: send it."""
-        record = self._record(worker)
-        if record.pulled_version is None:
-            return False
-        record.pulled_version = self.clock
-        record.views.append((self.clock, record.pushes, record.messages))
-        return True
+        """May ``worker`` be sent a view now, without new credit (its last one may
+        have been lost)?  False while its request waits for credit: it is answered
+        when granted."""
+        self._record(worker)
+        return worker not in self._waiting
 
     # -- the end ----------------------------------------------------------------------
     @property
@@ -342,7 +414,7 @@ class ServerState:
         return [t for t, r in enumerate(self.workers) if r.lost]
 
     def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
-        """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)| (§7.1.4).
+        """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)|.
 
         A lost worker counts with its last acknowledged kept set and the Δu the server
         applied for it.  A lost or doubled push shows up as a large difference:
@@ -361,11 +433,11 @@ class ServerState:
         return selected[order], weights[order], float(np.max(np.abs(self.u - total)))
 
     def staleness_stats(self) -> dict:
-        """Max, mean and histogram of the staleness of every push."""
+        """Max, mean and histogram of the staleness of every step, and the bound."""
         values = np.concatenate([np.asarray(r.staleness, dtype=np.int64)
                                  for r in self.workers]) if self.workers else np.zeros(0)
         if values.size == 0:
-            return {"max": 0, "mean": 0.0, "histogram": []}
+            return {"max": 0, "mean": 0.0, "histogram": [], "bound": self.tau}
         return {"max": int(values.max()), "mean": float(values.mean()),
                 "histogram": np.bincount(values).tolist(), "bound": self.tau}
 
@@ -373,13 +445,14 @@ class ServerState:
     def snapshot(self) -> dict[str, np.ndarray]:
         """Plain arrays (saved without pickle) from which ``restore`` rebuilds the state.
 
-        Pulls in flight are not kept: after a restart every worker resynchronises.
+        Credit and views in flight are not kept: after a restart every worker
+        resynchronises and asks again.
         """
         records = self.workers
         n = self.u.size
         return {
             "u": self.u.copy(), "clock": np.array(self.clock, dtype=np.int64),
-            "settings": np.array([-1 if self.tau is None else self.tau, self.window,
+            "settings": np.array([-1 if self.tau is None else self.tau, self.depth,
                                   self.batch], dtype=np.int64),
             "counts": np.array([[r.pushes, r.messages, r.position, r.finished, r.lost]
                                 for r in records], dtype=np.int64).reshape(-1, 5),
@@ -392,15 +465,18 @@ class ServerState:
             "staleness_sizes": np.array([len(r.staleness) for r in records], np.int64),
             "staleness": np.concatenate([np.asarray(r.staleness, np.int64) for r in records]
                                         + [np.zeros(0, np.int64)]),
+            "granted": np.array(self.granted if self.granted is not None else [],
+                                dtype=np.int64),
+            "s": np.array(-1 if self.s is None else self.s, dtype=np.int64),
         }
 
     @classmethod
     def restore(cls, arrays) -> "ServerState":
         """The state ``snapshot`` saved (a mapping of arrays, e.g. an opened .npz)."""
-        tau, window, batch = (int(v) for v in arrays["settings"])
+        tau, depth, batch = (int(v) for v in arrays["settings"])
         counts = arrays["counts"]
         state = cls(arrays["u"].size, counts.shape[0], None if tau < 0 else tau,
-                    window, batch)
+                    depth, batch)
         state.u[:] = arrays["u"]
         state.clock = int(arrays["clock"])
         kept = np.cumsum(np.r_[0, arrays["kept_sizes"]])
@@ -408,6 +484,7 @@ class ServerState:
         for t, record in enumerate(state.workers):
             pushes, messages, position, finished, lost = (int(v) for v in counts[t])
             record.pushes, record.messages, record.position = pushes, messages, position
+            record.credit = pushes
             record.finished, record.lost = bool(finished), bool(lost)
             record.applied[:] = arrays["applied"][t]
             if finished:
@@ -417,4 +494,7 @@ class ServerState:
             record.staleness = arrays["staleness"][stale[t]:stale[t + 1]].tolist()
         state._finished = sum(r.finished for r in state.workers)
         state._lost = sum(r.lost for r in state.workers)
+        if "s" in arrays and int(arrays["s"]) >= 0:
+            state.s = int(arrays["s"])
+            state.granted = [int(v) for v in arrays["granted"]]
         return state

@@ -161,7 +161,8 @@ class _OnlineSubstitution(BaseEstimator):
             from ..transport.local import fit_loopback
 
             payload = fit_loopback(stream, y, s, self.n_workers,
-                                   staleness=self.staleness, timeout=self.timeout,
+                                   staleness="auto" if self.staleness is None
+                                   else self.staleness, timeout=self.timeout,
                                    **options)
         history = {"objective_per_epoch": payload["objective_per_epoch"],
                    "n_steps": payload["n_steps"], "staleness": payload["asy"]["staleness"]}
@@ -265,7 +266,8 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     "auto" = the spec §4.1 rule), ``fit_intercept`` (see the module: exact by
     centring), ``standardize``, ``n_workers`` (1: sequential OS; more: Asy-OS),
     ``staleness`` (τ: the delay of the simulator, None = q as in the paper; for
-    ``backend="zeromq"`` the server's bound, None = none), ``backend``
+    ``backend="zeromq"`` the bound the server enforces, None = derived from the
+    pipeline), ``backend``
     ("simulated": one process, spec §3.4; "zeromq": a loopback server and
     ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
     ``random_state`` (None: features in index order; else a seeded shuffled order).

@@ -19,8 +19,10 @@ from ..core.validate import check_at_least, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
 
-PIPELINE = {"window": 4, "batch": 8}   # without a staleness bound; docs/benchmarks.md
+PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
 BUDGETS = ("fixed", "adaptive")
+STALENESS_PER_PEER = 2   # default τ: each other worker two pipelines ahead (measured)
+SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
 
 
 @dataclass(frozen=True)
@@ -33,25 +35,28 @@ class AsyConfig:
     epochs: int
     eta: float | None = None          # None: the default rule (fixed for the run)
     m: float | None = None
-    staleness: int | None = None      # τ; None = no bound
-    window: int = 1                   # push messages a worker may await answers to
+    staleness: int | None = None      # τ, enforced; None = no bound
+    depth: int = 1                    # credit: steps a worker may take unanswered
     batch: int = 1                    # OS steps summed into one push message
-    s2: int | None = None             # group budget (issue 8); None: no groups
-    budget: str = "fixed"             # or "adaptive": the server re-grants (issue 5)
+    s2: int | None = None             # group budget; None: no groups
+    budget: str = "fixed"             # or "adaptive": the server re-grants
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
-              staleness=None, window="auto", batch="auto",
+              staleness="auto", window="auto", batch="auto",
               n_features=None, s2=None, budget="fixed") -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
-        ``window``/``batch`` "auto": 1 under a staleness bound (the server gates every
-        pull), else ``PIPELINE`` (workers do not stall on the server's latency, and
-        the server's per-message cost is shared by several steps).  ``s2``: the
-        group budget of group-aware Asy-OS, already checked against the labels
-        (``projection.group_constraint``); each worker needs one group of it.
-        ``budget``: "fixed" (s_t = s/q, spec §3.3) or "adaptive" (the server re-grants
-        budgets from a global |w| threshold, ``ServerState.grant_budget``).
+        ``staleness``: the bound τ the server enforces, "auto" (derived from the
+        pipeline: ``STALENESS_PER_PEER`` pipelines per other worker) or None (no
+        bound).  ``window``/``batch``: pushes a worker may have in flight and steps per
+        push; their product is the worker's credit depth.  "auto": ``PIPELINE``, but
+        never more than 1/``SHARD_FRACTION`` of a shard (on a small problem a whole
+        shard in flight on one view is a different algorithm), and with a given τ no
+        more than τ can feed.  ``s2``: the group budget of group-aware Asy-OS, already
+        checked against the labels; each worker needs one group of it.  ``budget``:
+        "fixed" (s_t = s/q, the paper) or "adaptive" (the server re-grants budgets
+        from a global |w| threshold, ``ServerState.grant_budget``).
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
@@ -61,17 +66,22 @@ class AsyConfig:
                              f"at most {s2} workers)")
         step = StepSize.parse(eta, m)
         epochs = check_at_least("epochs", epochs, 1, integer=True)
-        if staleness is not None:
+        if staleness not in ("auto", None):
             staleness = check_at_least("staleness", staleness, 0, integer=True)
-        pipeline = {}
+        given = {}
         for name, value in (("window", window), ("batch", batch)):
-            if value == "auto":
-                value = 1 if staleness is not None else PIPELINE[name]
-            pipeline[name] = check_at_least(name, value, 1, integer=True)
-            if pipeline[name] > 1 and staleness is not None:
-                raise InputError(f"--{name} {value} lets workers step from views older "
-                                 "than their last push, which no staleness bound can "
-                                 f"gate; use --{name} 1 with --staleness")
+            if value != "auto":
+                given[name] = check_at_least(name, value, 1, integer=True)
+        peers = max(n_workers - 1, 1)
+        limit = PIPELINE["window"] * PIPELINE["batch"]
+        if n_features is not None:
+            limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
+        if isinstance(staleness, int) and not given:
+            limit = min(limit, max(1, staleness // (STALENESS_PER_PEER * peers)))
+        batch = given.get("batch", min(PIPELINE["batch"], limit))
+        window = given.get("window", max(1, limit // batch))
+        if staleness == "auto":
+            staleness = STALENESS_PER_PEER * peers * window * batch
         if budget not in BUDGETS:
             raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
                              f"{budget!r}")
@@ -79,7 +89,8 @@ class AsyConfig:
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
-                   **pipeline, s2=None if s2 is None else int(s2), budget=budget)
+                   window * batch, batch, s2=None if s2 is None else int(s2),
+                   budget=budget)
 
     @property
     def budgets(self) -> list[int]:

@@ -1,24 +1,24 @@
-"""Asy-OS in one process: q virtual workers over the real server state (spec §3.4).
+"""Asy-OS in one process: q virtual workers over the real server (Yang et al., KDD
+2016, Section 4's staleness model).
 
-For staleness studies on one machine.  The workers are the same ``worker_loop``
-generators that MPI and ZeroMQ drive, the server is the same ``ServerState`` (it checks
-every view a push claims and records its staleness) and the results are the same
-payload.  Only the delivery of views is simulated, deterministically for a seed:
+For staleness studies on one machine.  The simulator is a carrier that hands the
+protocol's messages over in memory: the workers are the same ``WorkerDriver``s around
+``worker_loop`` that MPI and ZeroMQ drive, the server is the same ``AsyServer`` (it
+checks every view a push names and records its staleness) and the results are the
+same payload.  Only the delivery of views is scheduled, deterministically for a seed:
 
 * **delay mode** (default): the workers take turns (round-robin over those that still
   have features, or a seeded random pick); at its turn worker t reads u_C as it was
   τ_k updates ago (τ_k = ``delay``, or uniform in 0..``delay`` with ``random_delay``;
-  ``delay`` None is the paper's τ_max = q), plus its own later pushes (staleness
-  "others": a worker always sees its own steps).  This is spec §3.4's simulator; the
-  u_C versions it needs are kept in a ring of τ_max + 1 vectors.  A worker cannot read
-  a version older than the one it read last, nor one from before its last
-  ``delay + 1`` pushes; then it reads the oldest it may.
+  ``delay`` None is the paper's τ_max = q), plus its own later pushes (a worker always
+  sees its own steps).  A worker cannot read a version older than the one it read
+  last, nor one older than the credit it spends (``core.server_state``); then it
+  reads the oldest it may.
 * **virtual clock** (``clock=(a, c_comm)``): each worker iteration costs
   a·n·(|S(t)| + 2) + c_comm virtual seconds, pulls at its start and pushes at its end,
-  in time order (spec §3.4, "virtual-clock event simulator").  Staleness arises from
-  the timing as on a real machine with one core per worker; the payload carries
-  ``virtual_seconds`` and a trace against virtual time, from which speedups on more
-  cores than this machine has are modelled.
+  in time order.  Staleness arises from the timing as on a real machine with one core
+  per worker; the payload carries ``virtual_seconds`` and a trace against virtual
+  time, from which speedups on more cores than this machine has are modelled.
 """
 
 import numpy as np
@@ -26,12 +26,13 @@ import numpy as np
 from ..core.kept_set import warm_up
 from ..core.losses import Loss
 from ..core.projection import group_constraint
-from ..core.server_state import ServerState
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
-from .asy import AsyConfig, ServerMonitor, check_u, first_block_nu, worker_shard
-from .worker_loop import PULL, Final, LocalView, worker_loop
+from . import messages
+from .asy import AsyConfig, first_block_nu, worker_shard
+from .asy_server import AsyServer
+from .worker_loop import WorkerDriver, worker_loop
 
 ORDERS = ("round_robin", "random")
 
@@ -47,10 +48,11 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
     "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
     the order a real run recorded, ``payload["asy"]["order"]``).  ``budget``: "fixed"
-    (s_t = s/q each, spec §3.3) or "adaptive" (issue 5: the server re-grants budgets
-    from a global magnitude threshold with every view, ``ServerState.grant_budget``).  ``clock``: (a, c_comm) for the virtual-clock mode instead.
-    ``groups``/``s2``: group-aware Asy-OS (issue 8): each worker's shard is a set of
-    whole groups (``shards.group_owners``) and its budgets (s1_t, s2_t) sum to (s, s2).
+    (s_t = s/q each, the paper) or "adaptive" (the server re-grants budgets from a
+    global magnitude threshold with every view, ``ServerState.grant_budget``).
+    ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
+    group-aware Asy-OS: each worker's shard is a set of whole groups and its budgets
+    (s1_t, s2_t) sum to (s, s2).
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)
@@ -68,10 +70,12 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                              "clock or delay, not both")
         tau = None
         clock = _check_clock(clock)
-    window = 1 if tau is None else tau + 1
+    # the delay is the staleness model: no gate, and credit deep enough to read it
+    depth = 1 if tau is None else tau + 1
     group_of, s2 = group_constraint(groups, s2, p) or (None, None)
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
-                             window=window, batch=1, n_features=p, s2=s2, budget=budget)
+                             staleness=None, window=depth, batch=1, n_features=p,
+                             s2=s2, budget=budget)
     shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
     groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
@@ -96,89 +100,83 @@ def _check_clock(clock) -> tuple[float, float]:
 
 
 class _Simulation:
-    """The server, the q worker generators and the u_C versions they may read."""
+    """The server, the q worker drivers and the u_C versions they may read."""
 
     def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
                  groups, group_of):
         n, q = y.shape[0], config.n_workers
-        self.config, self.eta, self.m = config, *step
-        self.state = ServerState(n, q, None, config.window, 1)
-        if config.adaptive:
-            self.state.adapt_budgets(config.s)
-        self.monitor = ServerMonitor(y, config, n_features, record_order, group_of)
-        self.loops = [worker_loop(shards[t], y, config.capacities[t], config.loss,
-                                  self.eta, self.m, config.epochs, 1,
-                                  groups=groups[t]) for t in range(q)]
-        self.views = [LocalView(n, config.window) for _ in range(q)]
+        self.config = config
+        self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
+        self.server.start(n_features, *step)
+        self.state = self.server.state
+        self.drivers = [WorkerDriver(worker_loop(shards[t], y, config.capacities[t],
+                                                 config.loss, *step, config.epochs, 1,
+                                                 groups=groups[t]), n)
+                        for t in range(q)]
+        self.credit = [0] * q                # the newest credit the server granted
         self.kept = [0] * q                  # |S(t)| after each worker's last step
-        self.stats: list[dict | None] = [None] * q
         self.history: dict[int, np.ndarray] = {}   # the versions a worker may read
         self.started = [0] * q               # the version current at each one's start
         self.virtual: list[float] = []       # virtual time of each trace point
         self.now = 0.0
         for t in range(q):
-            next(self.loops[t])              # its first pull (no shard is empty: q ≤ p)
-            self.state.request_pull(t)
-            self.views[t].requested()
+            self._deliver(self.server.handle(t, self.drivers[t].start()))
         self._publish()
 
     @property
     def active(self) -> list[int]:
-        return [t for t, stats in enumerate(self.stats) if stats is None]
+        return [t for t, d in enumerate(self.drivers) if not d.finished]
+
+    def _deliver(self, replies) -> None:
+        """The server's answers: only their credit matters here (views are read from
+        the history, at the scheduled age)."""
+        for t, reply in replies:
+            if isinstance(reply, messages.View):
+                self.credit[t] = max(self.credit[t], reply.credit)
 
     def _publish(self) -> None:
-        """A new version of u_C: every worker holding a pull may be sent it; versions
-        no worker may read any more are forgotten."""
+        """A new version of u_C, offered to every running worker; versions no worker
+        may read any more are forgotten."""
         self.history[self.state.clock] = self.state.u.copy()
         for t in self.active:
-            self.state.refresh(t)
-        oldest = min((self.state.workers[t].views[0][0] for t in self.active),
+            self.state.view(t, budget=False)
+        oldest = min((self.state.workers[t].sent[0].version for t in self.active),
                      default=self.state.clock)
         for version in [v for v in self.history if v < oldest]:
             del self.history[version]
 
     def _read(self, t: int, age: int) -> None:
         """Deliver to worker t the newest version at least ``age`` updates old that it
-        may still use (its window of views, never older than its last)."""
+        may still use (never older than its last, nor than the credit it spends)."""
         record = self.state.workers[t]
-        usable = [entry for entry in record.views
-                  if entry[2] >= record.messages + 1 - self.config.window]
+        floor = max(record.grants[0].version, self.drivers[t].view.version)
+        usable = [v for v in record.sent if v.version >= floor and v.budget is None]
         target = self.state.clock - age
         chosen = usable[0]
-        for entry in usable:
-            if entry[0] <= target:
-                chosen = entry
-        version, _, through = chosen
-        self.views[t].answered(self.history[version], version, through)
+        for sent in usable:
+            if sent.version <= target:
+                chosen = sent
+        budget = self.state.grant_budget(t) if self.config.adaptive else 0
+        if budget:   # granted now: recorded as a view it may act on (held budgets)
+            self.state.workers[t].sent.append(
+                type(chosen)(self.state.clock, record.pushes, budget))
+        self.drivers[t].receive(messages.View(self.history[chosen.version],
+                                              chosen.version, chosen.own,
+                                              self.credit[t], budget))
 
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""
-        reply = self.views[t].current()
-        if self.config.adaptive:
-            reply = (*reply, self.state.grant_budget(t))
-        push = self.loops[t].send(reply)
-        self.state.push(t, push.delta, push.version, push.features.size,
-                        kept=(push.selected, push.weights, push.position))
-        self.monitor.on_push(self.state, t, push.features)
+        driver = self.drivers[t]
+        push = driver.advance()
+        self._deliver(self.server.handle(t, push))
         self.kept[t] = push.selected.size
-        self.views[t].requested(push.delta)
-        request = next(self.loops[t])
         self.started[t] = self.state.clock
-        if request is PULL:
-            self.state.request_pull(t)
-        else:
-            self._finish(t, request)
-        if len(self.monitor.trace) > len(self.virtual):
+        if driver.ending:   # its last step: Final
+            driver.advance()
+            self._deliver(self.server.handle(t, driver.final_message()))
+        if len(self.server.monitor.trace) > len(self.virtual):
             self.virtual.append(self.now)
         self._publish()
-
-    def _finish(self, t: int, final: Final) -> None:
-        self.state.finish(t, final.selected, final.weights, final.contribution)
-        self.stats[t] = {"steps": final.steps, "kept": final.selected.size,
-                         "budget": self.config.budgets[t],
-                         "compute_seconds": final.compute_seconds,
-                         "read_seconds": final.read_seconds,
-                         "communicate_seconds": 0.0}
 
     def run_delayed(self, tau: int, random_delay: bool, order, rng) -> None:
         turn = 0
@@ -194,7 +192,7 @@ class _Simulation:
             elif order == "random":
                 t = active[int(rng.integers(len(active)))]
             else:
-                t = min(active, key=lambda w: (w - turn) % len(self.stats))
+                t = min(active, key=lambda w: (w - turn) % len(self.drivers))
                 turn = t + 1
             age = int(rng.integers(tau + 1)) if random_delay else tau
             self._read(t, age)
@@ -213,9 +211,7 @@ class _Simulation:
             finish[t] = self.now + a * n * (self.kept[t] + 2) + c_comm
 
     def payload(self) -> dict:
-        payload = self.monitor.payload(self.state, self.stats, self.eta, self.m)
-        check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
-        payload["asy"]["transport"] = "simulator"
+        payload = self.server.payload("simulator")
         if self.virtual:
             payload["virtual_seconds"] = self.now
             payload["trace"]["virtual_seconds"] = self.virtual

@@ -1,15 +1,19 @@
-"""The Asy-OS worker (spec §3.2, Algorithm 3): the only worker code, for every transport.
+"""The Asy-OS worker (Yang et al., KDD 2016, Algorithm 3): the only worker code, for
+every carrier.
 
 ``worker_loop`` is a generator that yields requests and is sent replies, so it never
-touches a socket or a communicator: the simulator, MPI and ZeroMQ drive it.
+touches a socket or a communicator; ``WorkerDriver`` turns it into protocol messages
+(``solvers.messages``), which the simulator, MPI and ZeroMQ carry:
 
-    request = next(loop)              # PULL
-    request = loop.send((u_hat, v))   # Push(delta, version, features)
-    request = next(loop)              # PULL again ... then Final(...)
+    driver = WorkerDriver(worker_loop(...), n)
+    send(driver.start())                  # Pull
+    while not driver.finished:
+        if driver.blocked: driver.receive(wait_for_a_view())
+        else: send(driver.advance())      # Push ..., then Final
 
-Each iteration: pull û, one OS step of ``os_step`` on the worker's kept set plus its next
+Each iteration: one OS step of ``os_step`` on the worker's kept set plus its next
 feature with gradients at û, push Δu = X_S(t) w_S(t) − (its previous contribution).
-With ``batch`` > 1 a push carries the sum of several such steps.
+A push carries the sum of up to ``batch`` steps, as many as the worker's credit allows.
 """
 
 import time
@@ -21,9 +25,9 @@ import numpy as np
 from ..core.kept_set import kept_set
 from ..core.losses import Loss
 from ..streams import FeatureStream
+from . import messages
 
 PULL = "pull"
-SETTLE = "settle"   # a pull to answer with the newest view (every answer awaited)
 
 
 @dataclass
@@ -47,87 +51,69 @@ class Final:
 
 
 class LocalView:
-    """The û a worker steps from when it does not wait for every answer (spec §3.4).
+    """The û a worker steps from, and the credit it may spend.
 
-    Each push (and the first pull) asks the server for a view of u_C; up to ``window``
-    may be unanswered while the worker keeps stepping.  Pushes are numbered 1, 2, ...;
-    a view says through which push it includes this worker's updates.  û is the
-    newest view plus this worker's own pushes it does not include yet (staleness
-    "others": a worker always sees its own pushes), so only the other workers' steps
-    are stale, and the server records by how much.  A lost view is covered by the
-    next one.  window 1: the worker waits for every answer, û is exactly the view.
-    Transport-free: MPI and ZeroMQ call ``requested`` when they send and ``answered``
-    when a view arrives.
+    û is the newest view plus this worker's own pushes that view does not include yet
+    (staleness counts only the other workers' steps: a worker always sees its own).
+    Credit arrives with views, cumulative (a lost or repeated view does no harm); the
+    worker steps only while it holds some, which is how the server bounds staleness
+    without making it wait for every answer (docs/architecture.md).
     """
 
-    def __init__(self, n_samples: int, window: int = 1, last_push: int = 0):
-        self.window = window
+    def __init__(self, n_samples: int, last_push: int = 0, steps: int = 0):
         self.u_hat = np.zeros(n_samples)
         self.version = -1
-        self.budget = None
+        self.budget = 0
         self.last_push = last_push
-        self._unanswered: deque = deque()   # (push number, own Δu or None), in order
+        self.credit = self.spent = steps
+        self._own: deque = deque()   # (push number, its Δu) not in the view yet
 
     @property
-    def unanswered(self) -> int:
-        return len(self._unanswered)
+    def allowed(self) -> int:
+        return self.credit - self.spent
 
     @property
-    def must_wait(self) -> bool:
-        """No view yet, or ``window`` requests unanswered: the next step must wait."""
-        return self.version < 0 or self.unanswered >= self.window
+    def may_step(self) -> bool:
+        return self.version >= 0 and self.allowed > 0
 
-    def requested(self, delta: np.ndarray | None = None, answer: bool = True) -> int:
-        """A request went out: a push of ``delta`` (numbered, returned), or a plain
-        pull (None; answered by any view through the last push).  ``answer`` False:
-        a last push that asks for no view."""
-        if delta is not None:
-            self.last_push += 1
-            self.u_hat += delta
-        if answer:
-            self._unanswered.append((self.last_push, delta))
+    def pushed(self, delta: np.ndarray, steps: int) -> int:
+        """A push of ``steps`` steps went out; returns its number."""
+        self.last_push += 1
+        self.spent += steps
+        self.u_hat += delta
+        self._own.append((self.last_push, delta))
         return self.last_push
 
-    def answered(self, u: np.ndarray, version: int, through: int,
-                 budget: int | None = None) -> None:
-        """A view arrived that includes this worker's pushes 1..``through`` (and,
-        under adaptive budgets, the ``budget`` the server grants from now on)."""
-        while self._unanswered and self._unanswered[0][0] <= through:
-            self._unanswered.popleft()
-        self.version = version
-        self.budget = budget
-        self.u_hat[:] = u
-        for _, delta in self._unanswered:
-            if delta is not None:
-                self.u_hat += delta
+    def answered(self, view: messages.View) -> None:
+        """A view arrived (an older one than the last, reordered, only adds credit)."""
+        self.credit = max(self.credit, view.credit)
+        if view.version < self.version:
+            return
+        while self._own and self._own[0][0] <= view.through:
+            self._own.popleft()
+        self.version, self.budget = view.version, view.budget
+        self.u_hat[:] = view.u
+        for _, delta in self._own:
+            self.u_hat += delta
 
     def current(self) -> tuple:
-        """The reply to the worker loop's pull: (û, version[, budget])."""
-        if self.budget is None:
-            return self.u_hat, self.version
-        return self.u_hat, self.version, self.budget
+        """The reply to the worker loop's pull: (û, version, steps allowed, budget)."""
+        return self.u_hat, self.version, self.allowed, self.budget
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 eta: float, m: float, epochs: int, batch: int = 1, resume=None,
-                groups=None, settle: bool = False):
+                groups=None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
-    Each pull is followed by up to ``batch`` steps (one compiled call; after the first,
-    each step also sees this worker's own earlier steps) and one push of their sum.
-    ``resume``: (selected, weights, position) of a worker this one replaces — its
-    kept set and the number of features it had processed.  ``groups``:
-    (group_of, s2_t) for group-aware OS (issue 8), at most s2_t groups kept.
-
-    A reply to a pull is (û, version) or, under adaptive budgets (issue 5),
-    (û, version, budget): the worker keeps at most ``budget`` ≤ ``capacity`` features
-    from then on, dropping its smallest at once when it was lowered (that change is
-    part of the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  ``settle``
-    (transports whose views arrive after the worker has moved on): one last pull after
-    the last step, ``SETTLE``, which the transport answers with the newest view once
-    every request is answered, then a push of no steps that shrinks the kept set to
-    that view's budget (Δu = 0 when it fits), so the final kept set respects the last
-    budget the server granted and the server's pull is answered.
+    Each pull is answered by (û, version, allowed, budget) and followed by up to
+    min(``batch``, allowed) steps (one compiled call; after the first, each step also
+    sees this worker's own earlier steps) and one push of their sum.  ``budget`` > 0
+    (adaptive budgets): keep at most that many features from now on, dropping the
+    smallest at once when it was lowered (the change is part of the next push, so
+    u_C = Σ_t X_S(t) w_S(t) still holds).  ``resume``: (selected, weights, position)
+    of a worker this one replaces.  ``groups``: (group_of, s2_t) for group-aware OS,
+    at most s2_t groups kept.
     """
     n = stream.n_samples
     kept, blocks = kept_set(stream, capacity, groups)
@@ -144,28 +130,23 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
             if skip:   # a resumed worker passes over what its predecessor processed
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)
-            for first in range(0, block_index.size, batch):
-                features = block_index[first:first + batch]
-                u_hat, version, *budget = yield PULL
+            first = 0
+            while first < block_index.size:
+                u_hat, version, allowed, budget = yield PULL
                 start = time.perf_counter()
+                last = first + min(batch, allowed)
+                features = block_index[first:last]
                 u_local[:] = u_hat
                 before[:] = kept.contribution
                 if budget:
-                    kept.set_limit(budget[0])
+                    kept.set_limit(budget)
                     u_local += kept.contribution - before   # its own change, seen
-                kept.run_local(features, block[first:first + batch], u_local, y, loss,
-                               eta, m)
+                kept.run_local(features, block[first:last], u_local, y, loss, eta, m)
                 delta = kept.contribution - before
                 compute += time.perf_counter() - start
                 steps += features.size
+                first = last
                 yield Push(delta, version, features.copy(), *kept.selected(), steps)
-    if settle:
-        _, version, *budget = yield SETTLE
-        before[:] = kept.contribution
-        if budget:
-            kept.set_limit(budget[0])
-        yield Push(kept.contribution - before, version, np.zeros(0, np.int64),
-                   *kept.selected(), steps)
     selected, weights = kept.selected()
     yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 
@@ -180,3 +161,60 @@ def _timed(items, seconds: list):
         if item is None:
             return
         yield item
+
+
+class WorkerDriver:
+    """One worker's side of the protocol, for every carrier: views in, requests out.
+
+    ``last_push``/``steps``: where a resumed worker starts (its last push's number and
+    the steps applied, which is also the credit it has spent).
+    """
+
+    def __init__(self, loop, n_samples: int, last_push: int = 0, steps: int = 0):
+        self.loop = loop
+        self.view = LocalView(n_samples, last_push, steps)
+        self.request = next(loop)
+        self.final: Final | None = None
+
+    def start(self) -> messages.Pull:
+        return messages.Pull()
+
+    def receive(self, message) -> None:
+        """A view (anything else is the carrier's business)."""
+        if isinstance(message, messages.View):
+            self.view.answered(message)
+
+    @property
+    def blocked(self) -> bool:
+        """True while it needs a view or credit before its next step."""
+        return self.request is PULL and not self.view.may_step
+
+    @property
+    def ending(self) -> bool:
+        """Its last push is out: ``advance`` finishes it."""
+        return isinstance(self.request, Final)
+
+    @property
+    def finished(self) -> bool:
+        return self.final is not None
+
+    def advance(self):
+        """Take the next steps: the push to send (None: it has finished, send
+        ``final_message``)."""
+        if self.ending:
+            self.final = self.request
+            return None
+        push = self.loop.send(self.view.current())
+        self.request = next(self.loop)
+        seq = self.view.pushed(push.delta, push.features.size)
+        return messages.Push(seq, push.version, push.features, push.delta,
+                             push.selected, push.weights, push.position,
+                             more=self.request is PULL)
+
+    def final_message(self, communicate_seconds: float = 0.0,
+                      blas_threads: int = 0) -> messages.Final:
+        final = self.final
+        return messages.Final(self.view.last_push, final.steps, final.selected,
+                              final.weights, final.contribution,
+                              np.array([final.compute_seconds, final.read_seconds,
+                                        communicate_seconds]), blas_threads)

@@ -83,7 +83,7 @@ class _Workers:
 
 
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epochs=2,
-                 eta="auto", m="auto", staleness=None,
+                 eta="auto", m="auto", staleness="auto",
                  timeout: float = 300.0) -> dict:
     """Asy-OS (spec §3) with ``n_workers`` worker processes over loopback ZeroMQ;
     returns the results payload (as ``asyos server`` writes it)."""

@@ -1,19 +1,20 @@
-"""The ZeroMQ wire format: a fixed little-endian struct header, then raw array frames.
+"""The one wire format of Asy-OS: a fixed little-endian struct header, then raw array
+frames, for every message of ``solvers.messages``.  ZeroMQ sends the frames as one
+multipart message; MPI packs them into one byte buffer (``join``/``split``).
 
-Every message is a multipart ZeroMQ message: frame 0 is ``HEADER`` (magic, protocol
-version, kind, worker id, flags, run id, seq, a, b), the other frames are raw
-little-endian float64 or int64 buffers whose number, dtype and length depend on the
-kind.  Nothing is pickled.  ``decode`` checks everything against the limits agreed in
-the handshake (n, budget, batch, run id) and raises ``WireError`` naming the problem;
-receivers log it and drop the message.
+Frame 0 is ``HEADER`` (magic, protocol version, kind, worker id, flags, run id, seq,
+a, b); the other frames are raw little-endian float64 or int64 buffers whose number,
+dtype and length depend on the kind.  Nothing is pickled, integers travel as integers.
+``decode`` checks everything against the limits agreed in the handshake (n, budget,
+batch, run id) and raises ``WireError`` naming the problem; receivers drop the message.
 
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
 | HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2) |
-| CONFIG    | s→w | last push      | position   | n         | params (f8 ×8), y (f8 ×n), selected (i8), weights (f8) |
+| CONFIG    | s→w | last push      | position   | n         | params (f8 ×9), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
-| VIEW      | s→w | pushes applied | version    | 0         | u_C (f8 ×n)                              |
+| VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1)              |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
 | FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
@@ -21,13 +22,14 @@ receivers log it and drop the message.
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
-the worker read (``solvers.asy.group_fingerprint``): group-aware Asy-OS (issue 8), where
-the server refuses a worker whose labels are not its own.  The CONFIG params carry the
-worker's group budget s2_t (0: no groups).
+the worker read (``solvers.asy.group_fingerprint``).  The CONFIG params carry the
+worker's group budget s2_t (0: no groups) and whether budgets are adaptive.  A VIEW's
+credit is cumulative: the steps the worker may have pushed in all.
 
 Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer); bits
-1–31 = the configuration tag: the one in the worker's last CONFIG, which the server
-changes at every (re)configuration, so a message sent before it is recognised as stale.
+1–31 = the configuration tag (ZeroMQ): the one in the worker's last CONFIG, which the
+server changes at every (re)configuration, so a message sent before it is recognised
+as stale.
 """
 
 import struct
@@ -37,14 +39,15 @@ from enum import IntEnum
 import numpy as np
 
 from ..errors import AsyosError
+from ..solvers import messages as m
 
 MAGIC = b"ASYO"
-PROTOCOL = 2   # 2: HELLO carries the group labels' fingerprint, CONFIG s2_t
+PROTOCOL = 3   # 3: credit in VIEW (bounded staleness with pipelining), one codec for MPI
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
-PARAMS = ("loss", "epochs", "budget", "window", "batch", "eta", "m", "staleness",
-          "group_budget")
+PARAMS = ("loss", "epochs", "budget", "batch", "eta", "m", "staleness",
+          "group_budget", "adaptive")
 REASON_LIMIT = 4096
 
 
@@ -59,6 +62,12 @@ class Kind(IntEnum):
     FINAL = 8
     DONE = 9
     REFUSE = 10
+
+
+KINDS = {m.Hello: Kind.HELLO, m.Config: Kind.CONFIG, m.Pull: Kind.PULL,
+         m.Push: Kind.PUSH, m.View: Kind.VIEW, m.Ack: Kind.ACK,
+         m.Heartbeat: Kind.HEARTBEAT, m.Final: Kind.FINAL, m.Done: Kind.DONE,
+         m.Refuse: Kind.REFUSE}
 
 
 class WireError(AsyosError):
@@ -76,19 +85,14 @@ class Limits:
 
 
 @dataclass(frozen=True)
-class Message:
+class Envelope:
+    """A decoded message and what the header says around it."""
+
     kind: Kind
     worker: int
     flags: int
     run_id: int
-    seq: int
-    a: int
-    b: int
-    arrays: tuple = ()
-
-    @property
-    def more(self) -> bool:
-        return bool(self.flags & MORE)
+    body: object                # a solvers.messages value
 
     @property
     def tag(self) -> int:
@@ -99,20 +103,72 @@ def flags(tag: int, more: bool = False) -> int:
     """The flags field: configuration ``tag`` (< 2³¹) and the MORE bit."""
     return (tag << 1) | (MORE if more else 0)
 
+
 # -- encoding ------------------------------------------------------------------------------
-def encode(kind: Kind, worker: int = 0, *arrays, flags: int = 0, run_id: int = 0,
-           seq: int = 0, a: int = 0, b: int = 0) -> list:
+def _fields(message) -> tuple[int, int, int, list]:
+    """(seq, a, b, arrays) of a message."""
+    if isinstance(message, m.Push):
+        return message.seq, message.version, message.position, [
+            message.features, message.delta, message.selected, message.weights]
+    if isinstance(message, m.View):
+        return message.through, message.version, message.credit, [
+            message.u, np.array([message.budget])]
+    if isinstance(message, m.Ack):
+        return message.through, 0, 0, []
+    if isinstance(message, m.Final):
+        return message.seq, message.steps, message.blas_threads, [
+            message.selected, message.weights, message.contribution, message.seconds]
+    if isinstance(message, m.Hello):
+        return message.shard_size, message.shards, message.n_samples, [
+            np.array([message.nu]), message.groups]
+    if isinstance(message, m.Config):
+        return message.last_push, message.position, message.y.shape[0], [
+            message.params, message.y, message.selected, message.weights]
+    if isinstance(message, m.Refuse):
+        return 0, 0, 0, [message.reason.encode()[:REASON_LIMIT]]
+    return 0, 0, 0, []
+
+
+def encode(message, worker: int = 0, *, run_id: int = 0, tag: int = 0) -> list:
     """Frames of one message; arrays go as raw little-endian buffers (no copy if they
-    already are contiguous float64/int64/bytes)."""
-    header = HEADER.pack(MAGIC, PROTOCOL, int(kind), worker, flags, run_id, seq, a, b)
-    frames = [header]
+    already are contiguous float64/int64)."""
+    kind = KINDS[type(message)]
+    seq, a, b, arrays = _fields(message)
+    more = isinstance(message, m.Push) and message.more
+    frames = [HEADER.pack(MAGIC, PROTOCOL, int(kind), worker, flags(tag, more), run_id,
+                          int(seq), int(a), int(b))]
     for array in arrays:
         if isinstance(array, bytes):
             frames.append(array)
         else:
             array = np.asarray(array)
-            dtype = "<i8" if array.dtype.kind in "iu" else "<f8"
+            dtype = "<i8" if array.dtype.kind in "iub" else "<f8"
             frames.append(np.ascontiguousarray(array, dtype=dtype))
+    return frames
+
+
+def join(frames) -> bytes:
+    """One buffer of ``frames`` (MPI): their count and lengths, then their bytes."""
+    raw = [memoryview(f).cast("B") for f in frames]
+    table = np.array([len(raw), *(len(r) for r in raw)], dtype="<i8")
+    return b"".join([table.tobytes(), *raw])
+
+
+def split(buffer, most_frames: int = 8) -> list:
+    """The frames ``join`` packed (views into ``buffer``); WireError when malformed."""
+    raw = memoryview(buffer).cast("B")
+    if len(raw) < 8:
+        raise WireError("buffer too short for a frame table")
+    count = int(np.frombuffer(raw[:8], "<i8")[0])
+    if not 0 < count <= most_frames or len(raw) < 8 * (1 + count):
+        raise WireError(f"bad frame count {count}")
+    lengths = np.frombuffer(raw[8:8 * (1 + count)], "<i8")
+    if np.any(lengths < 0) or int(lengths.sum()) != len(raw) - 8 * (1 + count):
+        raise WireError("frame lengths do not add up to the buffer")
+    frames, at = [], 8 * (1 + count)
+    for length in lengths.tolist():
+        frames.append(raw[at:at + length])
+        at += length
     return frames
 
 
@@ -130,21 +186,39 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
         Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k)],
-        Kind.VIEW: [(f8, n, n)],
+        Kind.VIEW: [(f8, n, n), (i8, 1, 1)],
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, n, n), (f8, 3, 3)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
     }
     return layouts[kind]
 
 
-def decode(frames, limits: Limits) -> Message:
+def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
+    if kind == Kind.PUSH:
+        return m.Push(seq, a, *arrays[:2], *arrays[2:], position=b, more=more)
+    if kind == Kind.VIEW:
+        return m.View(arrays[0], a, seq, b, int(arrays[1][0]))
+    if kind == Kind.ACK:
+        return m.Ack(seq)
+    if kind == Kind.FINAL:
+        return m.Final(seq, a, *arrays, blas_threads=b)
+    if kind == Kind.HELLO:
+        return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1])
+    if kind == Kind.CONFIG:
+        return m.Config(*arrays, last_push=seq, position=a)
+    if kind == Kind.REFUSE:
+        return m.Refuse(arrays[0])
+    return {Kind.PULL: m.Pull, Kind.HEARTBEAT: m.Heartbeat, Kind.DONE: m.Done}[kind]()
+
+
+def decode(frames, limits: Limits) -> Envelope:
     """Parse and check one message; WireError (never anything else) when it is bad."""
     if not frames:
         raise WireError("empty message")
     head = bytes(frames[0])
     if len(head) != HEADER.size:
         raise WireError(f"header has {len(head)} bytes, expected {HEADER.size}")
-    magic, protocol, kind, worker, flags, run_id, seq, a, b = HEADER.unpack(head)
+    magic, protocol, kind, worker, flag_bits, run_id, seq, a, b = HEADER.unpack(head)
     if magic != MAGIC:
         raise WireError(f"bad magic {magic!r}: not an asyos message")
     if protocol != PROTOCOL:
@@ -182,4 +256,5 @@ def decode(frames, limits: Limits) -> Message:
                             f"{weights.size} weights")
     if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):
         raise WireError(f"{kind.name}: negative counter")
-    return Message(kind, worker, flags, run_id, seq, a, b, tuple(arrays))
+    body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays)
+    return Envelope(kind, worker, flag_bits, run_id, body)

@@ -9,20 +9,12 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from ...core.server_state import (
-    DuplicatePush,
-    OutOfOrderPush,
-    ProtocolError,
-    ServerState,
-)
+from ...core.server_state import ProtocolError, ServerState
 from ...errors import InputError
-from ...solvers.asy import (
-    AsyConfig,
-    ServerMonitor,
-    check_u,
-    group_fingerprint,
-)
-from ..wire import Kind, Limits, WireError, decode, encode, flags
+from ...solvers import messages
+from ...solvers.asy import AsyConfig, group_fingerprint
+from ...solvers.asy_server import AsyServer
+from ..wire import Limits, WireError, decode, encode
 from .common import (
     Dropper,
     Timeouts,
@@ -34,7 +26,12 @@ from .common import (
 
 
 class ZmqServer:
-    """Serve ``ServerState`` on a ROUTER socket until every shard finished or was lost."""
+    """Carry ``AsyServer`` on a ROUTER socket until every shard finished or was lost.
+
+    What is ZeroMQ's own: who each worker is (its socket identity and configuration
+    tag), the HELLO/CONFIG handshake, liveness (heartbeats, loss, replacement) and
+    checkpoints; every protocol decision is ``AsyServer``'s.
+    """
 
     def __init__(self, bind: str, y: np.ndarray, config: AsyConfig,
                  *, timeouts: Timeouts | None = None, keys=None,
@@ -49,16 +46,16 @@ class ZmqServer:
         self.checkpoint_path = Path(checkpoint) if checkpoint else None
         self.checkpoint_every = checkpoint_every
         n, q = y.shape[0], config.n_workers
-        self.monitor = None          # once every shard said HELLO (p = Σ shard sizes)
-        self.eta = self.m = None
         self.nu: dict[int, float] = {}
         self.shard_sizes: dict[int, int] = {}
         self.run_id = random.getrandbits(63) or 1
         if resume:
             self._resume()
-        else:
-            self.state = ServerState(n, q, config.staleness, config.window, config.batch)
-        self.limits = Limits(n, max(config.budgets), config.batch, self.run_id)
+        else:   # started once every shard said HELLO (p = Σ shard sizes)
+            self.server = AsyServer(y, config, record_order=record_order,
+                                    group_of=group_of)
+        self.state = self.server.state
+        self.limits = Limits(n, max(config.capacities), config.batch, self.run_id)
         self.identity: list[bytes | None] = [None] * q
         # configuration tags: (this server's random boot id, joins) per worker; a
         # worker's message with another tag predates its last (re)configuration
@@ -69,13 +66,12 @@ class ZmqServer:
         self.closing = False
         self.last_seen = [time.monotonic()] * q
         self.lost_at: dict[int, float] = {}
-        self.stats: list[dict | None] = [None] * q
         self.drop = Dropper()
         self.refused = 0
         self.context = zmq.Context.instance()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
-        self.socket.setsockopt(zmq.MAXMSGSIZE, 8 * (2 * n + 4 * max(config.budgets)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, 8 * (2 * n + 4 * max(config.capacities)
                                                     + config.batch) + 4096)
         self._auth = None
         if keys is not None:
@@ -110,48 +106,47 @@ class ZmqServer:
         try:
             with np.load(self.checkpoint_path, allow_pickle=False) as saved:
                 arrays = dict(saved)
-            self.state = ServerState.restore(arrays)
+            state = ServerState.restore(arrays)
             self.run_id = int(arrays["run_id"])
-            self.eta, self.m = (float(v) for v in arrays["step"])
+            eta, m = (float(v) for v in arrays["step"])
         except (OSError, ValueError, KeyError) as exc:
             raise InputError(f"cannot resume from {self.checkpoint_path}: {exc}") from None
-        if self.state.u.size != self.y.shape[0] or \
-                len(self.state.workers) != self.config.n_workers:
+        if state.u.size != self.y.shape[0] or \
+                len(state.workers) != self.config.n_workers:
             raise InputError(f"{self.checkpoint_path} is for another run (n or q differ)")
-        self.monitor = ServerMonitor(self.y, self.config, int(arrays["n_features"]),
-                                     self.record_order, self.group_of)
-        self.monitor.per_epoch = arrays["per_epoch"].tolist()
-        self.monitor.skip_to(self.state.clock)
-        log.info("resumed run %#x at clock %d", self.run_id, self.state.clock)
+        self.server = AsyServer(self.y, self.config, state=state,
+                                record_order=self.record_order, group_of=self.group_of)
+        self.server.start(int(arrays["n_features"]), eta, m)
+        self.server.monitor.per_epoch = arrays["per_epoch"].tolist()
+        log.info("resumed run %#x at clock %d", self.run_id, state.clock)
 
     def save_checkpoint(self) -> None:
         """Write the state atomically: a temp file, fsync, rename."""
-        if self.checkpoint_path is None or self.eta is None:
+        if self.checkpoint_path is None or not self.server.started:
             return
         path = self.checkpoint_path
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
+            monitor = self.server.monitor
             np.savez(f, **self.state.snapshot(), run_id=np.array(self.run_id),
-                     step=np.array([self.eta, self.m]),
-                     n_features=np.array(self.monitor.n_features),
-                     per_epoch=np.array(self.monitor.per_epoch))
+                     step=np.array([self.server.eta, self.server.m]),
+                     n_features=np.array(monitor.n_features),
+                     per_epoch=np.array(monitor.per_epoch))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
     # -- sending --------------------------------------------------------------------------
-    def _send(self, worker: int, kind: Kind, *arrays, **fields) -> None:
+    def _send(self, worker: int, message) -> None:
         identity = self.identity[worker]
         if identity is None:
             return
-        frames = encode(kind, worker, *arrays, run_id=self.run_id, **fields)
+        frames = encode(message, worker, run_id=self.run_id, tag=self.tags[worker])
         self.socket.send_multipart([identity, *frames])   # copies u_C at once
 
-    def _send_views(self, granted) -> None:
-        for worker in granted:
-            u, version = self.state.view(worker)
-            self._send(worker, Kind.VIEW, u, seq=self.state.workers[worker].messages,
-                       a=version)
+    def _send_all(self, replies) -> None:
+        for worker, message in replies:
+            self._send(worker, message)
 
     def _send_config(self, worker: int) -> None:
         """(Re)configure ``worker`` from its record; its older messages become stale."""
@@ -166,32 +161,33 @@ class ZmqServer:
         self.config_sent[worker] = time.monotonic()
         record = self.state.workers[worker]
         c = self.config
-        params = [int(c.loss), c.epochs, c.budgets[worker], c.window, c.batch,
-                  self.eta, self.m, -1 if c.staleness is None else c.staleness,
-                  0 if c.s2 is None else c.group_budgets[worker]]
-        self._send(worker, Kind.CONFIG, np.array(params, dtype=np.float64), self.y,
-                   record.selected, record.weights, seq=record.messages,
-                   a=record.position, b=self.y.shape[0],
-                   flags=flags(self.tags[worker]))
+        params = [int(c.loss), c.epochs, c.capacities[worker], c.batch,
+                  self.server.eta, self.server.m,
+                  -1 if c.staleness is None else c.staleness,
+                  0 if c.s2 is None else c.group_budgets[worker], c.adaptive]
+        self._send(worker, messages.Config(np.array(params, dtype=np.float64), self.y,
+                                           record.selected, record.weights,
+                                           last_push=record.messages,
+                                           position=record.position))
         self.last_seen[worker] = time.monotonic()
         self.lost_at.pop(worker, None)
 
     def _refuse(self, identity: bytes, reason: str) -> None:
         log.warning("refused a peer: %s", reason)
         self.refused += 1
-        frames = encode(Kind.REFUSE, 0, reason.encode()[:4096], run_id=self.run_id)
+        frames = encode(messages.Refuse(reason), 0, run_id=self.run_id)
         self.socket.send_multipart([identity, *frames])
 
     # -- receiving ------------------------------------------------------------------------
-    def _hello(self, identity: bytes, message) -> None:
-        t, q = message.worker, message.a
-        if message.b != self.y.shape[0]:
-            return self._refuse(identity, f"shard {t}/{q} has n = {message.b} samples, "
-                                f"the labels have {self.y.shape[0]}")
+    def _hello(self, identity: bytes, t: int, hello: messages.Hello) -> None:
+        q = hello.shards
+        if hello.n_samples != self.y.shape[0]:
+            return self._refuse(identity, f"shard {t}/{q} has n = {hello.n_samples} "
+                                f"samples, the labels have {self.y.shape[0]}")
         if q != self.config.n_workers or not 0 <= t < q:
             return self._refuse(identity, f"shard {t}/{q} does not fit this run of "
                                 f"{self.config.n_workers} workers")
-        mismatch = self._groups_mismatch(message.arrays[1])
+        mismatch = self._groups_mismatch(hello.groups)
         if mismatch:
             return self._refuse(identity, f"shard {t}/{q}: {mismatch}")
         record = self.state.workers[t]
@@ -203,12 +199,12 @@ class ZmqServer:
         self.identity[t] = identity
         self.last_seen[t] = time.monotonic()
         if record.finished:
-            return self._send(t, Kind.DONE)
-        self.nu[t] = float(message.arrays[0][0])
-        self.shard_sizes[t] = message.seq
-        if self.eta is None and len(self.nu) == len(self.state.workers):
+            return self._send(t, messages.Done())
+        self.nu[t] = hello.nu
+        self.shard_sizes[t] = hello.shard_size
+        if not self.server.started and len(self.nu) == len(self.state.workers):
             self._start()
-        elif self.eta is not None:
+        elif self.server.started:
             if record.lost or record.messages:
                 log.info("shard %d/%d joins at push %d, position %d", t, q,
                          record.messages, record.position)
@@ -238,70 +234,30 @@ class ZmqServer:
             for t in range(len(self.state.workers)):
                 self._refuse(self.identity[t], reason)
             raise InputError(reason)
-        self.monitor = ServerMonitor(self.y, self.config, p, self.record_order,
-                                     self.group_of)
-        self.eta, self.m = self.config.step(self.y.shape[0], max(self.nu.values()))
+        self.server.start(p, *self.config.step(self.y.shape[0], max(self.nu.values())))
         log.info("all %d shards here (p = %d): eta = %.4g, m = %.4g",
-                 len(self.state.workers), p, self.eta, self.m)
+                 len(self.state.workers), p, self.server.eta, self.server.m)
         for worker in range(len(self.state.workers)):
             self._send_config(worker)
 
-    def _push(self, t: int, message) -> None:
-        features, delta, selected, weights = message.arrays
-        try:
-            _, granted = self.state.push(t, delta, message.a, features.size,
-                                         seq=message.seq,
-                                         kept=(selected, weights, message.b))
-        except DuplicatePush:
-            if message.more and self.state.refresh(t):
-                return self._send_views([t])
-            return self._send(t, Kind.ACK, seq=self.state.workers[t].messages)
-        except OutOfOrderPush as exc:  # the worker resends the missing ones in order
-            return log.info("dropped: %s", exc)
-        except ProtocolError as exc:   # a view this server never sent
-            log.info("resynchronising worker %d: %s", t, exc)
-            return self._send_config(t)
-        self.monitor.on_push(self.state, t, features)
-        if message.more:
-            granted = granted + self.state.request_pull(t)
-        else:
-            self._send(t, Kind.ACK, seq=self.state.workers[t].messages)
-        self._send_views(granted)
-
-    def _final(self, t: int, message) -> None:
-        record = self.state.workers[t]
-        if record.finished:
-            return self._send(t, Kind.DONE)
-        if message.seq != record.messages:
-            return log.info("worker %d finished at push %d but %d are applied: waits",
-                            t, message.seq, record.messages)
-        selected, weights, contribution, seconds = message.arrays
-        granted = self.state.finish(t, selected, weights, contribution)
-        self.stats[t] = {"steps": message.a, "kept": selected.size,
-                         "budget": self.config.budgets[t], "blas_threads": message.b,
-                         "compute_seconds": seconds[0], "read_seconds": seconds[1],
-                         "communicate_seconds": seconds[2]}
-        self._send(t, Kind.DONE)
-        self._send_views(granted)
-
     def _handle(self, identity: bytes, frames) -> None:
         try:
-            message = decode(frames, self.limits)
+            envelope = decode(frames, self.limits)
         except WireError as exc:
             log.warning("dropped a malformed message: %s", exc)
             self.refused += 1
             return
-        t = message.worker
+        t, body = envelope.worker, envelope.body
         if self.closing:   # the run is over: its workers are told so, nothing changes
             if 0 <= t < len(self.identity) and self.identity[t] == identity:
-                self._send(t, Kind.DONE)
+                self._send(t, messages.Done())
             return None
-        if message.kind == Kind.HELLO:
-            return self._hello(identity, message)
+        if isinstance(body, messages.Hello):
+            return self._hello(identity, t, body)
         if not 0 <= t < len(self.state.workers):
             return self._refuse(identity, f"unknown worker {t}")
         if self.identity[t] != identity:
-            if self.identity[t] is not None or self.eta is None or \
+            if self.identity[t] is not None or not self.server.started or \
                     self.state.workers[t].finished:
                 return self._refuse(identity, f"unknown peer for worker {t}: say HELLO")
             self.identity[t] = identity   # this run's worker, after a server restart
@@ -309,42 +265,37 @@ class ZmqServer:
         self.last_seen[t] = time.monotonic()
         if self.state.workers[t].lost:
             return self._send_config(t)   # it was only slow: it resumes from its state
-        if message.kind != Kind.HEARTBEAT:
-            if message.tag != self.tags[t]:
-                log.info("dropped a stale %s from worker %d", message.kind.name, t)
-                if not self.active[t] and time.monotonic() - self.config_sent[t] > \
-                        self.timeouts.resend_after:
-                    self._repeat_config(t)   # it still works from the old one
-                return
-            self.active[t] = True
+        if isinstance(body, messages.Heartbeat):
+            return None
+        if envelope.tag != self.tags[t]:
+            log.info("dropped a stale %s from worker %d", envelope.kind.name, t)
+            if not self.active[t] and time.monotonic() - self.config_sent[t] > \
+                    self.timeouts.resend_after:
+                self._repeat_config(t)   # it still works from the old one
+            return None
+        self.active[t] = True
         try:
-            if message.kind == Kind.PUSH:
-                self._push(t, message)
-            elif message.kind == Kind.PULL:
-                if self.state.workers[t].pulled_version is not None:
-                    self.state.refresh(t)
-                    self._send_views([t])
-                elif not self.state.is_waiting(t):
-                    self._send_views(self.state.request_pull(t))
-            elif message.kind == Kind.FINAL:
-                self._final(t, message)
-            elif message.kind != Kind.HEARTBEAT:
-                log.warning("worker %d sent a %s: dropped", t, message.kind.name)
-        except ProtocolError as exc:
-            log.warning("dropped from worker %d: %s", t, exc)
+            self._send_all(self.server.handle(t, body))
+        except ProtocolError as exc:   # e.g. a view this server never sent
+            log.info("resynchronising worker %d: %s", t, exc)
+            self.refused += 1
+            self._send_config(t)
+        except TypeError:
+            log.warning("worker %d sent a %s: dropped", t, envelope.kind.name)
             self.refused += 1
 
     # -- the loop -------------------------------------------------------------------------
     def _check_liveness(self, now: float) -> None:
         for t, record in enumerate(self.state.workers):
-            if record.finished or record.lost or t not in self.nu or self.eta is None:
+            if record.finished or record.lost or t not in self.nu or \
+                    not self.server.started:
                 continue
             if now - self.last_seen[t] > self.timeouts.heartbeat_timeout:
                 log.warning("worker of shard %d/%d lost (silent for %.1f s); start a "
                             "replacement with --shard %d/%d", t, len(self.state.workers),
                             now - self.last_seen[t], t, len(self.state.workers))
                 self.lost_at[t] = now
-                self._send_views(self.state.lose(t))
+                self._send_all(self.server.lose(t))
 
     def _finished(self, now: float) -> bool:
         if not self.state.done:
@@ -409,20 +360,11 @@ class ZmqServer:
         self._stop = True
 
     def _payload(self) -> dict:
-        workers = []
-        for t, record in enumerate(self.state.workers):
-            stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
-                                      "budget": self.config.budgets[t],
-                                      "compute_seconds": 0.0, "read_seconds": 0.0,
-                                      "communicate_seconds": 0.0}
-            workers.append({**stats, "lost": record.lost})
-        payload = self.monitor.payload(self.state, workers, self.eta, self.m)
-        payload["asy"]["transport"] = "zeromq"
-        payload["asy"]["lost_shards"] = [f"{t}/{len(workers)}"
+        payload = self.server.payload("zeromq")
+        payload["asy"]["lost_shards"] = [f"{t}/{self.config.n_workers}"
                                          for t in self.state.lost_workers]
         payload["asy"]["dropped_messages"] = self.drop.dropped
         payload["asy"]["refused_messages"] = self.refused
-        check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
         return payload
 
     def close(self) -> None:

@@ -1,4 +1,9 @@
-"""An Asy-OS worker over ZeroMQ: a DEALER socket around ``worker_loop``."""
+"""An Asy-OS worker over ZeroMQ: a DEALER socket around ``WorkerDriver``.
+
+What is ZeroMQ's own: the HELLO/CONFIG handshake, resending what the server has not
+acknowledged, heartbeats, and resynchronising when the server reconfigures this
+worker; every step and push is the driver's.
+"""
 
 import random
 import time
@@ -9,13 +14,11 @@ import zmq
 from ...core.kept_set import warm_up
 from ...core.losses import Loss
 from ...errors import InputError
-from ...solvers.asy import (
-    first_block_nu,
-    group_fingerprint,
-)
-from ...solvers.worker_loop import PULL, Final, LocalView, Push, worker_loop
+from ...solvers import messages
+from ...solvers.asy import first_block_nu, group_fingerprint
+from ...solvers.worker_loop import WorkerDriver, worker_loop
 from ..base import blas_threads_in_use
-from ..wire import PARAMS, Kind, Limits, WireError, decode, encode, flags
+from ..wire import PARAMS, Limits, WireError, decode, encode
 from .common import (
     Dropper,
     Timeouts,
@@ -28,8 +31,8 @@ from .common import (
 class Resync(Exception):
     """The server sent a CONFIG mid-run: restart from the state it holds."""
 
-    def __init__(self, message):
-        self.message = message
+    def __init__(self, envelope):
+        self.envelope = envelope
 
 
 class ServerGone(RuntimeError):
@@ -37,12 +40,12 @@ class ServerGone(RuntimeError):
 
 
 class ZmqWorker:
-    """Drive ``worker_loop`` for shard ``t`` of ``q`` over a DEALER socket."""
+    """Drive shard ``t`` of ``q`` over a DEALER socket."""
 
     def __init__(self, connect: str, shard, t: int, q: int, *,
                  timeouts: Timeouts | None = None, keys=None, group_of=None):
         """``shard``: ``solvers.asy.worker_shard`` of the worker's data (whole groups
-        when ``group_of``, the checked group ids, is given: issue 8)."""
+        when ``group_of``, the checked group ids, is given)."""
         self.shard, self.t, self.q = shard, t, q
         self.group_of = group_of
         self.n = shard.n_samples
@@ -68,9 +71,8 @@ class ZmqWorker:
         self.communicate = 0.0
 
     # -- messages -------------------------------------------------------------------------
-    def _send(self, kind: Kind, *arrays, more: bool = False, **fields) -> list:
-        frames = encode(kind, self.t, *arrays, run_id=self.run_id,
-                        flags=flags(self.tag, more), **fields)
+    def _send(self, message) -> list:
+        frames = encode(message, self.t, run_id=self.run_id, tag=self.tag)
         self._transmit(frames)
         return frames
 
@@ -83,7 +85,7 @@ class ZmqWorker:
         self.last_sent = time.monotonic()
 
     def _receive(self, timeout: float):
-        """The next valid message within ``timeout`` seconds, or None."""
+        """The next valid message within ``timeout`` seconds, as an envelope, or None."""
         if not self.socket.poll(int(timeout * 1000)):
             self._check_server()
             return None
@@ -91,15 +93,15 @@ class ZmqWorker:
         if self.drop():
             return None
         try:
-            message = decode(frames, self.limits)
+            envelope = decode(frames, self.limits)
         except WireError as exc:
             log.warning("dropped a malformed message from the server: %s", exc)
             return None
         self.last_heard = time.monotonic()
-        if message.kind == Kind.REFUSE:
+        if isinstance(envelope.body, messages.Refuse):
             raise InputError(f"the server refused shard {self.t}/{self.q}: "
-                             f"{message.arrays[0]}")
-        return message
+                             f"{envelope.body.reason}")
+        return envelope
 
     def _check_server(self) -> None:
         silent = time.monotonic() - self.last_heard
@@ -114,62 +116,52 @@ class ZmqWorker:
         fingerprint = np.zeros(0, np.int64) if self.group_of is None else \
             group_fingerprint(self.group_of)
         warm_up()
-        message = None
-        while message is None or message.kind != Kind.CONFIG:
-            if message is not None and message.kind == Kind.DONE:
+        envelope = None
+        while envelope is None or not isinstance(envelope.body, messages.Config):
+            if envelope is not None and isinstance(envelope.body, messages.Done):
                 return
-            self._send(Kind.HELLO, np.array([nu]), fingerprint,
-                       seq=self.shard.n_features, a=self.q, b=self.n)
+            self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
+                                      fingerprint))
             deadline = time.monotonic() + self.timeouts.resend_after
-            message = None
-            while message is None and time.monotonic() < deadline:
-                message = self._receive(deadline - time.monotonic())
+            envelope = None
+            while envelope is None and time.monotonic() < deadline:
+                envelope = self._receive(deadline - time.monotonic())
         while True:
             try:
-                return self._run_from(message)
+                return self._run_from(envelope)
             except Resync as resync:
                 log.info("shard %d/%d resynchronised by the server", self.t, self.q)
-                message = resync.message
+                envelope = resync.envelope
 
-    def _run_from(self, config) -> None:
-        self.run_id, self.tag = config.run_id, config.tag
-        params = dict(zip(PARAMS, config.arrays[0].tolist()))
-        budget, batch = int(params["budget"]), int(params["batch"])
-        self.limits = Limits(self.n, budget, batch, self.run_id)
-        y = np.array(config.arrays[1])
-        window = int(params["window"])
-        resume = (np.array(config.arrays[2]), np.array(config.arrays[3]), config.a)
+    def _run_from(self, envelope) -> None:
+        config = envelope.body
+        self.run_id, self.tag = envelope.run_id, envelope.tag
+        params = dict(zip(PARAMS, config.params.tolist()))
+        capacity, batch = int(params["budget"]), int(params["batch"])
+        self.limits = Limits(self.n, capacity, batch, self.run_id)
+        y = np.array(config.y)
+        resume = (np.array(config.selected), np.array(config.weights), config.position)
         s2_t = int(params["group_budget"])
-        loop = worker_loop(self.shard, y, budget, Loss(int(params["loss"])),
+        loop = worker_loop(self.shard, y, capacity, Loss(int(params["loss"])),
                            params["eta"], params["m"], int(params["epochs"]), batch,
-                           resume=resume if config.seq or config.a else None,
+                           resume=resume if config.last_push or config.position else None,
                            groups=(self.group_of, s2_t) if s2_t else None)
-        view = LocalView(self.n, window, last_push=config.seq)
+        driver = WorkerDriver(loop, self.n, config.last_push, config.position)
+        self.driver = driver
         self.unacked: dict[int, list] = {}
-        self.acked = config.seq
-        self.view = view
-        view.requested()
-        self._send(Kind.PULL)
-        request = next(loop)
+        self._send(driver.start())
         while True:
             start = time.perf_counter()
-            if request is PULL:
-                self._absorb(lambda: view.must_wait)
+            self._absorb(lambda: driver.blocked)
+            if driver.ending:
+                driver.advance()
                 self.communicate += time.perf_counter() - start
-                request = loop.send(view.current())
-            elif isinstance(request, Push):
-                push, request = request, next(loop)
-                start = time.perf_counter()
-                more = request is PULL
-                seq = view.requested(push.delta, answer=more)
-                frames = self._send(Kind.PUSH, push.features, push.delta, push.selected,
-                                    push.weights, more=more, seq=seq,
-                                    a=push.version, b=push.position)
-                self.unacked[seq] = frames
-                self._absorb(lambda: False)
-                self.communicate += time.perf_counter() - start
-            elif isinstance(request, Final):
-                return self._finish(request)
+                return self._finish()
+            self.communicate += time.perf_counter() - start
+            push = driver.advance()
+            start = time.perf_counter()
+            self.unacked[push.seq] = self._send(push)
+            self.communicate += time.perf_counter() - start
 
     def _absorb(self, wait_while) -> None:
         """Handle what arrived; keep waiting (and resending, heart-beating) while
@@ -177,61 +169,60 @@ class ZmqWorker:
         resend_at = time.monotonic() + self.timeouts.resend_after
         while True:
             waiting = wait_while()
-            message = self._receive(min(0.05, self.timeouts.resend_after)
-                                    if waiting else 0)
-            if message is not None:
-                self._on_message(message)
+            envelope = self._receive(min(0.05, self.timeouts.resend_after)
+                                     if waiting else 0)
+            if envelope is not None:
+                self._on_message(envelope)
                 continue
             now = time.monotonic()
             if waiting and now > resend_at:
                 self._resend()
                 resend_at = now + self.timeouts.resend_after
             if now - self.last_sent > self.timeouts.heartbeat_every:
-                self._send(Kind.HEARTBEAT)
+                self._send(messages.Heartbeat())
             if not waiting:
                 return
 
-    def _newer(self, config) -> bool:
+    def _newer(self, envelope) -> bool:
         """A CONFIG from another server boot, or a later one from this boot."""
-        return (config.tag >> 16) != (self.tag >> 16) or \
-            (config.tag & 0xFFFF) > (self.tag & 0xFFFF)
+        return (envelope.tag >> 16) != (self.tag >> 16) or \
+            (envelope.tag & 0xFFFF) > (self.tag & 0xFFFF)
 
-    def _on_message(self, message) -> None:
-        if message.kind == Kind.CONFIG:
-            if self._newer(message):
-                raise Resync(message)
+    def _on_message(self, envelope) -> None:
+        body = envelope.body
+        if isinstance(body, messages.Config):
+            if self._newer(envelope):
+                raise Resync(envelope)
             return
-        if message.kind in (Kind.VIEW, Kind.ACK):
-            for seq in [s for s in self.unacked if s <= message.seq]:
+        if isinstance(body, (messages.View, messages.Ack)):
+            through = body.through
+            for seq in [s for s in self.unacked if s <= through]:
                 del self.unacked[seq]
-            if message.kind == Kind.VIEW:
-                self.view.answered(message.arrays[0], message.a, message.seq)
-        elif message.kind == Kind.DONE:
+            self.driver.receive(body)
+        elif isinstance(body, messages.Done):
             raise ServerGone("the server ended the run before this worker finished")
 
     def _resend(self) -> None:
-        """Everything unacknowledged, in order (the server ignores what it has), or
-        the pull whose view has not come."""
+        """Everything unacknowledged, in order (the server ignores what it has), and
+        a pull, whose answer brings a view and credit (it waits for credit)."""
         for seq in sorted(self.unacked):
             self._transmit(self.unacked[seq])
-        if self.view.must_wait and not self.unacked:
-            self._send(Kind.PULL)
+        if self.driver.blocked:
+            self._send(messages.Pull())
 
-    def _finish(self, final: Final) -> None:
+    def _finish(self) -> None:
         self._absorb(lambda: bool(self.unacked))
-        seconds = np.array([final.compute_seconds, final.read_seconds, self.communicate])
+        final = self.driver.final_message(self.communicate, blas_threads_in_use())
         while True:
-            self._send(Kind.FINAL, final.selected, final.weights, final.contribution,
-                       seconds, seq=self.view.last_push, a=final.steps,
-                       b=blas_threads_in_use())
+            self._send(final)
             deadline = time.monotonic() + self.timeouts.resend_after
             while time.monotonic() < deadline:
-                message = self._receive(deadline - time.monotonic())
-                if message is None:
+                envelope = self._receive(deadline - time.monotonic())
+                if envelope is None:
                     continue
-                if message.kind == Kind.DONE:
+                if isinstance(envelope.body, messages.Done):
                     return
-                self._on_message(message)
+                self._on_message(envelope)
 
     def close(self) -> None:
         self.socket.close(linger=0)

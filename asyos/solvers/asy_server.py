@@ -1,0 +1,129 @@
+"""The Asy-OS server, written once for every carrier: a message in, replies out.
+
+``AsyServer.handle(worker, message)`` applies a ``solvers.messages`` request to the
+state machine (``core.server_state``: u_C, the clock, the credit gate that bounds
+staleness, adaptive budgets), feeds the monitor (loss trace, push order) and returns
+the (worker, message) pairs to send.  The simulator, MPI and ZeroMQ only move these;
+what differs between them (who is alive, resends, checkpoints) stays in the carrier.
+"""
+
+import numpy as np
+
+from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
+from . import messages
+from .asy import AsyConfig, ServerMonitor, check_u
+
+SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")
+
+
+class AsyServer:
+    """u_C and everything the server decides, for q workers.
+
+    ``n_features`` may come later (``start``: ZeroMQ learns p from the workers'
+    HELLOs); ``state``: a restored ``ServerState`` to continue from.
+    """
+
+    def __init__(self, y: np.ndarray, config: AsyConfig, *, state: ServerState = None,
+                 record_order: bool = False, group_of=None):
+        self.y, self.config = y, config
+        self.record_order, self.group_of = record_order, group_of
+        if state is None:
+            state = ServerState(y.shape[0], config.n_workers, config.staleness,
+                                config.depth, config.batch)
+            if config.adaptive:
+                state.adapt_budgets(config.s)
+        self.state = state
+        self.monitor: ServerMonitor | None = None
+        self.eta = self.m = None
+        self.stats: list[dict | None] = [None] * config.n_workers
+
+    def start(self, n_features: int, eta: float, m: float) -> None:
+        """Fix p and the step; the run can begin."""
+        self.eta, self.m = eta, m
+        self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
+                                     self.group_of)
+        self.monitor.skip_to(self.state.clock)
+
+    @property
+    def started(self) -> bool:
+        return self.monitor is not None
+
+    @property
+    def done(self) -> bool:
+        return self.state.done
+
+    # -- requests ---------------------------------------------------------------------
+    def handle(self, worker: int, message) -> list[tuple[int, object]]:
+        """Apply one request of ``worker``; the replies to send, in order.
+
+        Raises ``core.server_state.ProtocolError`` (nothing changed) for a request that
+        breaks the protocol; the carrier decides what that costs the worker.
+        """
+        if isinstance(message, messages.Push):
+            return self._push(worker, message)
+        if isinstance(message, messages.Pull):
+            return self.views(self.state.request(worker))
+        if isinstance(message, messages.Final):
+            return self._final(worker, message)
+        raise TypeError(f"not a worker request: {type(message).__name__}")
+
+    def views(self, workers) -> list[tuple[int, messages.View]]:
+        """A view for each of ``workers``, with its credit (and budget)."""
+        replies = []
+        for t in workers:
+            u, version, through, credit, budget = self.state.view(t)
+            replies.append((t, messages.View(u, version, through, credit, budget or 0)))
+        return replies
+
+    def _push(self, t: int, push: messages.Push) -> list:
+        try:
+            _, granted = self.state.push(t, push.delta, push.version,
+                                         push.features.size, seq=push.seq,
+                                         kept=(push.selected, push.weights,
+                                               push.position))
+        except DuplicatePush:   # a resend whose answer was lost: answer again
+            if push.more:
+                return self.views(self.state.request(t))
+            return [(t, messages.Ack(self.state.workers[t].messages))]
+        except OutOfOrderPush:  # the worker resends the missing ones, in order
+            return []
+        self.monitor.on_push(self.state, t, push.features)
+        if push.more:
+            granted = granted + self.state.request(t)
+        replies = self.views(granted)
+        if not push.more:
+            replies.insert(0, (t, messages.Ack(self.state.workers[t].messages)))
+        return replies
+
+    def _final(self, t: int, final: messages.Final) -> list:
+        record = self.state.workers[t]
+        if record.finished:
+            return [(t, messages.Done())]
+        if final.seq != record.messages:   # pushes still on their way: it resends
+            return []
+        granted = self.state.finish(t, final.selected, final.weights, final.contribution)
+        self.stats[t] = {"steps": int(final.steps), "kept": int(final.selected.size),
+                         "budget": self.config.budgets[t],
+                         "blas_threads": int(final.blas_threads),
+                         **dict(zip(SECONDS, np.asarray(final.seconds).tolist()))}
+        return [(t, messages.Done())] + self.views(granted)
+
+    def lose(self, worker: int) -> list[tuple[int, messages.View]]:
+        """``worker`` is gone: its credit is revoked; the views now grantable."""
+        return self.views(self.state.lose(worker))
+
+    # -- the end ----------------------------------------------------------------------
+    def payload(self, transport: str) -> dict:
+        """The results document; fails loudly when u_C ≠ Σ_t X_S(t) w_S(t)."""
+        workers = []
+        for t, record in enumerate(self.state.workers):
+            stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
+                                      "budget": self.config.budgets[t],
+                                      **dict.fromkeys(SECONDS, 0.0)}
+            workers.append({**stats, "lost": record.lost})
+        payload = self.monitor.payload(self.state, workers, self.eta, self.m)
+        payload["asy"]["transport"] = transport
+        payload["asy"]["depth"] = self.config.depth
+        payload["asy"]["batch"] = self.config.batch
+        check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
+        return payload

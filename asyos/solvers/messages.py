@@ -1,0 +1,118 @@
+"""The Asy-OS protocol's messages as typed values, the same on every carrier.
+
+``AsyServer`` (one server) and ``WorkerDriver`` (one worker side) exchange these; the
+simulator hands them over in memory, MPI and ZeroMQ encode them with
+``transport.wire`` (a struct header and raw arrays, never pickle).  The session
+messages (``Hello``, ``Config``, ``Heartbeat``, ``Refuse``) are ZeroMQ's, whose workers
+come and go; under MPI every rank opens the job itself and a dead rank ends the job.
+"""
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+def _ints() -> np.ndarray:
+    return np.zeros(0, np.int64)
+
+
+def _floats() -> np.ndarray:
+    return np.zeros(0)
+
+
+@dataclass(frozen=True)
+class Pull:
+    """Worker → server: a view and credit to step, please."""
+
+
+@dataclass(frozen=True)
+class Push:
+    """Worker → server: the summed Δu of ``features.size`` OS steps, all computed from
+    view ``version`` plus the worker's own steps, and its kept set after them (its
+    resume state).  ``more``: answer with a view and credit (a pull rides on it)."""
+
+    seq: int                 # 1, 2, ... per worker: applied at most once, in order
+    version: int
+    features: np.ndarray     # int64, the features these steps processed, in order
+    delta: np.ndarray        # float64 (n)
+    selected: np.ndarray     # int64
+    weights: np.ndarray      # float64
+    position: int            # features processed so far, this push included
+    more: bool = True
+
+
+@dataclass(frozen=True)
+class Final:
+    """Worker → server, once, after its last push (``seq``): its kept set and
+    X_S w_S, which the server checks against u_C, and what it measured."""
+
+    seq: int
+    steps: int
+    selected: np.ndarray
+    weights: np.ndarray
+    contribution: np.ndarray
+    seconds: np.ndarray = field(default_factory=lambda: np.zeros(3))  # compute, read, communicate
+    blas_threads: int = 0
+
+
+@dataclass(frozen=True)
+class View:
+    """Server → worker: u_C at ``version`` (steps applied), including the worker's
+    pushes 1..``through``; ``credit``: the steps it may have pushed in all (it may
+    take credit − steps taken more); ``budget``: the kept-set size granted from now on
+    (adaptive budgets; 0 under fixed budgets)."""
+
+    u: np.ndarray
+    version: int
+    through: int
+    credit: int
+    budget: int = 0
+
+
+@dataclass(frozen=True)
+class Ack:
+    """Server → worker: its pushes 1..``through`` are applied (no view wanted)."""
+
+    through: int
+
+
+@dataclass(frozen=True)
+class Done:
+    """Server → worker: the run is over for it."""
+
+
+@dataclass(frozen=True)
+class Hello:
+    """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
+    block (for the step size), and the fingerprint of its group labels (or empty)."""
+
+    shards: int
+    shard_size: int
+    n_samples: int
+    nu: float
+    groups: np.ndarray = field(default_factory=_ints)
+
+
+@dataclass(frozen=True)
+class Config:
+    """Server → worker (ZeroMQ): everything it needs besides its data, and the state
+    to resume from (its last push, position and kept set)."""
+
+    params: np.ndarray       # float64, wire.PARAMS in order
+    y: np.ndarray
+    selected: np.ndarray = field(default_factory=_ints)
+    weights: np.ndarray = field(default_factory=_floats)
+    last_push: int = 0
+    position: int = 0
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """Worker → server (ZeroMQ): still here."""
+
+
+@dataclass(frozen=True)
+class Refuse:
+    """Server → peer (ZeroMQ): why it is not taken."""
+
+    reason: str
