@@ -7,10 +7,14 @@ other.  For each run: time to reach a fixed training objective (the one sequenti
 has after its first epoch), the speedup T_sequential / T_q, recall, the workers'
 split of a step (µs in the kernel, reading their shard, communicating: sending and
 waiting for views) and the staleness recorded by the server.  ``--pipeline`` runs
-several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop).
+several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop);
+``--staleness auto none`` runs the default enforced bound beside the unbounded
+pipeline and reports their throughput ratio (steps per second, bounded / unbounded).
+``--threshold final`` measures the time to 1.05× the objective sequential OS ends at
+instead of the one it has after its first epoch.
 
     python benchmarks/speedup.py [--workers 1 2 4 8 11] [--p 8192] [--s 64] [--n 1000]
-                                 [--budgets fixed adaptive]
+                                 [--budgets fixed adaptive] [--staleness auto none]
 """
 
 import argparse
@@ -55,6 +59,12 @@ def main():
     parser.add_argument("--budgets", nargs="+", default=["fixed"],
                         choices=["fixed", "adaptive"], help="budget rules to run for "
                         "each q and pipeline (asyos run --budget)")
+    parser.add_argument("--staleness", nargs="+", default=["auto"],
+                        help="bounds to run for each q (asyos run --staleness): a "
+                        "number, auto (the default bound) or none")
+    parser.add_argument("--threshold", choices=["epoch", "final"], default="epoch",
+                        help="time to sequential OS's objective after one epoch, or "
+                        "to 1.05x its final objective")
     args = parser.parse_args()
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     with tempfile.TemporaryDirectory() as tmp:
@@ -70,27 +80,37 @@ def main():
         for q in args.workers:
             for pipeline in args.pipeline:
                 for budget in args.budgets:
-                    window, batch = pipeline.split(":")
-                    name = f"q={q}" + ("" if pipeline == "auto:auto" else f" {pipeline}") \
-                        + ("" if budget == "fixed" else f" {budget}")
-                    results[name] = run([mpiexec, "-n", str(q + 1), sys.executable, *job,
-                                         "--window", window, "--batch", batch,
-                                         "--budget", budget],
-                                        tmp / f"q{q}-{window}-{batch}-{budget}.json")
+                    for bound in args.staleness:
+                        window, batch = pipeline.split(":")
+                        name = f"q={q}" + ("" if pipeline == "auto:auto" else
+                                           f" {pipeline}") + \
+                            ("" if budget == "fixed" else f" {budget}") + \
+                            ("" if bound == "auto" else f" τ={bound}")
+                        results[name] = run(
+                            [mpiexec, "-n", str(q + 1), sys.executable, *job, "--window",
+                             window, "--batch", batch, "--budget", budget,
+                             "--staleness", bound],
+                            tmp / f"q{q}-{window}-{batch}-{budget}-{bound}.json")
     seq = results["sequential"]
     per_epoch = args.p
-    threshold = next(v for k, v in zip(seq["trace"]["steps"], seq["trace"]["objective"])
-                     if k >= per_epoch)
+    if args.threshold == "epoch":
+        threshold = next(v for k, v in zip(seq["trace"]["steps"],
+                                           seq["trace"]["objective"]) if k >= per_epoch)
+        what = "sequential OS after one epoch"
+    else:
+        threshold, what = 1.05 * seq["objective"], "1.05 x sequential OS's final"
     t_seq = time_to(seq, threshold)
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs; threshold "
-          f"objective {threshold:.4g} (sequential OS after one epoch)")
+          f"objective {threshold:.4g} ({what})")
     print(f"{'run':>17} {'total s':>8} {'to thr. s':>9} {'speedup':>8} {'recall':>7} "
-          f"{'compute':>8} {'read':>6} {'comm':>6} {'mean/max stale':>15}")
+          f"{'compute':>8} {'read':>6} {'comm':>6} {'mean/max stale':>15} "
+          f"{'bound':>6} {'steps/s':>8} {'vs none':>8}")
     support = set(problem.support.tolist())
     for name, result in results.items():
         t = time_to(result, threshold)
         rec = len(support & set(result["selected"])) / len(support)
-        compute = read = comm = stale = ""
+        compute = read = comm = stale = bound = ratio = ""
+        rate = result["n_steps"] / result["timings"]["seconds"]
         if "asy" in result:
             workers = result["asy"]["workers"]
             steps = sum(w["steps"] for w in workers)
@@ -99,11 +119,15 @@ def main():
                                              "communicate_seconds"))
             stats = result["asy"]["staleness"]
             stale = f"{stats['mean']:.0f}/{stats['max']}"
+            bound = str(stats.get("bound"))
+            free = results.get(name.split(" τ=")[0] + " τ=none")
+            if free is not None and free is not result:
+                ratio = f"{rate / (free['n_steps'] / free['timings']['seconds']):.2f}"
         else:
             compute = f"{result['timings']['us_per_step']:.1f}"
         print(f"{name:>17} {result['timings']['seconds']:8.2f} {t:9.2f} "
               f"{t_seq / t:8.2f} {rec:7.3f} {compute:>8} {read:>6} {comm:>6} "
-              f"{stale:>15}")
+              f"{stale:>15} {bound:>6} {rate:8.0f} {ratio:>8}")
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from asyos.core.server_state import ServerState
 from asyos.core.shards import group_owners
 from asyos.solvers.asy import AsyConfig, ServerMonitor, group_fingerprint
 from asyos.solvers.sequential import fit_os
+from asyos.solvers import messages as msg
 from asyos.transport.wire import PARAMS, Kind, encode
 from asyos.transport.zeromq import ZmqServer
 
@@ -143,16 +144,15 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
              "short": np.array([4])}[fingerprint]
     try:
         [reply] = _exchange(server, _socket(server),
-                            encode(Kind.HELLO, 0, np.array([1.0]), frame, seq=12, a=1,
-                                   b=N))
+                            encode(msg.Hello(1, 12, N, 1.0, frame)))
     finally:
         server.close()
     if refused is None:
         assert reply.kind == Kind.CONFIG
-        params = dict(zip(PARAMS, reply.arrays[0]))
+        params = dict(zip(PARAMS, reply.body.params))
         assert params["group_budget"] == 2 and params["budget"] == 4
     else:
-        assert reply.kind == Kind.REFUSE and refused in reply.arrays[0]
+        assert reply.kind == Kind.REFUSE and refused in reply.body.reason
 
 
 @pytest.mark.parametrize("selected, message", [

@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 import zmq
 
+from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig
-from asyos.transport.wire import HEADER, MAGIC, Kind, Limits, decode, encode, flags
+from asyos.transport.wire import HEADER, MAGIC, PROTOCOL, Kind, Limits, decode, encode
 from asyos.transport.zeromq import Timeouts, ZmqServer
 
 N = 6
@@ -17,7 +18,8 @@ NO_GROUPS = np.zeros(0, np.int64)   # a HELLO's groups frame: none
 
 @pytest.fixture
 def server():
-    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2)
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                             staleness=None)
     srv = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
                     timeouts=Timeouts(heartbeat_timeout=60))
     yield srv
@@ -42,21 +44,25 @@ def _exchange(server, sock, frames, rounds=6):
     return replies
 
 
-def _push(joined, seq, delta, more=True):
-    """Worker 0's push number ``seq``, tagged with its configuration."""
+def _push(joined, seq, delta, more=True, version=0):
+    """Worker 0's push number ``seq`` (one step from view ``version``), tagged with its
+    configuration."""
     run_id, tag = joined
-    return encode(Kind.PUSH, 0, np.array([seq - 1]), delta, np.array([seq - 1]),
-                  np.array([0.5]), flags=flags(tag, more), run_id=run_id, seq=seq, a=0,
-                  b=seq)
+    return encode(msg.Push(seq, version, np.array([seq - 1]), delta, np.array([seq - 1]),
+                           np.array([0.5]), position=seq, more=more),
+                  0, run_id=run_id, tag=tag)
+
+
+def _hello(worker=0, n=N):
+    return encode(msg.Hello(1, 5, n, 1.0, NO_GROUPS), worker)
 
 
 def _joined(server, sock):
-    [config] = _exchange(server, sock, encode(Kind.HELLO, 0, np.array([1.0]),
-                                              NO_GROUPS, seq=5, a=1, b=N))
-    assert config.kind == Kind.CONFIG and config.arrays[1].size == N
-    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=config.run_id,
-                                            flags=config.flags))
-    assert view.kind == Kind.VIEW and view.a == 0
+    [config] = _exchange(server, sock, _hello())
+    assert config.kind == Kind.CONFIG and config.body.y.size == N
+    [view] = _exchange(server, sock, encode(msg.Pull(), 0, run_id=config.run_id,
+                                            tag=config.tag))
+    assert view.kind == Kind.VIEW and view.body.version == 0 and view.body.credit == 4
     return config.run_id, config.tag
 
 
@@ -65,28 +71,27 @@ def test_a_duplicated_push_is_applied_once(server):
     joined = _joined(server, sock)
     delta = np.arange(N, dtype=float)
     [view] = _exchange(server, sock, _push(joined, 1, delta))
-    assert view.kind == Kind.VIEW and view.seq == 1
+    assert view.kind == Kind.VIEW and view.body.through == 1
+    assert view.body.credit == 5          # topped up to the depth, 4 unspent
     replies = _exchange(server, sock, _push(joined, 1, delta))   # a resend
-    assert [r.kind for r in replies] == [Kind.VIEW] and replies[0].seq == 1
+    assert [r.kind for r in replies] == [Kind.VIEW] and replies[0].body.through == 1
     assert server.state.clock == 1
     np.testing.assert_array_equal(server.state.u, delta)
     [ack] = _exchange(server, sock, _push(joined, 2, delta, more=False))
-    assert ack.kind == Kind.ACK and ack.seq == 2 and server.state.clock == 2
+    assert ack.kind == Kind.ACK and ack.body.through == 2 and server.state.clock == 2
 
 
 @pytest.mark.parametrize("make, refused", [
     (lambda run: [b"garbage bytes"], False),
     (lambda run: [HEADER.pack(MAGIC, 9, int(Kind.PULL), 0, 0, run, 0, 0, 0)], False),
-    (lambda run: [HEADER.pack(MAGIC, 1, 77, 0, 0, run, 0, 0, 0)], False),  # kind 77
-    (lambda run: encode(Kind.PULL, 0, run_id=run + 1), False),           # other run
-    (lambda run: encode(Kind.PUSH, 0, np.ones(2), run_id=run), False),   # truncated
-    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), NO_GROUPS, seq=5, a=1,
-                        b=N + 1), True),
-    (lambda run: encode(Kind.HELLO, 3, np.array([1.0]), NO_GROUPS, seq=5, a=1,
-                        b=N), True),
-    (lambda run: encode(Kind.HELLO, 0, np.array([1.0]), NO_GROUPS, seq=5, a=1,
-                        b=N), True),
-    (lambda run: encode(Kind.PULL, 7, run_id=run), True),                # no worker 7
+    (lambda run: [HEADER.pack(MAGIC, PROTOCOL, 77, 0, 0, run, 0, 0, 0)], False),
+    (lambda run: encode(msg.Pull(), 0, run_id=run + 1), False),          # other run
+    (lambda run: [HEADER.pack(MAGIC, PROTOCOL, int(Kind.PUSH), 0, 0, run, 1, 0, 0),
+                  np.ones(2).tobytes()], False),                          # truncated
+    (lambda run: _hello(n=N + 1), True),
+    (lambda run: _hello(worker=3), True),
+    (lambda run: _hello(), True),
+    (lambda run: encode(msg.Pull(), 7, run_id=run), True),               # no worker 7
 ], ids=["garbage", "version", "kind", "run-id", "truncated", "wrong-n", "bad-shard",
         "shard-taken", "unknown-worker"])
 def test_bad_messages_are_dropped_or_refused_and_change_nothing(server, make, refused):
@@ -107,7 +112,7 @@ def test_a_stranger_impersonating_a_worker_is_refused(server):
     sock = _socket(server)
     joined = _joined(server, sock)
     [refusal] = _exchange(server, _socket(server), _push(joined, 1, np.ones(N)))
-    assert refusal.kind == Kind.REFUSE and "unknown peer" in refusal.arrays[0]
+    assert refusal.kind == Kind.REFUSE and "unknown peer" in refusal.body.reason
     assert server.state.clock == 0
 
 
@@ -115,7 +120,8 @@ def test_an_oversized_message_is_cut_off_without_harm(server):
     sock = _socket(server)
     joined = _joined(server, sock)
     huge = _socket(server)
-    huge.send_multipart([HEADER.pack(MAGIC, 1, int(Kind.PUSH), 0, 0, joined[0], 1, 0, 0),
+    huge.send_multipart([HEADER.pack(MAGIC, PROTOCOL, int(Kind.PUSH), 0, 0, joined[0], 1,
+                                     0, 0),
                          b"\0" * (1 << 22)])
     for _ in range(10):
         server.step(0.02)
@@ -136,10 +142,18 @@ def test_a_push_from_before_a_reconfiguration_is_dropped(server):
     time.sleep(server.timeouts.resend_after)   # its resend: the CONFIG was lost?
     [again] = _exchange(server, sock, _push((run_id, tag), 1, np.ones(N)))
     assert again.kind == Kind.CONFIG and again.tag == config.tag and server.state.clock == 0
-    [view] = _exchange(server, sock, encode(Kind.PULL, 0, run_id=run_id, flags=config.flags))
+    [view] = _exchange(server, sock, encode(msg.Pull(), 0, run_id=run_id, tag=config.tag))
     assert view.kind == Kind.VIEW
     [view] = _exchange(server, sock, _push((run_id, config.tag), 1, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == 1
+
+
+def test_a_push_beyond_its_credit_or_from_a_view_never_sent_resynchronises(server):
+    """The server checks what a push claims: credit it holds, a view it was sent."""
+    sock = _socket(server)
+    joined = _joined(server, sock)
+    [config] = _exchange(server, sock, _push(joined, 1, np.ones(N), version=3))
+    assert config.kind == Kind.CONFIG and server.state.clock == 0
 
 
 def test_after_the_run_a_late_final_still_gets_its_done(server):
@@ -148,8 +162,8 @@ def test_after_the_run_a_late_final_still_gets_its_done(server):
     joined = _joined(server, sock)
     lingering = threading.Thread(target=server._linger)
     lingering.start()
-    final = encode(Kind.FINAL, 0, np.array([0]), np.array([0.5]), np.zeros(N),
-                   np.zeros(3), flags=flags(joined[1]), run_id=joined[0], seq=0, a=1)
+    final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+                   run_id=joined[0], tag=joined[1])
     sock.send_multipart(final)
     assert sock.poll(5000)
     assert decode(sock.recv_multipart(), Limits(N, 10, 10)).kind == Kind.DONE

@@ -195,14 +195,22 @@ class ServerState:
         return self._grant()
 
     def _grant(self) -> list[int]:
-        granted = []
-        while self._waiting:
-            worker = self._waiting[0]
+        """Answer the waiting workers that can be answered now.
+
+        Credit goes first come, first served: behind a worker that must wait for
+        credit, the others wait too.  A worker that still holds credit is answered at
+        once, with new credit if it fits or a fresh view without: it can go on
+        stepping, and a view of its that was lost must not leave its credit (which
+        holds the others' gate) unknown to it.
+        """
+        granted, blocked = [], False
+        for worker in list(self._waiting):
             record = self.workers[worker]
-            k = self._grantable(worker)
-            if k <= 0 and record.unspent < self.depth:
-                break   # first come, first served: the others wait behind it
-            self._waiting.popleft()
+            k = 0 if blocked else self._grantable(worker)
+            if k <= 0 and record.unspent <= 0:
+                blocked = True
+                continue
+            self._waiting.remove(worker)
             if k > 0:
                 record.credit += k
                 record.grants.append(Grant(self.clock, record.pushes, record.credit))

@@ -23,6 +23,7 @@ PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; doc
 BUDGETS = ("fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: each other worker two pipelines ahead (measured)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
+EPOCH_FRACTION = 16      # default τ ≤ 1/16 of an epoch (p < 16: τ = 0, serial)
 
 
 @dataclass(frozen=True)
@@ -48,8 +49,10 @@ class AsyConfig:
         """Validated configuration; raises InputError naming the problem.
 
         ``staleness``: the bound τ the server enforces, "auto" (derived from the
-        pipeline: ``STALENESS_PER_PEER`` pipelines per other worker) or None (no
-        bound).  ``window``/``batch``: pushes a worker may have in flight and steps per
+        pipeline: ``STALENESS_PER_PEER`` pipelines per other worker, but at most
+        1/``EPOCH_FRACTION`` of an epoch: on correlated columns a step that misses a
+        tenth of an epoch of the others' updates costs fit, measured in
+        docs/results.md, and the pipeline is sized to that bound) or None (no bound).  ``window``/``batch``: pushes a worker may have in flight and steps per
         push; their product is the worker's credit depth.  "auto": ``PIPELINE``, but
         never more than 1/``SHARD_FRACTION`` of a shard (on a small problem a whole
         shard in flight on one view is a different algorithm), and with a given τ no
@@ -76,12 +79,17 @@ class AsyConfig:
         limit = PIPELINE["window"] * PIPELINE["batch"]
         if n_features is not None:
             limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
-        if isinstance(staleness, int) and not given:
-            limit = min(limit, max(1, staleness // (STALENESS_PER_PEER * peers)))
+        bound = staleness
+        if staleness == "auto" and n_features is not None:
+            bound = n_features // EPOCH_FRACTION
+        if isinstance(bound, int) and not given:
+            limit = min(limit, max(1, bound // (STALENESS_PER_PEER * peers)))
         batch = given.get("batch", min(PIPELINE["batch"], limit))
         window = given.get("window", max(1, limit // batch))
         if staleness == "auto":
             staleness = STALENESS_PER_PEER * peers * window * batch
+            if n_features is not None:
+                staleness = min(staleness, bound)
         if budget not in BUDGETS:
             raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
                              f"{budget!r}")

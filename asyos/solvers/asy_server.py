@@ -9,6 +9,7 @@ what differs between them (who is alive, resends, checkpoints) stays in the carr
 
 import numpy as np
 
+from ..core.losses import loss_value
 from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u
@@ -35,6 +36,7 @@ class AsyServer:
         self.state = state
         self.monitor: ServerMonitor | None = None
         self.eta = self.m = None
+        self.shrink, self._last_loss, self._pushes_in_round = 1.0, np.inf, 0
         self.stats: list[dict | None] = [None] * config.n_workers
 
     def start(self, n_features: int, eta: float, m: float) -> None:
@@ -43,6 +45,32 @@ class AsyServer:
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)
+
+    @property
+    def step_size(self) -> float:
+        """η in force: the agreed η, halved each time a round of pushes raised the
+        loss of u_C, when η is the default rule.
+
+        Sequential OS halves η when a step raises the loss; a stale step can raise it
+        by chance, and halving on every such push shrinks η until the run stalls
+        (measured on correlated columns: recall and R² fall far below the run without
+        it).  So the server compares the loss once per round of q pushes, which
+        catches a step size too large for the staleness (the run would diverge) and
+        ignores the noise of single stale steps.
+        """
+        return self.eta * self.shrink
+
+    def _safeguard(self) -> None:
+        if self.config.eta is not None:   # the user's η is kept as given
+            return
+        self._pushes_in_round += 1
+        if self._pushes_in_round < self.config.n_workers:
+            return
+        self._pushes_in_round = 0
+        loss = loss_value(int(self.config.loss), self.state.u, self.y)
+        if loss > self._last_loss * (1.0 + 1e-12) + 1e-15:
+            self.shrink *= 0.5
+        self._last_loss = loss
 
     @property
     def started(self) -> bool:
@@ -72,7 +100,8 @@ class AsyServer:
         replies = []
         for t in workers:
             u, version, through, credit, budget = self.state.view(t)
-            replies.append((t, messages.View(u, version, through, credit, budget or 0)))
+            replies.append((t, messages.View(u, version, through, credit, budget or 0,
+                                             self.step_size)))
         return replies
 
     def _push(self, t: int, push: messages.Push) -> list:
@@ -88,6 +117,7 @@ class AsyServer:
         except OutOfOrderPush:  # the worker resends the missing ones, in order
             return []
         self.monitor.on_push(self.state, t, push.features)
+        self._safeguard()
         if push.more:
             granted = granted + self.state.request(t)
         replies = self.views(granted)
@@ -121,7 +151,7 @@ class AsyServer:
                                       "budget": self.config.budgets[t],
                                       **dict.fromkeys(SECONDS, 0.0)}
             workers.append({**stats, "lost": record.lost})
-        payload = self.monitor.payload(self.state, workers, self.eta, self.m)
+        payload = self.monitor.payload(self.state, workers, self.step_size, self.m)
         payload["asy"]["transport"] = transport
         payload["asy"]["depth"] = self.config.depth
         payload["asy"]["batch"] = self.config.batch

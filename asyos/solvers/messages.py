@@ -60,13 +60,15 @@ class View:
     """Server → worker: u_C at ``version`` (steps applied), including the worker's
     pushes 1..``through``; ``credit``: the steps it may have pushed in all (it may
     take credit − steps taken more); ``budget``: the kept-set size granted from now on
-    (adaptive budgets; 0 under fixed budgets)."""
+    (adaptive budgets; 0 under fixed budgets); ``eta``: the step size in force (the
+    server halves the default η when a push raised the loss; 0: the configured η)."""
 
     u: np.ndarray
     version: int
     through: int
     credit: int
     budget: int = 0
+    eta: float = 0.0
 
 
 @dataclass(frozen=True)

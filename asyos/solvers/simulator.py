@@ -162,7 +162,8 @@ class _Simulation:
                 type(chosen)(self.state.clock, record.pushes, budget))
         self.drivers[t].receive(messages.View(self.history[chosen.version],
                                               chosen.version, chosen.own,
-                                              self.credit[t], budget))
+                                              self.credit[t], budget,
+                                              self.server.step_size))
 
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""

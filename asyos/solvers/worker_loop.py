@@ -64,6 +64,7 @@ class LocalView:
         self.u_hat = np.zeros(n_samples)
         self.version = -1
         self.budget = 0
+        self.eta = 0.0       # the server's η, once it sends one (it only shrinks)
         self.last_push = last_push
         self.credit = self.spent = steps
         self._own: deque = deque()   # (push number, its Δu) not in the view yet
@@ -87,6 +88,8 @@ class LocalView:
     def answered(self, view: messages.View) -> None:
         """A view arrived (an older one than the last, reordered, only adds credit)."""
         self.credit = max(self.credit, view.credit)
+        if view.eta > 0:
+            self.eta = view.eta if self.eta == 0 else min(self.eta, view.eta)
         if view.version < self.version:
             return
         while self._own and self._own[0][0] <= view.through:
@@ -97,8 +100,9 @@ class LocalView:
             self.u_hat += delta
 
     def current(self) -> tuple:
-        """The reply to the worker loop's pull: (û, version, steps allowed, budget)."""
-        return self.u_hat, self.version, self.allowed, self.budget
+        """The reply to the worker loop's pull: (û, version, steps allowed, budget,
+        η in force or 0)."""
+        return self.u_hat, self.version, self.allowed, self.budget, self.eta
 
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
@@ -106,12 +110,13 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 groups=None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
-    Each pull is answered by (û, version, allowed, budget) and followed by up to
+    Each pull is answered by (û, version, allowed, budget, η) and followed by up to
     min(``batch``, allowed) steps (one compiled call; after the first, each step also
     sees this worker's own earlier steps) and one push of their sum.  ``budget`` > 0
     (adaptive budgets): keep at most that many features from now on, dropping the
     smallest at once when it was lowered (the change is part of the next push, so
-    u_C = Σ_t X_S(t) w_S(t) still holds).  ``resume``: (selected, weights, position)
+    u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step size from now on
+    (it shrinks it when a push raised the loss), else ``eta``.  ``resume``: (selected, weights, position)
     of a worker this one replaces.  ``groups``: (group_of, s2_t) for group-aware OS,
     at most s2_t groups kept.
     """
@@ -132,7 +137,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                     max(skip - block_index.size, 0)
             first = 0
             while first < block_index.size:
-                u_hat, version, allowed, budget = yield PULL
+                u_hat, version, allowed, budget, eta_now = yield PULL
                 start = time.perf_counter()
                 last = first + min(batch, allowed)
                 features = block_index[first:last]
@@ -141,7 +146,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 if budget:
                     kept.set_limit(budget)
                     u_local += kept.contribution - before   # its own change, seen
-                kept.run_local(features, block[first:last], u_local, y, loss, eta, m)
+                kept.run_local(features, block[first:last], u_local, y, loss,
+                               eta_now or eta, m)
                 delta = kept.contribution - before
                 compute += time.perf_counter() - start
                 steps += features.size

@@ -14,7 +14,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×9), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
-| VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1)              |
+| VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
 | FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
@@ -112,7 +112,7 @@ def _fields(message) -> tuple[int, int, int, list]:
             message.features, message.delta, message.selected, message.weights]
     if isinstance(message, m.View):
         return message.through, message.version, message.credit, [
-            message.u, np.array([message.budget])]
+            message.u, np.array([message.budget]), np.array([message.eta], np.float64)]
     if isinstance(message, m.Ack):
         return message.through, 0, 0, []
     if isinstance(message, m.Final):
@@ -162,11 +162,12 @@ def split(buffer, most_frames: int = 8) -> list:
     count = int(np.frombuffer(raw[:8], "<i8")[0])
     if not 0 < count <= most_frames or len(raw) < 8 * (1 + count):
         raise WireError(f"bad frame count {count}")
-    lengths = np.frombuffer(raw[8:8 * (1 + count)], "<i8")
-    if np.any(lengths < 0) or int(lengths.sum()) != len(raw) - 8 * (1 + count):
+    lengths = np.frombuffer(raw[8:8 * (1 + count)], "<i8").tolist()
+    # summed as Python ints: an int64 sum of huge lengths could wrap to the right size
+    if min(lengths) < 0 or sum(lengths) != len(raw) - 8 * (1 + count):
         raise WireError("frame lengths do not add up to the buffer")
     frames, at = [], 8 * (1 + count)
-    for length in lengths.tolist():
+    for length in lengths:
         frames.append(raw[at:at + length])
         at += length
     return frames
@@ -186,7 +187,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
         Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k)],
-        Kind.VIEW: [(f8, n, n), (i8, 1, 1)],
+        Kind.VIEW: [(f8, n, n), (i8, 1, 1), (f8, 1, 1)],
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, n, n), (f8, 3, 3)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
     }
@@ -197,7 +198,7 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
     if kind == Kind.PUSH:
         return m.Push(seq, a, *arrays[:2], *arrays[2:], position=b, more=more)
     if kind == Kind.VIEW:
-        return m.View(arrays[0], a, seq, b, int(arrays[1][0]))
+        return m.View(arrays[0], a, seq, b, int(arrays[1][0]), float(arrays[2][0]))
     if kind == Kind.ACK:
         return m.Ack(seq)
     if kind == Kind.FINAL:

@@ -129,7 +129,7 @@ class ZmqServer:
         with open(tmp, "wb") as f:
             monitor = self.server.monitor
             np.savez(f, **self.state.snapshot(), run_id=np.array(self.run_id),
-                     step=np.array([self.server.eta, self.server.m]),
+                     step=np.array([self.server.step_size, self.server.m]),
                      n_features=np.array(monitor.n_features),
                      per_epoch=np.array(monitor.per_epoch))
             f.flush()
