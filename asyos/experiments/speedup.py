@@ -9,10 +9,13 @@ feature-major as .npy, and every run of that repetition reads the same file:
 q = 1..Q, one after the other.  Workers own static shards: feature j goes to worker
 j mod q (``FeatureStream.shard``), with budgets s_t = s // q + [t < s mod q].
 
-Speedup at a threshold: threshold = 1.05 × the worst (largest) final training objective
-among the runs of the repetition, so every run reaches it; T = the first time a run's
-trace (plus its final point) reaches it, interpolated linearly between trace points;
-speedup_q = T_sequential / T_q.  The training error is the objective of the loss
+Speedup at a threshold: threshold = 1.05 × the final training objective of sequential
+OS, a level that means "as good as sequential OS"; T = the first time a run's trace
+(plus its final point) reaches it, interpolated linearly between trace points;
+speedup_q = T_sequential / T_q, and 0 for a run that never reaches it (said in the
+table, never hidden by a looser threshold).  The virtual-clock model is validated where
+it can be: its predicted speedup at each measured q beside the measured one, with the
+relative error in the rows (``model_error``).  The training error is the objective of the loss
 (1/(2n))‖Xw − y‖² for regression, the mean squared hinge for classification.
 """
 
@@ -41,8 +44,9 @@ PARTITION = "static shards: feature j -> worker j mod q; budgets s_t = s//q + [t
 THRESHOLD_FACTOR = 1.05
 MODEL_WORKERS = (1, 2, 4, 8, 16, 32)
 SPARSITY = {"regression": 64, "classification": 32}
-METRICS = ("speedup", "t_threshold", "recall", "recovery_error", "test_error",
-           "final_objective", "seconds", "staleness_mean")
+METRICS = ("speedup", "predicted_speedup", "model_error", "t_threshold", "recall",
+           "recovery_error", "test_error", "final_objective", "seconds",
+           "staleness_mean")
 
 
 def mpiexec_path() -> Path:
@@ -51,12 +55,12 @@ def mpiexec_path() -> Path:
 
 
 # ------------------------------------------------------------------ threshold and time
-def threshold_of(final_objectives, factor: float = THRESHOLD_FACTOR) -> float:
-    """factor × the worst (largest) final objective: a level every run reaches."""
-    finals = [float(v) for v in final_objectives]
-    if not finals or not all(np.isfinite(finals)):
-        raise InputError(f"need finite final objectives, got {finals}")
-    return factor * max(finals)
+def threshold_of(baseline_final: float, factor: float = THRESHOLD_FACTOR) -> float:
+    """factor × the baseline's (sequential OS's) final objective."""
+    baseline_final = float(baseline_final)
+    if not np.isfinite(baseline_final):
+        raise InputError(f"need a finite final objective, got {baseline_final}")
+    return factor * baseline_final
 
 
 def time_to_threshold(seconds, objective, threshold: float) -> float:
@@ -81,12 +85,12 @@ def speedups(traces: dict, baseline, factor: float = THRESHOLD_FACTOR):
     """Threshold, time to it and speedup of every run.
 
     ``traces`` maps a run to its (seconds, objective) trace, closed by its final
-    point; threshold = ``factor`` × the worst final objective; time = first time at
-    or below it (``time_to_threshold``); speedup = time[baseline] / time[run].
-    Returns (threshold, times, speedups), the last two keyed like ``traces``.
+    point; threshold = ``factor`` × the baseline's final objective; time = first
+    time at or below it (``time_to_threshold``); speedup = time[baseline] / time[run]
+    (0 for a run that never gets there).  Returns (threshold, times, speedups), the
+    last two keyed like ``traces``.
     """
-    threshold = threshold_of([objective[-1] for _, objective in traces.values()],
-                             factor)
+    threshold = threshold_of(traces[baseline][1][-1], factor)
     times = {k: time_to_threshold(*trace, threshold) for k, trace in traces.items()}
     return threshold, times, {k: times[baseline] / times[k] for k in times}
 
@@ -269,6 +273,12 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
                          "method": "Asy-OS (virtual clock)", "rep": 0, "seed": seed,
                          "partition": PARTITION, **entry, "model_a": a,
                          "model_c_comm": c_comm})
+        by_q = {e["workers"]: e["speedup"] for e in predicted}
+        for row in mine:   # the model beside each measured point it predicts
+            q = row["workers"]
+            if row["method"] == "Asy-OS (MPI)" and q in by_q and row["speedup"] > 0:
+                row["predicted_speedup"] = by_q[q]
+                row["model_error"] = by_q[q] / row["speedup"] - 1.0
         figure[task] = _figure_data(mine, results, predicted)
     keys = ("task", "kind", "method", "workers")
     summary = runner.summarize(rows, keys, METRICS)
@@ -277,7 +287,8 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
         out / "speedup.png", figure,
         title=f"Asy-OS over MPI: n = {n}, p = {p}, s = "
               f"{'/'.join(str(sizes[t]) for t in tasks)}, {epochs} scans, {reps} reps; "
-              f"threshold = {THRESHOLD_FACTOR} × worst final objective\n{PARTITION}"))
+              f"threshold = {THRESHOLD_FACTOR} × sequential OS's final objective\n"
+              f"{PARTITION}"))
     table = runner.format_table(summary, keys, METRICS)
     return ExperimentResult("speedup", rows, summary, table, files)
 
