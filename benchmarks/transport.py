@@ -1,23 +1,24 @@
 """Round-trip latency and pushes per second of the two transports, side by side in one run.
 
-A worker process and a server process exchange the messages Asy-OS moves: a push (a
-header and Δu, n float64) answered by a view (a header and u_C, n float64).  For each
-n and each transport, after a short warm-up:
+A worker process and a server process exchange the messages Asy-OS moves, encoded by
+``asyos.transport.wire`` as the real carriers encode them: a ``messages.Push`` (a
+batch of 8 feature indices, Δu of n float64, an empty kept set) answered by a
+``messages.View`` (u_C, n float64).  For each n and each transport, after a short
+warm-up:
 
 * round trip: the worker sends one push and waits for its view, again and again for
   ``--seconds``; median and 90th percentile µs per round trip;
 * pushes/s: the worker keeps up to ``--window`` pushes unanswered (Asy-OS's pipeline)
   and the server answers each with a view, for ``--seconds``; answered pushes per second.
 
-MPI (``mpiexec -n 2``, rank 0 serves, rank 1 works) moves float64 buffers of 4 + n
-values with the calls of ``asyos.transport.mpi``: ``Isend`` through a ``SendRing``,
-``Irecv`` posted before the push, the server polling ``Iprobe`` with ``Backoff`` and
-receiving with ``Recv``.  ZeroMQ runs a ROUTER server and a DEALER worker in two
-processes on tcp://127.0.0.1, with ``asyos.transport.wire`` frames (a 48-byte header,
-one feature index, Δu and an empty kept set; the view is the header and u_C), decoded
-and checked on arrival like ``asyos.transport.zeromq`` does.  The servers do no
-arithmetic: only moving the messages is timed.  The script starts both transports'
-processes itself, one transport after the other, and prints one table.
+A ``Final`` answered by ``Done`` ends each n.  MPI (``mpiexec -n 2``, rank 0 serves,
+rank 1 works): each rank sends and polls through its own ``asyos.transport.mpi.Link``,
+as ``mpi.serve`` and ``mpi.work`` do.  ZeroMQ: a ROUTER server and a DEALER worker in
+two processes on tcp://127.0.0.1 send ``wire.encode`` frames, decoded and checked on
+arrival, as ``asyos.transport.zeromq`` does.  The servers do no arithmetic: only moving
+the messages is timed.  The script starts both transports' processes itself (MPI with
+the ``mpiexec`` beside this Python), one transport after the other, and prints one
+table.
 
     python benchmarks/transport.py [--sizes 1000 100000] [--seconds 1.5] [--window 8]
 """
@@ -31,19 +32,43 @@ import socket
 import subprocess
 import sys
 import time
-from collections import deque
 from pathlib import Path
 
 import numpy as np
 import zmq
 
-from asyos.transport.base import Backoff
-from asyos.transport.wire import MORE, Kind, Limits, decode, encode
+from asyos.solvers import messages
+from asyos.transport import wire
 
-RUN_ID = 0x5EED
+RUN_ID, TAG = 0x5EED, 1        # ZeroMQ: every message's run id and configuration tag
 BUDGET, BATCH = 64, 8          # the limits decode checks: s = 64 kept, batch of 8 steps
 WARM_UP = 0.2                  # seconds of round trips before each n is measured
 ANSWER_TIMEOUT_MS = 30_000     # a ZeroMQ worker gives up on a silent server
+FEATURES = np.arange(BATCH, dtype=np.int64)        # the push's batch of steps
+KEPT, WEIGHTS = np.zeros(0, np.int64), np.zeros(0)  # its kept set
+
+
+# -- the messages, the same for both transports ----------------------------------------------
+def push(seq: int, delta: np.ndarray) -> messages.Push:
+    return messages.Push(seq, seq - 1, FEATURES, delta, KEPT, WEIGHTS,
+                         position=BATCH * seq, more=True)
+
+
+def view(body: messages.Push, u: np.ndarray) -> messages.View:
+    return messages.View(u, body.version + 1, body.seq, credit=BATCH * body.seq)
+
+
+def final(seq: int, n: int) -> messages.Final:
+    return messages.Final(seq, BATCH * seq, KEPT, WEIGHTS, np.zeros(n))
+
+
+def expect(body, kind: type) -> None:
+    if not isinstance(body, kind):
+        raise SystemExit(f"expected a {kind.__name__}, got {type(body).__name__}")
+
+
+def limits(n: int, run_id: int = 0) -> wire.Limits:
+    return wire.Limits(n, BUDGET, BATCH, run_id)
 
 
 # -- the measurements, the same for both transports ------------------------------------------
@@ -89,72 +114,49 @@ def mpi_role(args) -> None:
     import mpi4py
     from mpi4py import MPI
 
-    from asyos.transport.mpi import FINAL_TAG, HEADER, PUSH_TAG, VIEW_TAG, SendRing
+    from asyos.transport.base import NodeShare
+    from asyos.transport.mpi import Link
 
     comm = MPI.COMM_WORLD
-
-    def wait(request) -> None:
-        backoff = Backoff()
-        while not request.Test():
-            backoff.sleep()
-
-    class Link:
-        """Rank 1's side: Irecv the view, then Isend the push (like ``mpi.work``)."""
-
-        def __init__(self, n: int):
-            self.delta = np.random.default_rng(0).standard_normal(n)
-            self.pushes = SendRing(comm, args.window + 1, HEADER + n)
-            self.inbox = [np.empty(HEADER + n) for _ in range(args.window)]
-            self.replies = deque()          # (Irecv request, buffer), oldest first
-            self.seq = 0
-
-        def push(self) -> None:
-            buffer = self.inbox.pop()
-            self.replies.append((comm.Irecv([buffer, MPI.DOUBLE], source=0, tag=VIEW_TAG),
-                                 buffer))
-            message = self.pushes.buffer()
-            message[:HEADER] = 0, 1.0, self.seq, 0.0   # k = 0 features, more, version
-            message[HEADER:] = self.delta
-            self.pushes.send(message, message.size, 0, PUSH_TAG)
-            self.seq += 1
-
-        def take(self) -> None:
-            request, buffer = self.replies.popleft()
-            wait(request)
-            self.inbox.append(buffer)
-
-        def final(self) -> None:
-            self.pushes.drain()
-            comm.Send([np.zeros(HEADER), MPI.DOUBLE], dest=0, tag=FINAL_TAG)
-
-    def serve(n: int) -> None:
-        """Answer every push with a view until the worker's FINAL (like ``mpi.serve``)."""
-        u = np.random.default_rng(1).standard_normal(n)
-        buf = np.empty(HEADER + n)
-        views = SendRing(comm, args.window + 1, HEADER + n)
-        status, backoff = MPI.Status(), Backoff()
-        while True:
-            if not comm.Iprobe(source=1, tag=MPI.ANY_TAG, status=status):
-                backoff.sleep()
-                continue
-            backoff.reset()
-            tag = status.Get_tag()
-            comm.Recv([buf, status.Get_count(MPI.DOUBLE), MPI.DOUBLE], source=1, tag=tag)
-            if tag == FINAL_TAG:
-                views.drain()
-                return
-            view = views.buffer()
-            view[:HEADER] = buf[2], buf[2], 0.0, 0.0    # version, pushes applied
-            view[HEADER:] = u
-            views.send(view, view.size, 1, VIEW_TAG)
-
     if comm.Get_size() != 2:
         raise SystemExit("--role mpi needs exactly 2 ranks (mpiexec -n 2)")
+    share = NodeShare.of(comm.Get_size())   # how long a waiting rank spins (mpi.run)
+
+    def serve(n: int) -> None:
+        """Answer each push with a view until the worker's Final (as ``mpi.serve``)."""
+        u = np.random.default_rng(1).standard_normal(n)
+        link = Link(comm, limits(n), share, in_flight=args.window + 1)
+        while not isinstance(body := link.wait(1)[1].body, messages.Final):
+            expect(body, messages.Push)
+            link.send(view(body, u), 1, 0)
+        link.send(messages.Done(), 1, 0)
+        link.drain()
+
+    class Worker:
+        """Rank 1's side: pushes out, views back (like ``mpi.work``)."""
+
+        def __init__(self, n: int):
+            self.link = Link(comm, limits(n), share, in_flight=args.window + 1)
+            self.delta = np.random.default_rng(0).standard_normal(n)
+            self.n, self.seq = n, 0
+
+        def push(self) -> None:
+            self.seq += 1
+            self.link.send(push(self.seq, self.delta), 0, 0)
+
+        def take(self) -> None:
+            expect(self.link.wait(0)[1].body, messages.View)
+
+        def final(self) -> None:
+            self.link.send(final(self.seq, self.n), 0, 0)
+            expect(self.link.wait(0)[1].body, messages.Done)
+            self.link.drain()
+
     if comm.Get_rank() == 0:
         for n in args.sizes:
             serve(n)
         return
-    cases = [measure(Link(n), n, args) for n in args.sizes]
+    cases = [measure(Worker(n), n, args) for n in args.sizes]
     library = " ".join(MPI.Get_library_version().splitlines()[0].split())
     print(json.dumps({"library": f"mpi4py {mpi4py.__version__} ({library})",
                       "cases": cases}))
@@ -162,61 +164,64 @@ def mpi_role(args) -> None:
 
 # -- ZeroMQ ----------------------------------------------------------------------------------
 def zmq_server_role(args) -> None:
-    """A ROUTER answering every PUSH with a VIEW until the worker's FINAL, for each n."""
+    """A ROUTER answering every push with a view until the worker's Final, for each n
+    (like ``ZmqServer``: decode the frames after the identity, encode the answer)."""
     server = zmq.Context.instance().socket(zmq.ROUTER)
-    server.linger = 0
+    server.linger = 5000                    # the last Done must get out
     server.bind(args.endpoint)
     for n in args.sizes:
-        limits = Limits(n=n, budget=BUDGET, batch=BATCH, run_id=RUN_ID)
+        checked = limits(n, RUN_ID)
         u = np.random.default_rng(1).standard_normal(n)
-        while True:
+        answer = None
+        while not isinstance(answer, messages.Done):
             frames = server.recv_multipart(copy=False)
-            identity, message = frames[0].bytes, decode(frames[1:], limits)
-            if message.kind == Kind.FINAL:
-                break
-            server.send_multipart([identity, *encode(Kind.VIEW, message.worker, u,
-                                                     run_id=RUN_ID, seq=message.seq,
-                                                     a=message.a)])
+            envelope = wire.decode(frames[1:], checked)
+            if isinstance(envelope.body, messages.Final):
+                answer = messages.Done()
+            else:
+                expect(envelope.body, messages.Push)
+                answer = view(envelope.body, u)
+            server.send_multipart([frames[0].bytes, *wire.encode(
+                answer, envelope.worker, run_id=RUN_ID, tag=TAG)])
     server.close()
 
 
 def zmq_worker_role(args) -> None:
-    """A DEALER measuring each n against the server at ``--endpoint``."""
+    """A DEALER measuring each n against the server at ``--endpoint`` (as
+    ``ZmqWorker`` sends and receives)."""
     dealer = zmq.Context.instance().socket(zmq.DEALER)
-    dealer.linger = 5000                    # the last FINAL must get out
+    dealer.linger = 0
     dealer.connect(args.endpoint)
 
-    class Link:
-        """The worker's side, framed as ``ZmqWorker`` frames its pushes."""
-
+    class Worker:
         def __init__(self, n: int):
-            self.limits = Limits(n=n, budget=BUDGET, batch=BATCH, run_id=RUN_ID)
+            self.checked = limits(n, RUN_ID)
             self.delta = np.random.default_rng(0).standard_normal(n)
-            self.feature = np.zeros(1, dtype=np.int64)
-            self.kept, self.weights = np.zeros(0, dtype=np.int64), np.zeros(0)
-            self.seq = 0
+            self.n, self.seq = n, 0
 
-        def push(self) -> None:
-            dealer.send_multipart(encode(Kind.PUSH, 0, self.feature, self.delta,
-                                         self.kept, self.weights, flags=MORE,
-                                         run_id=RUN_ID, seq=self.seq, a=self.seq,
-                                         b=self.seq), copy=False)
-            self.seq += 1
-
-        def take(self) -> None:
-            if not dealer.poll(ANSWER_TIMEOUT_MS):
-                raise SystemExit(f"no view from {args.endpoint} within "
-                                 f"{ANSWER_TIMEOUT_MS / 1000:.0f} s")
-            message = decode(dealer.recv_multipart(copy=False), self.limits)
-            if message.kind != Kind.VIEW:
-                raise SystemExit(f"expected a VIEW, got {message.kind.name}")
-
-        def final(self) -> None:
-            dealer.send_multipart(encode(Kind.FINAL, 0, self.kept, self.weights,
-                                         self.delta, np.zeros(3), run_id=RUN_ID),
+        def send(self, message) -> None:
+            dealer.send_multipart(wire.encode(message, 0, run_id=RUN_ID, tag=TAG),
                                   copy=False)
 
-    cases = [measure(Link(n), n, args) for n in args.sizes]
+        def receive(self, kind: type) -> None:
+            if not dealer.poll(ANSWER_TIMEOUT_MS):
+                raise SystemExit(f"no answer from {args.endpoint} within "
+                                 f"{ANSWER_TIMEOUT_MS / 1000:.0f} s")
+            frames = dealer.recv_multipart(copy=False)
+            expect(wire.decode(frames, self.checked).body, kind)
+
+        def push(self) -> None:
+            self.seq += 1
+            self.send(push(self.seq, self.delta))
+
+        def take(self) -> None:
+            self.receive(messages.View)
+
+        def final(self) -> None:
+            self.send(final(self.seq, self.n))
+            self.receive(messages.Done)
+
+    cases = [measure(Worker(n), n, args) for n in args.sizes]
     dealer.close()
     print(json.dumps({"library": f"pyzmq {zmq.__version__} (libzmq {zmq.zmq_version()})",
                       "cases": cases}))
