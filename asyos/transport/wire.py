@@ -35,6 +35,7 @@ as stale.
 import struct
 from dataclasses import dataclass
 from enum import IntEnum
+from functools import lru_cache
 
 import numpy as np
 
@@ -68,6 +69,9 @@ KINDS = {m.Hello: Kind.HELLO, m.Config: Kind.CONFIG, m.Pull: Kind.PULL,
          m.Push: Kind.PUSH, m.View: Kind.VIEW, m.Ack: Kind.ACK,
          m.Heartbeat: Kind.HEARTBEAT, m.Final: Kind.FINAL, m.Done: Kind.DONE,
          m.Refuse: Kind.REFUSE}
+
+
+_KIND_OF = {int(kind): kind for kind in Kind}
 
 
 class WireError(AsyosError):
@@ -159,10 +163,10 @@ def split(buffer, most_frames: int = 8) -> list:
     raw = memoryview(buffer).cast("B")
     if len(raw) < 8:
         raise WireError("buffer too short for a frame table")
-    count = int(np.frombuffer(raw[:8], "<i8")[0])
+    (count,) = struct.unpack_from("<q", raw)
     if not 0 < count <= most_frames or len(raw) < 8 * (1 + count):
         raise WireError(f"bad frame count {count}")
-    lengths = np.frombuffer(raw[8:8 * (1 + count)], "<i8").tolist()
+    lengths = list(struct.unpack_from(f"<{count}q", raw, 8))
     # summed as Python ints: an int64 sum of huge lengths could wrap to the right size
     if min(lengths) < 0 or sum(lengths) != len(raw) - 8 * (1 + count):
         raise WireError("frame lengths do not add up to the buffer")
@@ -177,6 +181,7 @@ def split(buffer, most_frames: int = 8) -> list:
 KEPT_FRAMES = {Kind.CONFIG: (2, 3), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
 
 
+@lru_cache(maxsize=64)
 def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     """(dtype, least, most) length of each frame after the header, for ``kind``."""
     n, k, b = limits.n, limits.budget, limits.batch
@@ -224,10 +229,9 @@ def decode(frames, limits: Limits) -> Envelope:
         raise WireError(f"bad magic {magic!r}: not an asyos message")
     if protocol != PROTOCOL:
         raise WireError(f"protocol version {protocol}, this side speaks {PROTOCOL}")
-    try:
-        kind = Kind(kind)
-    except ValueError:
-        raise WireError(f"unknown message kind {kind}") from None
+    if kind not in _KIND_OF:
+        raise WireError(f"unknown message kind {kind}")
+    kind = _KIND_OF[kind]
     if limits.run_id and run_id != limits.run_id and kind != Kind.HELLO:
         raise WireError(f"run id {run_id:#x} is not this run's ({limits.run_id:#x})")
     layout = _layout(kind, limits)
