@@ -6,7 +6,8 @@ from ._version import PROTOCOL_VERSION, __version__
 from .core.losses import Loss
 from .core.projection import bilevel_projection
 from .errors import AsyosError, InputError
-from .solvers.sequential import OSResult, fit_os
+from .solvers.result import FitResult
+from .solvers.sequential import fit_os
 
 # Public names whose modules need an optional extra (scikit-learn) or are heavy to
 # import: loaded on first use, so ``import asyos`` stays lean.
@@ -46,5 +47,5 @@ def __getattr__(name):
     raise AttributeError(f"module 'asyos' has no attribute {name!r}")
 
 
-__all__ = ["__version__", "PROTOCOL_VERSION", "fit_os", "OSResult", "Loss",
+__all__ = ["__version__", "PROTOCOL_VERSION", "fit_os", "FitResult", "Loss",
            "AsyosError", "InputError", "bilevel_projection", *_LAZY]

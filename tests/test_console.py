@@ -65,7 +65,7 @@ def test_run_reads_the_config_and_the_command_line_overrides_it(sequential):
     assert "INFO synthetic regression: n = 99, p = 300, s = 10" in proc.stderr
     assert "selected 10 features" in proc.stdout
     loaded = load_result(d / "r.json")
-    assert loaded.schema_version == 2 and (d / "r.npz").is_file()
+    assert loaded.context["schema_version"] == 2 and (d / "r.npz").is_file()
     np.testing.assert_array_equal(loaded.selected, result["selected"])
     np.testing.assert_array_equal(loaded.weights, result["weights"])   # exact
 
@@ -104,7 +104,7 @@ def test_server_and_workers_from_one_config_then_plot_and_inspect(tmp_path, caps
         proc.wait(timeout=GUARD)
         assert proc.returncode == 0, proc.stderr.read()
     result = load_result(tmp_path / "z.json")
-    assert result.n_workers == 2 and result.history["asy"]["transport"] == "zeromq"
+    assert result.n_workers == 2 and result.asy["transport"] == "zeromq"
     assert result.data["n_features"] == 200 and result.selected.size <= 12
     proc = _asyos("plot", tmp_path / "z.json")
     assert proc.returncode == 0, proc.stderr
@@ -200,8 +200,8 @@ def test_inspect_and_load_result_read_schema_1(tmp_path, capsys):
               "config": {"s": 2, "loss": "squared", "epochs": 2}}
     (tmp_path / "old.json").write_text(json.dumps(legacy))
     result = load_result(tmp_path / "old.json")
-    assert result.schema_version == 1 and result.selected.tolist() == [4, 9]
-    assert result.history["objective_per_epoch"] == [0.3, 0.1]
+    assert result.context["schema_version"] == 1 and result.selected.tolist() == [4, 9]
+    assert result.objective_per_epoch == [0.3, 0.1]
     assert main(["inspect", str(tmp_path / "old.json")]) == 0
     out = capsys.readouterr().out
     assert "-1.25" in out and "schema 1" in out

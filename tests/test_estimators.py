@@ -168,9 +168,9 @@ def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
     model = OnlineSubstitutionRegressor(6, n_workers=3, staleness=2).fit(X, y)
     direct = fit_simulated(X - X.mean(axis=0), y - y.mean(), 6, 3, delay=2)
     support = np.zeros(30, bool)
-    support[direct["selected"]] = True
+    support[direct.selected] = True
     np.testing.assert_array_equal(model.support_, support)
-    np.testing.assert_allclose(model.coef_[direct["selected"]], direct["weights"],
+    np.testing.assert_allclose(model.coef_[direct.selected], direct.weights,
                                rtol=1e-9, atol=1e-12)
     assert model.history_["staleness"]["max"] == 2
 
@@ -207,7 +207,7 @@ def test_diabetes_over_zeromq_fits_as_well_as_sequential_os(n_workers):
     else:
         Xc, yc = X - X.mean(axis=0), y - y.mean()
         plain = fit_simulated(Xc, yc, 4, n_workers, delay=0)
-        residual = yc - Xc[:, plain["selected"]] @ plain["weights"]
+        residual = yc - Xc[:, plain.selected] @ plain.weights
         reference = 1 - residual @ residual / (yc @ yc)
     assert model.score(X, y) > reference - 0.01
     assert model.history_["staleness"]["max"] == model.history_["staleness"]["bound"] == 0

@@ -16,6 +16,7 @@ from asyos.errors import InputError
 from asyos.experiments import speedup as sp
 from asyos.experiments import sweeps
 from asyos.experiments.runner import mean_se
+from asyos.solvers.result import FitResult
 
 ROOT = Path(__file__).resolve().parent.parent
 TINY = dict(ps=[300, 400], s=10, reps=2, progress=False)
@@ -105,7 +106,9 @@ def test_a_pool_of_jobs_gives_the_same_rows_as_one_process(tmp_path):
 def test_selection_keeps_the_s_largest_weights():
     sel = Selection(np.array([1, 4, 7, 9]), np.array([0.1, -3.0, 2.0, 0.5]), 1, "x")
     assert sweeps.selection(sel, 2).tolist() == [4, 7]
-    assert sweeps.selection({"selected": [3, 1]}, 5).tolist() == [1, 3]
+    fitted = FitResult(np.array([3, 1]), np.array([0.5, 0.25]))
+    assert sweeps.selection(fitted, 5).tolist() == [1, 3]
+    assert sweeps.selection([3, 1], 5).tolist() == [1, 3]
 
 
 def test_mean_and_standard_error():
@@ -162,10 +165,12 @@ def test_speedup_of_hand_made_traces():
 
 def test_cost_model_recovers_a_and_c_comm():
     n, s, a, c = 100, 8, 2e-9, 5e-6
-    sequential = {"n_steps": 1000, "timings": {"us_per_step": 1e6 * a * n * (s + 2)}}
+    empty = dict(selected=np.zeros(0, np.int64), weights=np.zeros(0))
+    sequential = FitResult(**empty, n_steps=1000, seconds=1000 * a * n * (s + 2))
     workers = [{"steps": 500, "budget": 4, "compute_seconds": 500 * a * n * 6,
                 "communicate_seconds": 500 * c} for _ in range(2)]
-    fitted = sp.fit_cost_model([sequential, {"asy": {"workers": workers}}], n, s)
+    parallel = FitResult(**empty, asy={"workers": workers})
+    fitted = sp.fit_cost_model([sequential, parallel], n, s)
     assert fitted == pytest.approx((a, c))
 
 

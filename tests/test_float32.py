@@ -78,7 +78,7 @@ def test_every_stream_yields_its_dtype(tmp_path):
 def test_asy_os_runs_in_float32():
     problem = make_regression(p=400, s=16, n=100, seed=5)
     out = fit_simulated(ArrayStream(problem.X, dtype="float32"), problem.y, 16, 4)
-    assert out["asy"]["u_check_max_abs_diff"] < 1e-9
+    assert out.asy["u_check_max_abs_diff"] < 1e-9
 
 
 def test_cli_dtype_float32(tmp_path):

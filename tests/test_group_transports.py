@@ -14,9 +14,9 @@ from test_zeromq_protocol import NO_GROUPS, N, _exchange, _socket
 
 from asyos.core.server_state import ServerState
 from asyos.core.shards import group_owners
+from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig, ServerMonitor, group_fingerprint
 from asyos.solvers.sequential import fit_os
-from asyos.solvers import messages as msg
 from asyos.transport.wire import PARAMS, Kind, encode
 from asyos.transport.zeromq import ZmqServer
 
@@ -160,14 +160,14 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
     ([0, 2], "kept 2 groups, more than s2 = 1"),
     ([0, 1], None)])
 def test_the_final_assembly_checks_both_budgets(selected, message):
-    """What every transport's server does at the end (``ServerMonitor.payload``)."""
+    """What every carrier's server does at the end (``ServerMonitor.result``)."""
     config = AsyConfig.build(3, 1, eta=0.1, m=1.0, s2=1)
     state = ServerState(2, 1)
     state.finish(0, selected, np.ones(len(selected)), np.zeros(2))
     monitor = ServerMonitor(np.zeros(2), config, 4, group_of=np.array([0, 0, 1, 1]))
     stats = [{"steps": 0, "kept": len(selected)}]
     if message is None:
-        assert monitor.payload(state, stats, 0.1, 1.0)["asy"]["groups_kept"] == 1
+        assert monitor.result(state, stats, 0.1, 1.0).asy["groups_kept"] == 1
     else:
         with pytest.raises(RuntimeError, match=message):
-            monitor.payload(state, stats, 0.1, 1.0)
+            monitor.result(state, stats, 0.1, 1.0)

@@ -33,7 +33,7 @@ def test_fit_os_equals_the_numpy_reference(loss, shuffle):
     np.testing.assert_array_equal(result.selected, np.asarray(S)[order])
     np.testing.assert_allclose(result.weights, W[order], rtol=0, atol=1e-10)
     u = X[:, result.selected] @ result.weights
-    assert result.objective[-1] == pytest.approx(ref.value(loss, u, y), rel=1e-10)
+    assert result.objective == pytest.approx(ref.value(loss, u, y), rel=1e-10)
     assert result.n_steps == 3 * 70
 
 
@@ -43,8 +43,9 @@ def test_default_step_descends_and_needs_only_s(loss):
     result = fit_os(X, y, 10, loss=loss, epochs=4)
     assert result.eta > 0 and result.m >= 1
     assert len(result.selected) <= 10
-    assert all(b <= a * (1 + 1e-9) for a, b in zip(result.objective, result.objective[1:]))
-    assert result.objective[-1] < loss_value(int(Loss.parse(loss)), np.zeros(80), y)
+    per_epoch = result.objective_per_epoch
+    assert all(b <= a * (1 + 1e-9) for a, b in zip(per_epoch, per_epoch[1:]))
+    assert result.objective < loss_value(int(Loss.parse(loss)), np.zeros(80), y)
 
 
 def test_standardize_reports_the_scale_of_the_selected_features():
@@ -52,8 +53,9 @@ def test_standardize_reports_the_scale_of_the_selected_features():
     X = X * np.linspace(0.1, 10, 40) + 3.0
     result = fit_os(X, y, 4, standardize=True, epochs=3)
     cols = X[:, result.selected]
-    np.testing.assert_allclose(result.mean, cols.mean(axis=0))
-    assert result.scale.shape == result.selected.shape and np.all(result.scale > 0)
+    scale = result.standardization["scale"]
+    np.testing.assert_allclose(result.standardization["mean"], cols.mean(axis=0))
+    assert scale.shape == result.selected.shape and np.all(scale > 0)
 
 
 @pytest.mark.slow

@@ -41,8 +41,9 @@ def test_sparse_equals_dense_sequential(loss, dtype):
                    loss=loss, epochs=3)
     np.testing.assert_array_equal(sparse.selected, dense.selected)
     np.testing.assert_allclose(sparse.weights, dense.weights, rtol=1e-9, atol=1e-12)
-    np.testing.assert_allclose(sparse.objective, dense.objective, rtol=1e-9)
-    assert sparse.substitutions == dense.substitutions
+    np.testing.assert_allclose(sparse.objective_per_epoch, dense.objective_per_epoch,
+                               rtol=1e-9)
+    assert sparse.substitutions_per_epoch == dense.substitutions_per_epoch
     assert sparse.eta == pytest.approx(dense.eta, rel=1e-12)
 
 
@@ -69,10 +70,10 @@ def test_sparse_workers_equal_dense_workers(budget):
     runs = [fit_simulated(stream, y, 12, 3, budget=budget, seed=4, epochs=2)
             for stream in (SparseStream(X, block_size=16),
                            ArrayStream(X.toarray(), block_size=16))]
-    np.testing.assert_array_equal(runs[0]["selected"], runs[1]["selected"])
-    np.testing.assert_allclose(runs[0]["weights"], runs[1]["weights"], rtol=1e-9,
+    np.testing.assert_array_equal(runs[0].selected, runs[1].selected)
+    np.testing.assert_allclose(runs[0].weights, runs[1].weights, rtol=1e-9,
                                atol=1e-12)
-    assert runs[0]["asy"]["u_check_max_abs_diff"] < 1e-9
+    assert runs[0].asy["u_check_max_abs_diff"] < 1e-9
 
 
 def test_kernel_state_and_memory():

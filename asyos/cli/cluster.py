@@ -19,6 +19,7 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
+from ..solvers.result import FitResult
 from .options import module_main
 from .run import (
     LOSS_NAMES,
@@ -140,7 +141,7 @@ def _shard(text: str) -> tuple[int, int]:
     return t, q
 
 
-def run_server(args) -> dict:
+def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
 
     truth = None
@@ -171,14 +172,14 @@ def run_server(args) -> dict:
         if not args.quiet:
             print(f"asyos server on {server.endpoint}: waiting for {args.workers} "
                   "workers", file=sys.stderr, flush=True)
-        payload = server.serve()
+        result = server.serve()
     finally:
         server.close()
-    lost = payload["asy"]["lost_shards"]
+    lost = result.asy["lost_shards"]
     if lost:
         print(f"asyos: warning: shards {', '.join(lost)} were lost and not replaced; "
               "the results use their last acknowledged state", file=sys.stderr)
-    return finish(args, payload, source=source, n_samples=len(y),
+    return finish(args, result, source=source, n_samples=len(y),
                   n_features=server.server.monitor.n_features, s=s, loss=loss, truth=truth)
 
 
@@ -237,9 +238,9 @@ def make_keys(args) -> None:
 
 
 def serve(args) -> None:
-    payload = run_server(args)
+    result = run_server(args)
     if not args.quiet:
-        report(payload)
+        report(result)
 
 
 def main_server(argv=None) -> int:

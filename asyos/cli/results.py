@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 
 from ..experiments.plot import pyplot
-from ..io.results import Result, load_result
+from ..io.results import load_result
+from ..solvers.result import FitResult
 
 log = logging.getLogger("asyos.results")
 
@@ -32,7 +33,7 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
                         "features, largest |weight| first (default 20; 0: all)")
 
 
-def _title(result: Result) -> str:
+def _title(result: FitResult) -> str:
     data, config = result.data, result.config
     return (f"{data.get('source', '?')}: n = {data.get('n_samples', '?')}, "
             f"p = {data.get('n_features', '?')}, s = {config.get('s', '?')}, "
@@ -43,12 +44,11 @@ def run_plot(args) -> Path:
     result = load_result(args.results)
     out = Path(args.out) if args.out else Path(args.results).with_suffix(".png")
     plt = pyplot()
-    trace = result.history.get("trace", {})
-    asy = result.history.get("asy")
+    trace, asy = result.trace, result.asy
     fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
     (steps_ax, time_ax), (workers_ax, stale_ax) = axes
     # a delay-mode simulation records virtual time 0 throughout: wall time then
-    clock = "virtual_seconds" if result.document.get("virtual_seconds") else "seconds"
+    clock = "virtual_seconds" if result.virtual_seconds else "seconds"
     for ax, x, label in ((steps_ax, "steps", "feature steps"),
                          (time_ax, clock, clock.replace("_", " "))):
         if trace.get(x):
@@ -93,24 +93,23 @@ def _numbers(values, digits: int = 6) -> str:
     return ", ".join(f"{v:.{digits}g}" for v in values)
 
 
-def summary(result: Result, top: int = 20) -> str:
+def summary(result: FitResult, top: int = 20) -> str:
     """The run as a readable table, then its selected features by |weight|."""
-    doc, history, config = result.document, result.history, result.config
-    rows = [("results", f"{result.path} (schema {result.schema_version}, asyos "
-                        f"{doc.get('versions', {}).get('asyos', '?')})"),
+    context, config = result.context, result.config
+    rows = [("results", f"{context.get('path', '?')} (schema "
+                        f"{context.get('schema_version', '?')}, asyos "
+                        f"{context.get('versions', {}).get('asyos', '?')})"),
             ("data", _title(result)),
             ("epochs", str(config.get("epochs", "?")))]
-    if history.get("objective_per_epoch"):
-        rows.append(("objective per epoch", _numbers(history["objective_per_epoch"])))
-    if result.objective is not None:
+    if result.objective_per_epoch:
+        rows.append(("objective per epoch", _numbers(result.objective_per_epoch)))
+    if np.isfinite(result.objective):
         rows.append(("final objective", f"{result.objective:.6g}"))
-    timings = history.get("timings", {})
-    if timings:
-        rows.append(("time", f"{timings['seconds']:.3g} s, {doc.get('n_steps', '?')} "
-                             f"steps, {timings['us_per_step']:.3g} us per step"))
-    rows.append(("step size", f"eta = {doc.get('eta', float('nan')):.4g}, "
-                              f"m = {doc.get('m', float('nan')):.4g}"))
-    asy = history.get("asy")
+    if result.n_steps:
+        rows.append(("time", f"{result.seconds:.3g} s, {result.n_steps} steps, "
+                             f"{1e6 * result.seconds / result.n_steps:.3g} us per step"))
+    rows.append(("step size", f"eta = {result.eta:.4g}, m = {result.m:.4g}"))
+    asy = result.asy
     if asy:
         stale = asy["staleness"]
         rows += [("Asy-OS", f"{asy['n_workers']} workers ({asy.get('transport', '?')}),"
@@ -118,14 +117,14 @@ def summary(result: Result, top: int = 20) -> str:
                  ("steps per worker", ", ".join(str(w["steps"]) for w in asy["workers"])),
                  ("staleness", f"max {stale['max']}, mean {stale['mean']:.3g}"),
                  ("u check", f"{asy['u_check_max_abs_diff']:.2e}")]
-    truth = history.get("truth")
+    truth = context.get("truth")
     if truth:
         rows.append(("vs the true support", ", ".join(
             f"{k} = {v:.4g}" for k, v in truth.items() if k != "support")))
     rows.append(("selected", f"{result.selected.size} features"))
     order = np.argsort(-np.abs(result.weights), kind="stable")
     shown = order if top <= 0 else order[:top]
-    names = doc.get("feature_names") or [str(j) for j in result.selected]
+    names = context.get("feature_names") or [str(j) for j in result.selected]
     lines = [_table(rows), "", f"{'rank':>4}  {'feature':>10}  {'weight':>14}"]
     lines += [f"{rank + 1:>4}  {names[k]:>10}  {result.weights[k]:>14.6g}"
               for rank, k in enumerate(shown)]

@@ -23,6 +23,7 @@ from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import write_result
 from ..solvers.asy import PIPELINE, STALENESS_PER_PEER, AsyConfig
+from ..solvers.result import FitResult
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
 from ..transport.base import NodeShare
@@ -161,34 +162,35 @@ def staleness_value(text: str):
     return None if text.lower() == "none" else auto_or_int(text)
 
 
-def finish(args, payload: dict, *, source: str, n_samples: int, n_features: int,
-           s: int, loss: Loss, truth=None) -> dict:
-    """Add what every results document carries (data, config, truth), and write it."""
-    payload["data"] = {"source": source, "n_samples": n_samples,
+def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: int,
+           s: int, loss: Loss, truth=None) -> FitResult:
+    """Add what every results file carries (data, config, truth), and write it."""
+    context = result.context
+    context["data"] = {"source": source, "n_samples": n_samples,
                        "n_features": n_features}
-    payload["config"] = {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
+    context["config"] = {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
                              "batch", "simulate", "delay", "random_delay", "budget", "dtype",
                              "degree", "groups", "group_sparsity")}}
     if truth is not None:
-        payload["truth"] = {"support": truth.support, **truth.evaluate(payload["selected"])}
+        context["truth"] = {"support": truth.support, **truth.evaluate(result.selected)}
     if args.out:
-        write_result(args.out, payload)
+        write_result(args.out, result)
         log.info("wrote %s and its arrays", args.out)
-    return payload
+    return result
 
 
-def _finish(args, job: Job, payload: dict) -> dict:
+def _finish(args, job: Job, result: FitResult) -> FitResult:
     if isinstance(job.stream, InteractionStream):   # "x4*x11" says more than 151
-        payload["feature_names"] = job.stream.names(payload["selected"])
-    return finish(args, payload, source=job.source, n_samples=job.stream.n_samples,
+        result.context["feature_names"] = job.stream.names(result.selected)
+    return finish(args, result, source=job.source, n_samples=job.stream.n_samples,
                   n_features=job.stream.n_features, s=job.s, loss=job.loss,
                   truth=job.truth)
 
 
-def run_sequential(args) -> dict:
+def run_sequential(args) -> FitResult:
     job = load_job(args)
     bar = None
     if not args.quiet:
@@ -204,25 +206,10 @@ def run_sequential(args) -> dict:
     finally:
         if bar is not None:
             bar.close()
-    payload = {
-        "selected": result.selected, "weights": result.weights,
-        "objective_per_epoch": result.objective,
-        "objective": result.objective[-1],
-        "substitutions_per_epoch": result.substitutions,
-        "eta": result.eta, "m": result.m, "n_steps": result.n_steps,
-        "timings": {"seconds": result.seconds,
-                    "us_per_step": 1e6 * result.seconds / max(result.n_steps, 1)},
-        "memory": {"kept_set_bytes": result.kept_bytes},
-        "trace": {"steps": [t[0] for t in result.trace],
-                  "seconds": [t[1] for t in result.trace],
-                  "objective": [t[2] for t in result.trace]},
-    }
-    if result.scale is not None:
-        payload["standardization"] = {"mean": result.mean, "scale": result.scale}
-    return _finish(args, job, payload)
+    return _finish(args, job, result)
 
 
-def run_mpi(args) -> dict | None:
+def run_mpi(args) -> FitResult | None:
     """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
     from mpi4py import MPI
 
@@ -247,7 +234,7 @@ def run_mpi(args) -> dict | None:
                                n_features=n_features, s2=s2, budget=args.budget)
 
     try:
-        payload = transport.run(MPI.COMM_WORLD, open_job, config_factory,
+        result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
                                 record_order=args.record_order,
                                 threads=blas_threads(args.blas_threads))
     except InputError as exc:
@@ -257,7 +244,7 @@ def run_mpi(args) -> dict | None:
             transport.abort(MPI.COMM_WORLD, 2, str(exc))
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
-    return None if payload is None else _finish(args, job, payload)
+    return None if result is None else _finish(args, job, result)
 
 
 def blas_threads(value: int | None) -> int | None:
@@ -274,7 +261,7 @@ def apply_blas_threads(value: int | None) -> None:
         NodeShare.of(1, threads).apply()
 
 
-def run_simulated(args) -> dict:
+def run_simulated(args) -> FitResult:
     """Asy-OS with --simulate Q virtual workers in this process (solvers.simulator)."""
     from ..solvers.simulator import fit_simulated
 
@@ -285,13 +272,13 @@ def run_simulated(args) -> dict:
             raise InputError(f"--{name} is for real runs; --simulate sets the staleness "
                              "with --delay")
     job = load_job(args)
-    payload = fit_simulated(job.stream, job.y, job.s, args.simulate, delay=args.delay,
+    result = fit_simulated(job.stream, job.y, job.s, args.simulate, delay=args.delay,
                             random_delay=args.random_delay, budget=args.budget,
                             loss=job.loss,
                             epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
                             record_order=args.record_order, groups=job.groups,
                             s2=args.group_sparsity)
-    return _finish(args, job, payload)
+    return _finish(args, job, result)
 
 
 def under_mpi() -> bool:
@@ -303,7 +290,7 @@ def under_mpi() -> bool:
     return False
 
 
-def run(args) -> dict | None:
+def run(args) -> FitResult | None:
     if args.budget != "fixed" and args.simulate is None and not under_mpi():
         raise InputError("--budget adaptive shares s among Asy-OS workers: run under "
                          "mpiexec, or simulate them with --simulate Q")
@@ -320,21 +307,20 @@ def run(args) -> dict | None:
     return run_sequential(args)
 
 
-def report(payload: dict, out=None) -> None:
+def report(result: FitResult | None, out=None) -> None:
     """Human-readable summary on stdout (nothing on MPI worker ranks)."""
-    if payload is None:
+    if result is None:
         return
     out = sys.stdout if out is None else out
-    selected = np.asarray(payload["selected"])
-    config = payload["config"]
-    print(f"OS on {payload['data']['source']}: n = {payload['data']['n_samples']}, "
-          f"p = {payload['data']['n_features']}, s = {config['s']}, "
+    config, data = result.config, result.data
+    print(f"OS on {data['source']}: n = {data['n_samples']}, "
+          f"p = {data['n_features']}, s = {config['s']}, "
           f"loss = {config['loss']}, epochs = {config['epochs']}", file=out)
     print("objective per epoch: "
-          + ", ".join(f"{v:.6g}" for v in payload["objective_per_epoch"])
-          + f" (final {payload['objective']:.6g})", file=out)
-    if "asy" in payload:
-        asy = payload["asy"]
+          + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
+          + f" (final {result.objective:.6g})", file=out)
+    if result.asy is not None:
+        asy = result.asy
         stale = asy["staleness"]
         simulated = asy.get("transport") == "simulator"
         limit = f"delay {config.get('delay') or asy['n_workers']}" + \
@@ -349,15 +335,16 @@ def report(payload: dict, out=None) -> None:
               f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
-    print(f"step size eta = {payload['eta']:.4g}, m = {payload['m']:.4g}; "
-          f"{payload['timings']['us_per_step']:.1f} us per feature step", file=out)
-    if "truth" in payload:
-        truth = payload["truth"]
+    print(f"step size eta = {result.eta:.4g}, m = {result.m:.4g}; "
+          f"{1e6 * result.seconds / max(result.n_steps, 1):.1f} us per feature step",
+          file=out)
+    truth = result.context.get("truth")
+    if truth:
         extra = {k: v for k, v in truth.items() if k not in ("support", "recall")}
         print(f"recall of the true support: {truth['recall']:.3f}  "
               + "  ".join(f"{k} = {v:.4g}" for k, v in extra.items()), file=out)
-    names = payload.get("feature_names") or [str(j) for j in selected]
-    print(f"selected {selected.size} features: " + " ".join(names), file=out)
+    names = result.context.get("feature_names") or [str(j) for j in result.selected]
+    print(f"selected {result.selected.size} features: " + " ".join(names), file=out)
 
 
 def main(argv=None) -> int:

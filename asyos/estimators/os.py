@@ -152,22 +152,21 @@ class _OnlineSubstitution(BaseEstimator):
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m)
         if self.n_workers == 1:
             result = fit_os(stream, y, s, **options)
-            return result.selected, result.weights, {
-                "objective_per_epoch": result.objective, "n_steps": result.n_steps}
-        if self.backend == "simulated":   # spec §3.4, τ = staleness (None: q)
-            payload = fit_simulated(stream, y, s, self.n_workers, delay=self.staleness,
-                                    seed=self._seed() or 0, **options)
+        elif self.backend == "simulated":   # τ = staleness (None: q)
+            result = fit_simulated(stream, y, s, self.n_workers, delay=self.staleness,
+                                   seed=self._seed() or 0, **options)
         else:
             from ..transport.local import fit_loopback
 
-            payload = fit_loopback(stream, y, s, self.n_workers,
-                                   staleness="auto" if self.staleness is None
-                                   else self.staleness, timeout=self.timeout,
-                                   **options)
-        history = {"objective_per_epoch": payload["objective_per_epoch"],
-                   "n_steps": payload["n_steps"], "staleness": payload["asy"]["staleness"]}
-        return (np.asarray(payload["selected"], dtype=np.int64),
-                np.asarray(payload["weights"], dtype=np.float64), history)
+            result = fit_loopback(stream, y, s, self.n_workers,
+                                  staleness="auto" if self.staleness is None
+                                  else self.staleness, timeout=self.timeout,
+                                  **options)
+        history = {"objective_per_epoch": result.objective_per_epoch,
+                   "n_steps": result.n_steps}
+        if result.asy is not None:
+            history["staleness"] = result.asy["staleness"]
+        return result.selected, result.weights, history
 
     def _fit_problems(self, stream: FeatureStream, problems, loss: Loss,
                       classes=None) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
-from ..io.results import read_result
+from ..io.results import load_result
 from ..metrics import evaluate
 from ..solvers.simulator import fit_simulated
 from . import plot, runner
@@ -96,14 +96,13 @@ def speedups(traces: dict, baseline, factor: float = THRESHOLD_FACTOR):
 
 
 def _trace(result: dict, clock: str = "seconds") -> tuple[list, list]:
-    """The objective trace of a results payload, closed by its final point."""
-    trace = result["trace"]
+    """The objective trace of a run's result, closed by its final point."""
+    trace = result.trace
     seconds, objective = list(trace[clock]), list(trace["objective"])
-    end = result["virtual_seconds"] if clock == "virtual_seconds" else \
-        result["timings"]["seconds"]
+    end = result.virtual_seconds if clock == "virtual_seconds" else result.seconds
     if not seconds or end > seconds[-1]:
         seconds.append(end)
-        objective.append(result["objective"])
+        objective.append(result.objective)
     return seconds, objective
 
 
@@ -121,16 +120,16 @@ def fit_cost_model(runs: list[dict], n: int, s: int) -> tuple[float, float]:
                  run (s_r = s, compute = us_per_step · steps) and every MPI worker
                  (s_r = its budget, compute = its compute_seconds);
         c_comm = Σ communicate_seconds / Σ steps               over the MPI workers.
-    ``runs`` are results payloads (sequential ones have no "asy").
+    ``runs`` are results (sequential ones have no ``asy``).
     """
     work = compute = comm = comm_steps = 0.0
     for result in runs:
-        if "asy" not in result:
-            steps = result["n_steps"]
-            compute += result["timings"]["us_per_step"] * 1e-6 * steps
+        if result.asy is None:
+            steps = result.n_steps
+            compute += result.seconds
             work += steps * n * (s + 2)
             continue
-        for worker in result["asy"]["workers"]:
+        for worker in result.asy["workers"]:
             compute += worker["compute_seconds"]
             work += worker["steps"] * n * (worker["budget"] + 2)
             comm += worker["communicate_seconds"]
@@ -154,9 +153,9 @@ def predict_speedup(X, y, s: int, a: float, c_comm: float, *, loss: str,
     threshold, times, gains = speedups(
         {q: _trace(r, "virtual_seconds") for q, r in runs.items()}, 0)
     return [{"workers": q, "t_threshold": times[q], "threshold": threshold,
-             "speedup": gains[q], "final_objective": r["objective"],
-             "staleness_mean": r["asy"]["staleness"]["mean"],
-             "staleness_max": r["asy"]["staleness"]["max"]}
+             "speedup": gains[q], "final_objective": r.objective,
+             "staleness_mean": r.asy["staleness"]["mean"],
+             "staleness_max": r.asy["staleness"]["max"]}
             for q, r in runs.items() if q > 0]
 
 
@@ -182,7 +181,7 @@ def _launch(command: list, out: Path, timeout: float) -> dict:
     if proc.returncode != 0:
         raise RunFailed(f"{' '.join(command)} failed ({proc.returncode}):\n"
                            f"{proc.stderr[-2000:]}")
-    return read_result(out)
+    return load_result(out)
 
 
 def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
@@ -210,22 +209,22 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
                "n": n, "s": s, "epochs": epochs, "workers": max(q, 1),
                "method": "OS (sequential)" if q == 0 else "Asy-OS (MPI)",
                "rep": rep, "seed": seed, "partition": PARTITION,
-               **evaluate(problem, result["selected"]),
-               "final_objective": result["objective"],
-               "seconds": result["timings"]["seconds"], "threshold": threshold,
+               **evaluate(problem, result.selected),
+               "final_objective": result.objective,
+               "seconds": result.seconds, "threshold": threshold,
                "t_threshold": times[q], "speedup": gains[q],
                "result_file": str(out)}
         if q:
-            workers = result["asy"]["workers"]
+            workers = result.asy["workers"]
             steps = sum(w["steps"] for w in workers)
-            row.update(staleness_mean=result["asy"]["staleness"]["mean"],
-                       staleness_max=result["asy"]["staleness"]["max"],
+            row.update(staleness_mean=result.asy["staleness"]["mean"],
+                       staleness_max=result.asy["staleness"]["max"],
                        compute_us_per_step=1e6 * sum(w["compute_seconds"]
                                                      for w in workers) / steps,
                        comm_us_per_step=1e6 * sum(w["communicate_seconds"]
                                                   for w in workers) / steps)
         else:
-            row["compute_us_per_step"] = result["timings"]["us_per_step"]
+            row["compute_us_per_step"] = 1e6 * result.seconds / max(result.n_steps, 1)
         rows.append(row)
     return rows
 
@@ -261,7 +260,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     figure = {}
     for task in tasks:
         mine = [r for r in rows if r["task"] == task]
-        results = [read_result(r["result_file"]) for r in mine]
+        results = [load_result(r["result_file"]) for r in mine]
         a, c_comm = fit_cost_model(results, n, sizes[task])
         problem = _problem(task, p, n, sizes[task], runner.problem_seed(seed, 0))
         predicted = predict_speedup(problem.X, problem.y, sizes[task], a, c_comm,
@@ -293,12 +292,12 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     return ExperimentResult("speedup", rows, summary, table, files)
 
 
-def _figure_data(rows: list[dict], results: list[dict], predicted: list[dict]) -> dict:
+def _figure_data(rows: list[dict], results: list, predicted: list[dict]) -> dict:
     first = [(row, res) for row, res in zip(rows, results) if row["rep"] == 0]
-    traces = {("sequential" if "asy" not in res else f"q = {row['workers']}"):
+    traces = {("sequential" if res.asy is None else f"q = {row['workers']}"):
               _trace(res) for row, res in first}
-    staleness = {f"q = {row['workers']}": res["asy"]["staleness"]["histogram"]
-                 for row, res in first if "asy" in res}
+    staleness = {f"q = {row['workers']}": res.asy["staleness"]["histogram"]
+                 for row, res in first if res.asy is not None}
     qs = sorted({r["workers"] for r in rows if r["method"] == "Asy-OS (MPI)"})
     measured = runner.summarize([r for r in rows if r["method"] == "Asy-OS (MPI)"],
                          ("workers",), ("speedup",))

@@ -110,10 +110,9 @@ def _comparator(fit):
 
 
 def selection(result, s: int) -> np.ndarray:
-    """The selected indices of a method's result (Selection, OSResult, payload dict or
-    plain indices), cut to the s largest |w| when it kept more (spec §5.4)."""
-    get = result.get if isinstance(result, dict) else (
-        lambda key: getattr(result, key, None))
+    """The selected indices of a method's result (Selection, FitResult or plain
+    indices), cut to the s largest |w| when it kept more (the paper's protocol)."""
+    get = lambda key: getattr(result, key, None)   # noqa: E731
     selected = get("selected") if get("selected") is not None else result
     selected = np.asarray(selected, dtype=np.int64).ravel()
     if selected.size > s:
@@ -196,7 +195,7 @@ def unit_workers(*, task, p, s, rep, seed, workers, epochs, variants=VARIANTS) -
                                   delay=q if delay == "q" else delay, budget=budget,
                                   epochs=epochs, seed=rep), s)
         if result is not None:
-            stale = result["asy"]["staleness"]
+            stale = result.asy["staleness"]
             row.update(staleness_max=stale["max"], staleness_mean=stale["mean"],
                        staleness_histogram=" ".join(str(int(c))
                                                     for c in stale["histogram"]))

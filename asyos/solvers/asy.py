@@ -2,7 +2,7 @@
 
 A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
 ``worker_loop`` on each worker, feeds each push to a ``ServerMonitor`` and finally asks
-it for the results payload: the same JSON whatever moved the bytes.
+it for the run's result: the same ``FitResult`` whatever moved the bytes.
 """
 
 import hashlib
@@ -18,6 +18,7 @@ from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
+from .result import FitResult
 
 PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
 BUDGETS = ("fixed", "adaptive")
@@ -172,7 +173,7 @@ def first_block_nu(stream) -> float:
 
 @dataclass
 class ServerMonitor:
-    """Loss trace of u_C over time, the push order, and the payload at the end."""
+    """Loss trace of u_C over time, the push order, and the result at the end."""
 
     y: np.ndarray
     config: AsyConfig
@@ -212,34 +213,28 @@ class ServerMonitor:
                 while self._next_epoch <= server.clock:
                     self._next_epoch += self.n_features
 
-    def payload(self, server: ServerState, workers: list[dict], eta: float,
-                m: float) -> dict:
-        """The results document (same keys as a sequential run, plus Asy-OS stats)."""
+    def result(self, server: ServerState, workers: list[dict], eta: float,
+               m: float) -> FitResult:
+        """The run's result (what a sequential run has, plus Asy-OS statistics)."""
         selected, weights, difference = server.assemble()
         groups_kept = check_budgets(selected, self.config, self.group_of)
-        seconds = time.perf_counter() - self.start
-        steps = sum(w["steps"] for w in workers)
-        payload = {
-            "selected": selected, "weights": weights,
-            "objective_per_epoch": self.per_epoch[: self.config.epochs],
-            "objective": loss_value(int(self.config.loss), server.u, self.y),
-            "eta": eta, "m": m, "n_steps": steps,
-            "timings": {"seconds": seconds, "us_per_step": 1e6 * seconds / max(steps, 1)},
-            "asy": {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
-                    "budget": self.config.budget,
-                    "staleness": server.staleness_stats(),
-                    "u_check_max_abs_diff": difference,
-                    "workers": workers},
-            "trace": {"steps": [c for c, _, _ in self.trace],
-                      "seconds": [t for _, t, _ in self.trace],
-                      "objective": [v for _, _, v in self.trace]},
-        }
+        asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
+               "budget": self.config.budget, "staleness": server.staleness_stats(),
+               "u_check_max_abs_diff": difference, "workers": workers}
         if self.record_order:
-            payload["asy"]["order"] = self.order
+            asy["order"] = self.order
         if self.config.s2 is not None:
-            payload["asy"].update(group_budgets=self.config.group_budgets,
-                                  groups_kept=groups_kept)
-        return payload
+            asy.update(group_budgets=self.config.group_budgets, groups_kept=groups_kept)
+        return FitResult(
+            selected=selected, weights=weights,
+            objective_per_epoch=self.per_epoch[: self.config.epochs],
+            objective=loss_value(int(self.config.loss), server.u, self.y),
+            eta=eta, m=m, n_steps=sum(w["steps"] for w in workers),
+            seconds=time.perf_counter() - self.start,
+            trace={"steps": [c for c, _, _ in self.trace],
+                   "seconds": [t for _, t, _ in self.trace],
+                   "objective": [v for _, _, v in self.trace]},
+            asy=asy)
 
 
 def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None) -> int | None:

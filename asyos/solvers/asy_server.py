@@ -13,6 +13,7 @@ from ..core.losses import loss_value
 from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u
+from .result import FitResult
 
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")
 
@@ -143,17 +144,16 @@ class AsyServer:
         return self.views(self.state.lose(worker))
 
     # -- the end ----------------------------------------------------------------------
-    def payload(self, transport: str) -> dict:
-        """The results document; fails loudly when u_C ≠ Σ_t X_S(t) w_S(t)."""
+    def result(self, transport: str) -> FitResult:
+        """The run's result; fails loudly when u_C ≠ Σ_t X_S(t) w_S(t)."""
         workers = []
         for t, record in enumerate(self.state.workers):
             stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
                                       "budget": self.config.budgets[t],
                                       **dict.fromkeys(SECONDS, 0.0)}
             workers.append({**stats, "lost": record.lost})
-        payload = self.monitor.payload(self.state, workers, self.step_size, self.m)
-        payload["asy"]["transport"] = transport
-        payload["asy"]["depth"] = self.config.depth
-        payload["asy"]["batch"] = self.config.batch
-        check_u(payload["asy"]["u_check_max_abs_diff"], self.state.u)
-        return payload
+        result = self.monitor.result(self.state, workers, self.step_size, self.m)
+        result.asy.update(transport=transport, depth=self.config.depth,
+                          batch=self.config.batch)
+        check_u(result.asy["u_check_max_abs_diff"], self.state.u)
+        return result

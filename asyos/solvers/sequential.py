@@ -5,7 +5,6 @@ set: O(n·s) memory whatever p is; X is never held.
 """
 
 import time
-from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -15,28 +14,11 @@ from ..core.projection import group_constraint
 from ..core.step_size import StepSize
 from ..core.validate import check_at_least, check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
-
-
-@dataclass
-class OSResult:
-    """What a run returns: the selection and how it got there."""
-
-    selected: np.ndarray          # sorted feature indices, |selected| ≤ s
-    weights: np.ndarray           # aligned with ``selected``
-    objective: list = field(default_factory=list)      # loss after each epoch
-    substitutions: list = field(default_factory=list)  # kept features replaced, per epoch
-    eta: float = 0.0              # step size in force at the end
-    m: float = 1.0                # block factor used
-    n_steps: int = 0
-    seconds: float = 0.0
-    kept_bytes: int = 0           # memory of the kept set: O(n·s)
-    trace: list = field(default_factory=list)  # (steps, seconds, loss), ~200 points
-    scale: np.ndarray | None = None   # per selected feature, when standardized
-    mean: np.ndarray | None = None
+from .result import FitResult
 
 
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
-           standardize=False, progress=None, groups=None, s2=None) -> OSResult:
+           standardize=False, progress=None, groups=None, s2=None) -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -70,7 +52,8 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     warm_up(stream.sparse and constraint is None)
     kept, blocks = kept_set(stream, s, constraint)
     state = step.state(loss, stream.n_samples, s)
-    result = OSResult(selected=np.zeros(0, np.int64), weights=np.zeros(0))
+    result = FitResult(selected=np.zeros(0, np.int64), weights=np.zeros(0),
+                       substitutions_per_epoch=[])
     trace_every = max(1, epochs * stream.n_features // 200)
     next_trace = trace_every
     start = time.perf_counter()
@@ -81,17 +64,22 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
             result.n_steps += len(block_index)
             if result.n_steps >= next_trace:  # ~200 points, whatever p is
                 next_trace += trace_every
-                result.trace.append((result.n_steps, time.perf_counter() - start,
-                                     loss_value(int(loss), kept.contribution, y)))
+                for key, value in zip(("steps", "seconds", "objective"), (
+                        result.n_steps, time.perf_counter() - start,
+                        loss_value(int(loss), kept.contribution, y))):
+                    result.trace[key].append(value)
             if progress is not None:
                 progress(len(block_index))
-        result.objective.append(float(loss_value(int(loss), kept.contribution, y)))
-        result.substitutions.append(int(state[6] - before))
+        result.objective_per_epoch.append(float(loss_value(int(loss), kept.contribution,
+                                                           y)))
+        result.substitutions_per_epoch.append(int(state[6] - before))
     result.seconds = time.perf_counter() - start
+    result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
     result.eta = float(state[0])
     result.m = m
     result.kept_bytes = kept.nbytes
     if standardize:
-        result.mean, result.scale = stream.stats(result.selected)
+        mean, scale = stream.stats(result.selected)
+        result.standardization = {"mean": mean, "scale": scale}
     return result

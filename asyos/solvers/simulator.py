@@ -5,7 +5,7 @@ For staleness studies on one machine.  The simulator is a carrier that hands the
 protocol's messages over in memory: the workers are the same ``WorkerDriver``s around
 ``worker_loop`` that MPI and ZeroMQ drive, the server is the same ``AsyServer`` (it
 checks every view a push names and records its staleness) and the results are the
-same payload.  Only the delivery of views is scheduled, deterministically for a seed:
+same result.  Only the delivery of views is scheduled, deterministically for a seed:
 
 * **delay mode** (default): the workers take turns (round-robin over those that still
   have features, or a seeded random pick); at its turn worker t reads u_C as it was
@@ -17,7 +17,7 @@ same payload.  Only the delivery of views is scheduled, deterministically for a 
 * **virtual clock** (``clock=(a, c_comm)``): each worker iteration costs
   a·n·(|S(t)| + 2) + c_comm virtual seconds, pulls at its start and pushes at its end,
   in time order.  Staleness arises from the timing as on a real machine with one core
-  per worker; the payload carries ``virtual_seconds`` and a trace against virtual
+  per worker; the result carries ``virtual_seconds`` and a trace against virtual
   time, from which speedups on more cores than this machine has are modelled.
 """
 
@@ -32,6 +32,7 @@ from ..streams import as_stream
 from . import messages
 from .asy import AsyConfig, first_block_nu, worker_shard
 from .asy_server import AsyServer
+from .result import FitResult
 from .worker_loop import WorkerDriver, worker_loop
 
 ORDERS = ("round_robin", "random")
@@ -40,14 +41,14 @@ ORDERS = ("round_robin", "random")
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                   order="round_robin", clock=None, budget="fixed", loss="squared",
                   epochs=2, eta="auto", m="auto", seed=0, record_order=False,
-                  groups=None, s2=None) -> dict:
-    """Run Asy-OS with ``n_workers`` virtual workers; returns the results payload.
+                  groups=None, s2=None) -> FitResult:
+    """Run Asy-OS with ``n_workers`` virtual workers; returns its result.
 
     ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
     ``delay``: τ, the age in updates of the u_C each step reads (None: q); with
     ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
     "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
-    the order a real run recorded, ``payload["asy"]["order"]``).  ``budget``: "fixed"
+    the order a real run recorded, ``result.asy["order"]``).  ``budget``: "fixed"
     (s_t = s/q each, the paper) or "adaptive" (the server re-grants budgets from a
     global magnitude threshold with every view, ``ServerState.grant_budget``).
     ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
@@ -85,7 +86,7 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
         sim.run_clocked(*clock)
-    return sim.payload()
+    return sim.result()
 
 
 def _check_clock(clock) -> tuple[float, float]:
@@ -211,9 +212,9 @@ class _Simulation:
             self._step(t)
             finish[t] = self.now + a * n * (self.kept[t] + 2) + c_comm
 
-    def payload(self) -> dict:
-        payload = self.server.payload("simulator")
+    def result(self) -> FitResult:
+        result = self.server.result("simulator")
         if self.virtual:
-            payload["virtual_seconds"] = self.now
-            payload["trace"]["virtual_seconds"] = self.virtual
-        return payload
+            result.virtual_seconds = self.now
+            result.trace["virtual_seconds"] = self.virtual
+        return result

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..core.validate import check_at_least, check_labels
 from ..solvers.asy import AsyConfig
+from ..solvers.result import FitResult
 from ..streams import FeatureStream
 from .base import NodeShare
 from .zeromq import ZmqServer
@@ -84,9 +85,9 @@ class _Workers:
 
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epochs=2,
                  eta="auto", m="auto", staleness="auto",
-                 timeout: float = 300.0) -> dict:
+                 timeout: float = 300.0) -> FitResult:
     """Asy-OS (spec §3) with ``n_workers`` worker processes over loopback ZeroMQ;
-    returns the results payload (as ``asyos server`` writes it)."""
+    returns its result (as ``asyos server`` writes it)."""
     config = AsyConfig.build(s, n_workers, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=staleness, n_features=stream.n_features)
     y = check_labels(y, config.loss, stream.n_samples)
@@ -95,13 +96,13 @@ def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epoc
         data = Path(tmp) / "X.npy"
         spool(stream, data)
         server = ZmqServer(LOOPBACK, y, config)
-        workers, payload = None, None
+        workers, result = None, None
         try:
             workers = _Workers(server.endpoint, data, stream, config.n_workers,
                                Path(tmp), time.monotonic() + timeout, timeout)
-            payload = server.serve(check=workers.check)
+            result = server.serve(check=workers.check)
         finally:
             server.close()
             if workers is not None:   # finished workers exit at once; after an error
-                workers.stop(5.0 if payload is not None else 0.0)   # none waits
-    return payload
+                workers.stop(5.0 if result is not None else 0.0)   # none waits
+    return result

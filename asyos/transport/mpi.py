@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..solvers import messages
 from ..solvers.asy import AsyConfig, first_block_nu, worker_shard
 from ..solvers.asy_server import AsyServer
+from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver, worker_loop
 from . import wire
 from .base import NodeShare, blas_threads_in_use
@@ -116,7 +117,7 @@ def _limits(config: AsyConfig, n: int) -> wire.Limits:
     return wire.Limits(n, max(config.capacities), config.batch)
 
 
-def serve(comm, server: AsyServer, share: NodeShare) -> dict:
+def serve(comm, server: AsyServer, share: NodeShare) -> FitResult:
     """Rank 0: carry the server's messages until every worker has finished."""
     cpu_start = time.process_time()
     config = server.config
@@ -134,9 +135,9 @@ def serve(comm, server: AsyServer, share: NodeShare) -> dict:
         for target, reply in replies:
             link.send(reply, target + 1, target)
     link.drain()
-    payload = server.payload("mpi")
-    payload["asy"]["server_cpu_seconds"] = time.process_time() - cpu_start
-    return payload
+    result = server.result("mpi")
+    result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
+    return result
 
 
 class WorkerFailed(RuntimeError):
@@ -173,8 +174,8 @@ def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
 
 
 def run(comm, open_job, config_factory, record_order: bool = False,
-        threads: int | None = None) -> dict | None:
-    """Run Asy-OS on ``comm``; returns the payload on rank 0, None elsewhere.
+        threads: int | None = None) -> FitResult | None:
+    """Run Asy-OS on ``comm``; returns the result on rank 0, None elsewhere.
 
     Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
     being checked compact group ids or None; ``config_factory(q, n_features)`` →

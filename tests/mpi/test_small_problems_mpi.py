@@ -14,8 +14,8 @@ import pytest
 from mpi4py import MPI
 
 from asyos import fit_os
-from asyos.solvers.simulator import fit_simulated
 from asyos.solvers.asy import AsyConfig
+from asyos.solvers.simulator import fit_simulated
 from asyos.streams import ArrayStream
 from asyos.transport import mpi as transport
 
@@ -78,12 +78,12 @@ def test_default_asy_os_fits_small_problems(name, make, s, tolerance, reference)
         selected, weights = result.selected, result.weights
     else:
         result = fit_simulated(X, y, s, Q, delay=0)
-        selected, weights = result["selected"], result["weights"]
-    asy = payload["asy"]
+        selected, weights = result.selected, result.weights
+    asy = payload.asy
     assert asy["staleness"]["max"] <= asy["staleness"]["bound"]
-    objective = payload["objective_per_epoch"]
+    objective = payload.objective_per_epoch
     assert objective[-1] < objective[0], objective   # the safeguard: no divergence
-    r2_asy = _r2(X, y, payload["selected"], payload["weights"])
+    r2_asy = _r2(X, y, payload.selected, payload.weights)
     r2_reference = _r2(X, y, selected, weights)
     if X.shape[1] < 16 and Q > 2 and reference != "sequential":
         # τ = 0: a serial interleaving, exact, but in the order the workers happen to

@@ -14,6 +14,7 @@ from ...errors import InputError
 from ...solvers import messages
 from ...solvers.asy import AsyConfig, group_fingerprint
 from ...solvers.asy_server import AsyServer
+from ...solvers.result import FitResult
 from ..wire import Limits, WireError, decode, encode
 from .common import (
     Dropper,
@@ -303,8 +304,8 @@ class ZmqServer:
         return all(now - self.lost_at[t] > self.timeouts.replace_timeout
                    for t in self.state.lost_workers)
 
-    def serve(self, check=None) -> dict:
-        """Run until done; returns the results payload (same keys as MPI runs).
+    def serve(self, check=None) -> FitResult:
+        """Run until done; returns the run's result (as MPI runs do).
 
         ``check()``, when given, runs after every step and may raise to end the run
         (a deadline, a worker process that died: ``transport.local``).
@@ -320,7 +321,7 @@ class ZmqServer:
             if previous is not None:
                 signal.signal(signal.SIGTERM, previous)
         self.save_checkpoint()
-        return self._payload()
+        return self._result()
 
     def step(self, timeout: float = 0.05) -> bool:
         """Handle what arrives within ``timeout`` s, then the timers; True when done."""
@@ -359,13 +360,13 @@ class ZmqServer:
     def _on_sigterm(self, signum, frame) -> None:
         self._stop = True
 
-    def _payload(self) -> dict:
-        payload = self.server.payload("zeromq")
-        payload["asy"]["lost_shards"] = [f"{t}/{self.config.n_workers}"
-                                         for t in self.state.lost_workers]
-        payload["asy"]["dropped_messages"] = self.drop.dropped
-        payload["asy"]["refused_messages"] = self.refused
-        return payload
+    def _result(self) -> FitResult:
+        result = self.server.result("zeromq")
+        result.asy.update(lost_shards=[f"{t}/{self.config.n_workers}"
+                                       for t in self.state.lost_workers],
+                          dropped_messages=self.drop.dropped,
+                          refused_messages=self.refused)
+        return result
 
     def close(self) -> None:
         self.socket.close(linger=0)
