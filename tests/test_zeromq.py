@@ -335,3 +335,37 @@ def test_server_and_workers_in_separate_network_namespaces_with_curve(tmp_path,
     result = _secure_run(tmp_path, keys, f"tcp://10.231.0.1:{port}",
                          f"tcp://10.231.0.1:{port}", prefix=namespaces)
     assert sum(w["steps"] for w in result["asy"]["workers"]) == 2 * 3000
+
+
+@pytest.mark.parametrize("budget", ["fixed", "adaptive"])
+def test_adaptive_budgets_over_zeromq_let_a_strong_shard_keep_its_features(tmp_path,
+                                                                           budget):
+    """Every true feature on shard 0 (even indices): fixed budgets s/q = 4 cap it at 4
+    of 6; under adaptive budgets the server re-grants the other shard's slots with
+    its views, and the final selection still holds at most s features."""
+    import numpy as np
+
+    rng = np.random.default_rng(5)
+    X = rng.standard_normal((300, 200))
+    support = 2 * np.arange(6)
+    np.save(tmp_path / "X.npy", np.asfortranarray(X))
+    np.save(tmp_path / "y.npy", X[:, support] @ (2.0 + rng.random(6)))
+    port = _port()
+    server = _start("asyos.server", "--bind", f"tcp://127.0.0.1:{port}", "--workers",
+                    "2", "--labels", str(tmp_path / "y.npy"), "-s", "8", "--epochs",
+                    "3", "--budget", budget, "--out", str(tmp_path / "r.json"),
+                    "--quiet")
+    workers = [_start("asyos.worker", "--connect", f"tcp://127.0.0.1:{port}",
+                      "--shard", f"{t}/2", "--data", str(tmp_path / "X.npy"))
+               for t in range(2)]
+    for code, _, err in _wait(server, *workers):
+        assert code == 0, err
+    result = _result(tmp_path)
+    found = len(set(result["selected"]) & set(support.tolist()))
+    kept = [w["kept"] for w in result["asy"]["workers"]]
+    assert len(result["selected"]) <= 8 and result["asy"]["budget"] == budget
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+    if budget == "fixed":
+        assert found <= 4 and kept == [4, 4]
+    else:
+        assert found >= 5 and kept[0] > 4, (found, kept)
