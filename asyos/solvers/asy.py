@@ -7,7 +7,7 @@ it for the run's result: the same ``FitResult`` whatever moved the bytes.
 
 import hashlib
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,6 +42,8 @@ class AsyConfig:
     batch: int = 1                    # OS steps summed into one push message
     s2: int | None = None             # group budget; None: no groups
     budget: str = "fixed"             # or "adaptive": the server re-grants
+    sized_for: int | None = None      # p the automatic pipeline was sized for; -1:
+    #                                   given by the user, None: p not known yet
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
@@ -76,21 +78,8 @@ class AsyConfig:
         for name, value in (("window", window), ("batch", batch)):
             if value != "auto":
                 given[name] = check_at_least(name, value, 1, integer=True)
-        peers = max(n_workers - 1, 1)
-        limit = PIPELINE["window"] * PIPELINE["batch"]
-        if n_features is not None:
-            limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
-        bound = staleness
-        if staleness == "auto" and n_features is not None:
-            bound = n_features // EPOCH_FRACTION
-        if isinstance(bound, int) and not given:
-            limit = min(limit, max(1, bound // (STALENESS_PER_PEER * peers)))
-        batch = given.get("batch", min(PIPELINE["batch"], limit))
-        window = given.get("window", max(1, limit // batch))
-        if staleness == "auto":
-            staleness = STALENESS_PER_PEER * peers * window * batch
-            if n_features is not None:
-                staleness = min(staleness, bound)
+        automatic = staleness == "auto" and not given
+        staleness, depth, batch = _pipeline(n_workers, staleness, given, n_features)
         if budget not in BUDGETS:
             raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
                              f"{budget!r}")
@@ -98,8 +87,17 @@ class AsyConfig:
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
-                   window * batch, batch, s2=None if s2 is None else int(s2),
-                   budget=budget)
+                   depth, batch, s2=None if s2 is None else int(s2), budget=budget,
+                   sized_for=n_features if automatic else -1)
+
+    def for_features(self, n_features: int) -> "AsyConfig":
+        """This configuration once p is known (a ZeroMQ server learns it from its
+        workers): the automatic pipeline and bound re-sized for p."""
+        if self.sized_for is not None:
+            return self
+        staleness, depth, batch = _pipeline(self.n_workers, "auto", {}, n_features)
+        return replace(self, staleness=staleness, depth=depth, batch=batch,
+                       sized_for=n_features)
 
     @property
     def budgets(self) -> list[int]:
@@ -143,6 +141,28 @@ class AsyConfig:
             return self.eta, m
         coef = rule.coefficient(self.loss, n_samples, self.s)
         return coef / max(nu_max, np.finfo(float).tiny), m
+
+
+def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
+    """(τ, depth, batch) from the user's ``staleness`` (a number, "auto" or None) and
+    ``given`` window/batch, sized for p = ``n_features`` when known
+    (``AsyConfig.build`` says why)."""
+    peers = max(n_workers - 1, 1)
+    limit = PIPELINE["window"] * PIPELINE["batch"]
+    if n_features is not None:
+        limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
+    bound = staleness
+    if staleness == "auto" and n_features is not None:
+        bound = n_features // EPOCH_FRACTION
+    if isinstance(bound, int) and not given:
+        limit = min(limit, max(1, bound // (STALENESS_PER_PEER * peers)))
+    batch = given.get("batch", min(PIPELINE["batch"], limit))
+    window = given.get("window", max(1, limit // batch))
+    if staleness == "auto":
+        staleness = STALENESS_PER_PEER * peers * window * batch
+        if n_features is not None:
+            staleness = min(staleness, bound)
+    return staleness, window * batch, batch
 
 
 def worker_shard(stream, q: int, t: int, group_of=None):

@@ -41,7 +41,13 @@ class AsyServer:
         self.stats: list[dict | None] = [None] * config.n_workers
 
     def start(self, n_features: int, eta: float, m: float) -> None:
-        """Fix p and the step; the run can begin."""
+        """Fix p and the step (and size the automatic pipeline for p, when the
+        configuration did not know it); the run can begin."""
+        config = self.config.for_features(n_features)
+        if config is not self.config and not self.state.clock:
+            self.config = config
+            self.state.tau, self.state.depth, self.state.batch = \
+                config.staleness, config.depth, config.batch
         self.eta, self.m = eta, m
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)

@@ -68,23 +68,22 @@ CASES = [("diabetes", _diabetes, 4, 0.01, "sequential")] + [
                          ids=[c[0] for c in CASES])
 def test_default_asy_os_fits_small_problems(name, make, s, tolerance, reference):
     X, y = make()
-    payload = _asy(X, y, s)
+    fitted = _asy(X, y, s)
     if COMM.Get_rank() != 0:
         return
-    if reference == "sequential" and Q > 2:   # the budget split, not staleness
-        reference, tolerance = "no staleness", 0.05
-    if reference == "sequential" or Q == 1:
-        result = fit_os(X, y, s)
-        selected, weights = result.selected, result.weights
-    else:
-        result = fit_simulated(X, y, s, Q, delay=0)
-        selected, weights = result.selected, result.weights
-    asy = payload.asy
+    references = [fit_simulated(X, y, s, Q, delay=0)]
+    if reference == "sequential" and Q == 2:
+        # τ = 0 on diabetes: an exact serial run in the workers' order; fixed budgets
+        # 2 + 2 reach 0.450 in round-robin order, 0.487 (sequential OS) in others
+        references.append(fit_os(X, y, s))
+    elif reference == "sequential":   # q > 2: budgets of one feature decide
+        tolerance = 0.05
+    r2_reference = min(_r2(X, y, r.selected, r.weights) for r in references)
+    asy = fitted.asy
     assert asy["staleness"]["max"] <= asy["staleness"]["bound"]
-    objective = payload.objective_per_epoch
+    objective = fitted.objective_per_epoch
     assert objective[-1] < objective[0], objective   # the safeguard: no divergence
-    r2_asy = _r2(X, y, payload.selected, payload.weights)
-    r2_reference = _r2(X, y, selected, weights)
+    r2_asy = _r2(X, y, fitted.selected, fitted.weights)
     if X.shape[1] < 16 and Q > 2 and reference != "sequential":
         # τ = 0: a serial interleaving, exact, but in the order the workers happen to
         # take turns; with budgets of one feature per shard that order decides

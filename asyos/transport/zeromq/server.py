@@ -236,6 +236,7 @@ class ZmqServer:
                 self._refuse(self.identity[t], reason)
             raise InputError(reason)
         self.server.start(p, *self.config.step(self.y.shape[0], max(self.nu.values())))
+        self.config = self.server.config   # the pipeline sized for p
         log.info("all %d shards here (p = %d): eta = %.4g, m = %.4g",
                  len(self.state.workers), p, self.server.eta, self.server.m)
         for worker in range(len(self.state.workers)):
