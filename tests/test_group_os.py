@@ -57,10 +57,10 @@ def test_s2_equal_to_the_number_of_groups_is_plain_os_exactly(loss):
     np.testing.assert_array_equal(grouped.selected, plain.selected)
     np.testing.assert_array_equal(grouped.weights, plain.weights)
     assert grouped.objective == plain.objective
-    assert grouped.substitutions == plain.substitutions
+    assert grouped.substitutions_per_epoch == plain.substitutions_per_epoch
     one = fit_simulated(X, y, 15, 1, loss=loss, groups=groups, s2=12)
-    np.testing.assert_array_equal(one["selected"],
-                                  fit_simulated(X, y, 15, 1, loss=loss)["selected"])
+    np.testing.assert_array_equal(one.selected,
+                                  fit_simulated(X, y, 15, 1, loss=loss).selected)
 
 
 def test_group_budget_is_kept_and_helps_on_grouped_data():
@@ -85,15 +85,15 @@ def test_simulated_workers_own_whole_groups_and_budgets_sum_to_s1_s2():
     sizes = np.bincount(owner[groups], minlength=3)
     assert sizes.max() - sizes.min() <= np.bincount(groups).max()
     payload = fit_simulated(X, y, 10, 3, groups=groups, s2=5, delay=2, epochs=2)
-    assert sum(payload["asy"]["budgets"]) == 10
-    assert sum(payload["asy"]["group_budgets"]) == 5
-    selected = np.asarray(payload["selected"])
+    assert sum(payload.asy["budgets"]) == 10
+    assert sum(payload.asy["group_budgets"]) == 5
+    selected = np.asarray(payload.selected)
     assert selected.size <= 10 and len(set(groups[selected])) <= 5
-    for t, worker in enumerate(payload["asy"]["workers"]):
-        assert worker["kept"] <= payload["asy"]["budgets"][t]
+    for t, worker in enumerate(payload.asy["workers"]):
+        assert worker["kept"] <= payload.asy["budgets"][t]
     for t in range(3):   # each worker's kept groups are its own and within s2_t
         mine = selected[owner[groups[selected]] == t]
-        assert len(set(groups[mine])) <= payload["asy"]["group_budgets"][t]
+        assert len(set(groups[mine])) <= payload.asy["group_budgets"][t]
 
 
 @pytest.mark.parametrize("kwargs, message", [

@@ -99,9 +99,11 @@ def test_setup_errors_exit_2_with_one_message(tmp_path):
     proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
                     "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
     assert proc.returncode == 2 and "n = 9" in proc.stderr
-    proc = _mpiexec(3, "-m", "asyos.run", "-p", "100", "-s", "4", "--staleness", "1",
-                    "--batch", "4", "--quiet")
-    assert proc.returncode == 2 and "--batch 4" in proc.stderr
+    for bad, problem in ((["--staleness", "-1"], "staleness must be ≥ 0, got -1"),
+                         (["--window", "0"], "window must be ≥ 1, got 0")):
+        proc = _mpiexec(3, "-m", "asyos.run", "-p", "100", "-s", "4", *bad, "--quiet")
+        assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
+        assert problem in proc.stderr
 
 
 def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):

@@ -5,29 +5,51 @@ import pytest
 
 from asyos.core.kept_set import KeptSet
 from asyos.core.losses import Loss
+from asyos.core.server_state import ServerState
 from asyos.errors import InputError
 from asyos.solvers.asy import AsyConfig
+from asyos.solvers.messages import View
 from asyos.solvers.worker_loop import LocalView
 
 
 def test_local_view_is_the_newest_view_plus_own_unanswered_pushes():
-    view = LocalView(3, window=2)
-    assert view.requested() == 0
-    assert view.must_wait                          # no view yet
-    view.answered(np.array([1.0, 2.0, 3.0]), 0, through=0)
-    assert not view.must_wait and view.current()[1] == 0
-    assert view.requested(np.array([1.0, 0.0, 0.0])) == 1   # push 1 asks for a view
-    assert view.requested(np.array([0.0, 1.0, 0.0])) == 2   # push 2: window full
-    assert view.must_wait
+    view = LocalView(3)
+    assert not view.may_step                       # no view yet
+    view.answered(View(np.array([1.0, 2.0, 3.0]), 0, through=0, credit=2))
+    assert view.may_step and view.current()[1:] == (0, 2, 0, 0.0)
+    assert view.pushed(np.array([1.0, 0.0, 0.0]), 1) == 1    # push 1
+    assert view.pushed(np.array([0.0, 1.0, 0.0]), 1) == 2    # push 2: credit spent
+    assert not view.may_step and view.allowed == 0
     np.testing.assert_array_equal(view.current()[0], [2.0, 3.0, 3.0])
-    view.answered(np.array([10.0, 10.0, 10.0]), 5, through=1)  # has push 1, not 2
-    u_hat, version = view.current()
+    view.answered(View(np.full(3, 10.0), 5, through=1, credit=3))  # has push 1, not 2
+    u_hat, version, allowed, budget, eta = view.current()
     np.testing.assert_array_equal(u_hat, [10.0, 11.0, 10.0])
-    assert version == 5 and view.unanswered == 1 and not view.must_wait
-    view.requested(np.array([0.0, 0.0, 1.0]))     # push 3; then the answer to push 2
-    view.answered(np.array([20.0, 20.0, 20.0]), 9, through=3)  # is lost: covered
-    assert view.unanswered == 0
+    assert (version, allowed, budget, eta) == (5, 1, 0, 0.0) and view.may_step
+    assert view.pushed(np.array([0.0, 0.0, 1.0]), 1) == 3
+    # an older view arriving late changes nothing but may carry credit
+    view.answered(View(np.zeros(3), 2, through=0, credit=4))
+    u_hat, version, allowed, _, _ = view.current()
+    np.testing.assert_array_equal(u_hat, [10.0, 11.0, 11.0])
+    assert (version, allowed) == (5, 1)
+    # credit is cumulative: a view sent again (its first copy lost?) adds nothing
+    view.answered(View(np.full(3, 20.0), 9, through=3, credit=4, budget=2, eta=0.5))
+    view.answered(View(np.full(3, 20.0), 9, through=3, credit=4, budget=2, eta=0.5))
     np.testing.assert_array_equal(view.current()[0], [20.0, 20.0, 20.0])
+    assert view.current()[1:] == (9, 1, 2, 0.5)
+    assert view.pushed(np.ones(3), 1) == 4 and not view.may_step
+    # the server's η only shrinks: a late view with an older, larger one is ignored
+    view.answered(View(np.full(3, 20.0), 9, through=4, credit=4, eta=0.25))
+    view.answered(View(np.full(3, 20.0), 8, through=3, credit=4, eta=0.5))
+    assert view.current()[4] == 0.25
+
+
+def test_a_resumed_local_view_continues_its_numbering_and_spent_credit():
+    view = LocalView(2, last_push=7, steps=12)
+    view.answered(View(np.zeros(2), 30, through=7, credit=12))   # no credit left
+    assert not view.may_step
+    view.answered(View(np.ones(2), 31, through=7, credit=15))
+    assert view.allowed == 3 and view.pushed(np.ones(2), 3) == 8
+    assert not view.may_step
 
 
 @pytest.mark.parametrize("loss", list(Loss))
@@ -51,26 +73,50 @@ def test_a_compiled_batch_equals_steps_that_see_their_own_pushes(loss):
     np.testing.assert_allclose(u_local - view, batch.contribution, atol=1e-12)
 
 
-def test_pipeline_defaults_follow_the_staleness_bound():
-    free = AsyConfig.build(8, 2)
-    assert free.window > 1 and free.batch > 1
-    bounded = AsyConfig.build(8, 2, staleness=3)
-    assert bounded.window == bounded.batch == 1
+def test_pipeline_defaults_and_the_derived_staleness_bound():
+    free = AsyConfig.build(8, 2)                   # PIPELINE, τ = 2 pipelines per peer
+    assert (free.depth, free.batch) == (32, 8) and free.staleness == 2 * 1 * 32
+    five = AsyConfig.build(8, 5)
+    assert five.depth == 32 and five.staleness == 2 * 4 * 32
+    # τ ≤ p/16 (10 here), the pipeline sized to it (two per other worker), credit
+    # ≤ 1/8 of a shard
+    small = AsyConfig.build(8, 2, n_features=160)
+    assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
+    tiny = AsyConfig.build(8, 4, n_features=40)
+    assert (tiny.depth, tiny.batch, tiny.staleness) == (1, 1, 2)
+    serial = AsyConfig.build(2, 2, n_features=10)   # p < 16: τ = 0
+    assert (serial.depth, serial.batch, serial.staleness) == (1, 1, 0)
+    large = AsyConfig.build(8, 2, n_features=10_000)
+    assert (large.depth, large.batch, large.staleness) == (32, 8, 64)
+    bounded = AsyConfig.build(8, 3, staleness=3)    # a small τ feeds no pipeline
+    assert (bounded.depth, bounded.batch, bounded.staleness) == (1, 1, 3)
+    wider = AsyConfig.build(8, 2, staleness=40)
+    assert (wider.depth, wider.batch, wider.staleness) == (16, 8, 40)
+    unbounded = AsyConfig.build(8, 2, staleness=None)
+    assert unbounded.staleness is None and unbounded.depth == 32
+    # a given pipeline is taken as it is, under any bound (the server's credit gate
+    # keeps τ by granting less than the depth where it must)
+    given = AsyConfig.build(8, 2, staleness=1, window=2, batch=4)
+    assert (given.depth, given.batch, given.staleness) == (8, 4, 1)
+    ServerState(3, 2, given.staleness, given.depth, given.batch)
+    window_only = AsyConfig.build(8, 2, window=2)
+    assert (window_only.depth, window_only.batch, window_only.staleness) == (16, 8, 32)
     plain = AsyConfig.build(8, 2, window=1, batch=1)
-    assert plain.window == plain.batch == 1
-    for bad in ({"window": 2}, {"batch": 4}):
-        with pytest.raises(InputError, match="staleness bound"):
-            AsyConfig.build(8, 2, staleness=1, **bad)
+    assert (plain.depth, plain.batch, plain.staleness) == (1, 1, 2)
     with pytest.raises(InputError, match="window must be ≥ 1"):
         AsyConfig.build(8, 2, window=0)
+    with pytest.raises(InputError, match="staleness must be ≥ 0"):
+        AsyConfig.build(8, 2, staleness=-1)
+    with pytest.raises(ValueError, match="1 ≤ batch ≤ depth"):
+        ServerState(3, 2, 1, depth=2, batch=3)
 
 
-def _drive(loop, u, stop_after=None):
+def _drive(loop, u, batch, stop_after=None):
     """A single worker whose views are exact (q = 1): returns its last Push / Final."""
     request, pushes, last = next(loop), 0, None
     while True:
-        if request == "pull":
-            request = loop.send((u, 0))
+        if request == "pull":   # exact views, credit for a whole batch
+            request = loop.send((u, 0, batch, 0, 0.0))
         elif hasattr(request, "delta"):
             u = u + request.delta
             pushes, last = pushes + 1, request
@@ -95,10 +141,11 @@ def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch)
                            resume=resume)
 
     start = np.zeros(50)
-    whole, _ = _drive(loop(), start)
-    stopped, u = _drive(loop(), start, stop_after=150 // batch)
+    whole, _ = _drive(loop(), start, batch)
+    stopped, u = _drive(loop(), start, batch, stop_after=150 // batch)
     assert 120 < stopped.position < 240
-    resumed, _ = _drive(loop((stopped.selected, stopped.weights, stopped.position)), u)
+    resumed, _ = _drive(loop((stopped.selected, stopped.weights, stopped.position)), u,
+                        batch)
     np.testing.assert_array_equal(resumed.selected, whole.selected)
     np.testing.assert_allclose(resumed.weights, whole.weights, rtol=0, atol=1e-9)
     assert resumed.steps == whole.steps == 240

@@ -1,8 +1,13 @@
-"""The server state machine: the Σ-invariant and the staleness bound, in any interleaving."""
+"""The server state machine: the Σ-invariant, the credit gate that bounds staleness,
+and liveness, in any interleaving (with lost and repeated messages, and workers that
+die)."""
+
+import dataclasses
+from collections import deque
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asyos.core.server_state import (
@@ -11,46 +16,63 @@ from asyos.core.server_state import (
     ProtocolError,
     ServerState,
 )
+from asyos.solvers import messages
+from asyos.solvers.asy import AsyConfig
+from asyos.solvers.asy_server import AsyServer
+from asyos.solvers.worker_loop import LocalView
 
 
-def _drive(n, q, tau, pushes_each, seed):
-    """Workers with random contributions pushed in a random interleaving."""
+def _drive(n, q, tau, pushes_each, seed, depth=1, batch=1):
+    """Workers with random contributions pushed in a random interleaving: each holds
+    the views and credit it was sent, steps from its newest view and pushes."""
     rng = np.random.default_rng(seed)
-    server = ServerState(n, q, staleness=tau)
+    server = ServerState(n, q, staleness=tau, depth=depth, batch=batch)
     contribution = np.zeros((q, n))
     left = [pushes_each] * q
-    granted, waiting = set(), set()
-    while any(left) or granted or waiting:
-        choices = [t for t in range(q) if t in granted] + \
-                  [t for t in range(q) if left[t] and t not in granted | waiting]
+    version, credit, spent = [None] * q, [0] * q, [0] * q
+
+    def send_views(workers):
+        for w in workers:
+            u, v, through, c, budget = server.view(w)
+            assert v == server.clock and through == server.workers[w].messages
+            assert budget is None
+            version[w], credit[w] = v, max(credit[w], c)
+
+    while any(left):
+        can_push = [t for t in range(q) if left[t] and credit[t] > spent[t]]
+        can_ask = [t for t in range(q) if left[t] and not server.is_waiting(t)]
+        choices = can_push + can_ask
         assert choices, "deadlock: nobody can move"
         t = choices[rng.integers(len(choices))]
-        if t in granted:
+        if t in can_push and (t not in can_ask or rng.random() < 0.7):
+            steps = int(rng.integers(1, min(batch, credit[t] - spent[t], left[t]) + 1))
             delta = rng.standard_normal(n)
             contribution[t] += delta
-            staleness, newly = server.push(t, delta)
-            granted.discard(t)
-            left[t] -= 1
+            staleness, newly = server.push(t, delta, version[t], steps)
+            spent[t] += steps
+            left[t] -= steps
             if tau is not None:
                 assert staleness <= tau
+            if not left[t]:   # its FINAL follows its last push: its credit returns
+                send_views(newly)
+                newly = server.finish(t, [t], [1.0], contribution[t])
         else:
-            waiting.add(t)
-            newly = server.request_pull(t)
-        for w in newly:
-            waiting.discard(w)
-            granted.add(w)
-            u, version = server.view(w)
-            assert version == server.clock
-    for t in range(q):
-        server.finish(t, [t], [1.0], contribution[t])
+            newly = server.request(t)
+        send_views(newly)
+        if tau is not None:
+            assert all(server.exposure(w) <= tau for w in range(q))
+    assert server.done
     return server, contribution
 
 
 @settings(max_examples=60, deadline=None)
 @given(q=st.integers(1, 6), tau=st.one_of(st.none(), st.integers(0, 6)),
-       pushes=st.integers(1, 15), seed=st.integers(0, 2**31))
-def test_sum_invariant_and_staleness_bound_in_any_interleaving(q, tau, pushes, seed):
-    server, contribution = _drive(8, q, tau, pushes, seed)
+       pushes=st.integers(1, 15), depth=st.integers(1, 4), batch=st.integers(1, 4),
+       seed=st.integers(0, 2**31))
+def test_sum_invariant_and_staleness_bound_in_any_interleaving(q, tau, pushes, depth,
+                                                               batch, seed):
+    batch = min(batch, depth)
+    server, contribution = _drive(8, q, tau, pushes, seed, depth, batch)
     selected, weights, difference = server.assemble()
     assert difference <= 1e-9 * (1 + np.abs(contribution.sum(0)).max())
     assert server.clock == q * pushes
@@ -62,120 +84,181 @@ def test_sum_invariant_and_staleness_bound_in_any_interleaving(q, tau, pushes, s
 
 def test_tau_zero_serialises_the_workers():
     server = ServerState(3, 3, staleness=0)
-    assert server.request_pull(0) == [0]
-    assert server.request_pull(1) == []       # waits: 0 is in flight
-    assert server.request_pull(2) == []
-    assert server.push(0, np.ones(3)) == (0, [1])
-    assert server.push(1, np.ones(3)) == (0, [2])
+    assert server.request(0) == [0]
+    assert server.view(0)[1:] == (0, 0, 1, None)   # version 0, credit for one step
+    assert server.request(1) == []       # waits: 0 holds credit
+    assert server.request(2) == []
+    assert server.is_waiting(1) and server.is_waiting(2)
+    assert server.push(0, np.ones(3), version=0) == (0, [1])   # 1 asked first
+    assert server.view(1)[1:] == (1, 0, 1, None)
+    assert server.push(1, np.ones(3), version=1) == (0, [2])
+    assert server.view(2)[1] == 2
+    assert server.request(0) == []       # 2 holds the credit now
+    assert server.push(2, np.ones(3), version=2) == (0, [0])
+    assert server.staleness_stats()["max"] == 0
 
 
 def test_unbounded_staleness_is_recorded():
     server = ServerState(2, 2)
-    server.request_pull(0)
-    server.request_pull(1)
-    server.push(0, np.ones(2))
-    server.request_pull(0)
-    server.push(0, np.ones(2))
-    assert server.push(1, np.ones(2))[0] == 2
+    assert server.request(0) == [0] and server.view(0)[1] == 0
+    assert server.request(1) == [1] and server.view(1)[1] == 0
+    server.push(0, np.ones(2), version=0)
+    assert server.request(0) == [0] and server.view(0)[1] == 1
+    server.push(0, np.ones(2), version=1)
+    assert server.push(1, np.ones(2), version=0)[0] == 2
     assert server.staleness_stats()["max"] == 2
 
 
 def test_protocol_errors_leave_the_state_untouched():
     server = ServerState(4, 2, staleness=1)
     with pytest.raises(ProtocolError, match="unknown worker 5"):
-        server.request_pull(5)
-    with pytest.raises(ProtocolError, match="pushed without a pull"):
-        server.push(0, np.ones(4))
-    server.request_pull(0)
-    with pytest.raises(ProtocolError, match="pulled twice"):
-        server.request_pull(0)
+        server.request(5)
+    with pytest.raises(ProtocolError, match="with credit for 0"):   # never asked
+        server.push(0, np.ones(4), version=0)
+    assert server.request(0) == [0]
+    server.view(0)
+    # asking again (its view lost?) is answered by a view, without more credit
+    assert server.request(0) == [0]
+    assert server.view(0)[3] == 1 and server.workers[0].unspent == 1
     for bad in (np.ones(3), np.ones(4, dtype=np.float32), np.array([1, np.nan, 0, 0.])):
         with pytest.raises(ProtocolError):
-            server.push(0, bad)
+            server.push(0, bad, version=0)
+    with pytest.raises(ProtocolError, match="0 steps in one message; 1 to 1"):
+        server.push(0, np.ones(4), version=0, steps=0)
     assert server.clock == 0 and np.all(server.u == 0)
-    server.push(0, np.ones(4))
+    assert server.workers[0].staleness == [] and server.workers[0].unspent == 1
+    server.push(0, np.ones(4), version=0)
     with pytest.raises(ProtocolError, match="not finished"):
         server.assemble()
     server.finish(0, [1], [2.0], np.ones(4))
     with pytest.raises(ProtocolError, match="already finished"):
-        server.request_pull(0)
+        server.request(0)
+    with pytest.raises(ProtocolError, match="already finished"):
+        server.push(0, np.ones(4), version=1)
+
+
+def test_pushes_beyond_the_credit_or_from_views_older_than_their_grant_are_refused():
+    """The credit rules: a push carries at most the steps a worker holds credit for,
+    each step computed from a view no older than the grant whose credit it spends."""
+    server = ServerState(3, 2, staleness=4, depth=2, batch=2)
+    assert server.request(0) == [0]
+    assert server.view(0)[1:4] == (0, 0, 2)                 # version 0, credit 2
+    assert server.request(1) == [1] and server.view(1)[3] == 2
+    before = server.u.copy(), server.clock
+    with pytest.raises(ProtocolError, match="3 steps in one message; 1 to 2"):
+        server.push(0, np.ones(3), version=0, steps=3)
+    with pytest.raises(ProtocolError, match="view 7"):      # never sent
+        server.push(0, np.ones(3), version=7)
+    assert np.all(server.u == before[0]) and server.clock == before[1]
+    assert server.push(0, np.ones(3), version=0)[0] == 0   # 1 step of its credit of 2
+    with pytest.raises(ProtocolError, match="2 steps with credit for 1"):
+        server.push(0, np.ones(3), version=0, steps=2)
+    # a top-up: granted at version 1; a push spanning both grants must use its view
+    assert server.request(0) == [0] and server.view(0)[1:4] == (1, 1, 3)
+    with pytest.raises(ProtocolError, match="view 0"):
+        server.push(0, np.ones(3), version=0, steps=2)
+    assert server.workers[0].unspent == 2 and server.clock == 1
+    assert server.push(0, np.ones(3), version=0, steps=1)[0] == 0   # grant 1's view
+    assert server.push(0, np.ones(3), version=1, steps=1)[0] == 0
+    with pytest.raises(ProtocolError, match="credit for 0"):
+        server.push(0, np.ones(3), version=1)
+    # views are used in order: once a push named view 1, view 0 has expired
+    assert server.request(0) == [0] and server.view(0)[1] == 3
+    with pytest.raises(ProtocolError, match="view 0"):
+        server.push(0, np.ones(3), version=0)
+    # worker 1 still holds its credit on view 0: three of worker 0's steps since
+    assert server.push(1, np.ones(3), version=0, steps=2)[0] == 3
+    assert server.staleness_stats()["histogram"] == [3, 0, 0, 2]
+    np.testing.assert_array_equal(server.u, np.full(3, 4.0))
+
+
+def test_a_grant_waits_until_the_others_credit_fits_under_tau():
+    """τ = 3, depth 2: a grant must leave every other holder's exposure (others'
+    steps since its oldest unspent grant + the credit the others hold) ≤ τ."""
+    server = ServerState(2, 2, staleness=3, depth=2, batch=1)
+    assert server.request(0) == [0] and server.view(0)[3] == 2
+    assert server.request(1) == [1] and server.view(1)[3] == 2
+    assert server.exposure(0) == server.exposure(1) == 0 + 2
+    assert server.push(0, np.ones(2), version=0) == (0, [])
+    assert server.exposure(1) == 1 + 1
+    assert server.request(0) == [0] and server.view(0)[3] == 3    # topped up by 1 only
+    assert server.exposure(1) == 1 + 2 and server.exposure(0) == 0 + 2
+    server.push(0, np.ones(2), version=0)
+    server.push(0, np.ones(2), version=1)
+    assert server.exposure(1) == 3 + 0 and server.exposure(0) == 0
+    assert server.request(0) == [] and server.is_waiting(0)      # no room: it waits
+    assert server.push(1, np.ones(2), version=0) == (3, [])       # still 3 exposed
+    assert server.push(1, np.ones(2), version=0) == (3, [0])      # spent: 0's turn
+    assert server.view(0)[3] == 5 and server.exposure(0) == 0
+    assert server.staleness_stats()["max"] == 3
 
 
 def test_a_lost_push_is_caught_at_assembly():
     server = ServerState(2, 1)
-    server.request_pull(0)
-    server.push(0, np.ones(2))
+    server.request(0)
+    server.view(0)
+    server.push(0, np.ones(2), version=0)
     server.finish(0, [0], [1.0], 2 * np.ones(2))   # claims a push that never landed
     assert server.assemble()[2] == pytest.approx(1.0)
 
 
 def test_pipelined_pushes_count_only_the_other_workers_steps():
-    server = ServerState(2, 2, window=2, batch=4)
-    server.request_pull(0), server.request_pull(1)         # both hold view 0
+    server = ServerState(2, 2, depth=8, batch=4)
+    assert server.request(0) == [0] and server.view(0)[3] == 8   # both hold view 0
+    assert server.request(1) == [1] and server.view(1)[3] == 8
     assert server.push(0, np.ones(2), version=0, steps=3)[0] == 0
-    server.request_pull(0)                                  # answered with view 3
+    assert server.request(0) == [0]                          # topped up ...
+    assert server.view(0)[1:4] == (3, 1, 11)                 # ... with view 3
     # still from view 0 (its answer may be in transit): own steps are not stale
     assert server.push(0, np.ones(2), version=0, steps=2)[0] == 0
-    server.request_pull(0)
     assert server.push(1, np.ones(2), version=0, steps=1)[0] == 5   # 5 of worker 0
     assert server.clock == 6
     assert server.staleness_stats()["histogram"] == [5, 0, 0, 0, 0, 1]
 
 
-def test_pipelining_beyond_the_window_or_batch_is_refused_untouched():
-    server = ServerState(3, 1, window=2, batch=2)
-    server.request_pull(0)
-    server.push(0, np.ones(3), version=0)
-    server.request_pull(0)
-    server.push(0, np.ones(3), version=0)
-    server.request_pull(0)
-    before = server.u.copy(), server.clock
-    with pytest.raises(ProtocolError, match="view 0"):     # a third push on view 0
-        server.push(0, np.ones(3), version=0)
-    with pytest.raises(ProtocolError, match="view 7"):     # never sent
-        server.push(0, np.ones(3), version=7)
-    with pytest.raises(ProtocolError, match="3 steps"):
-        server.push(0, np.ones(3), version=1, steps=3)
-    assert np.all(server.u == before[0]) and server.clock == before[1]
-    assert server.push(0, np.ones(3), version=1, steps=2)[0] == 0
-
-
-def test_pipelining_needs_an_unbounded_staleness():
-    with pytest.raises(ValueError, match="staleness bound"):
-        ServerState(3, 2, staleness=2, window=2)
-    with pytest.raises(ValueError, match="staleness bound"):
-        ServerState(3, 2, staleness=2, batch=3)
-
-
 @settings(max_examples=60, deadline=None)
-@given(q=st.integers(1, 4), window=st.integers(1, 4), batch=st.integers(1, 4),
-       seed=st.integers(0, 2**31))
-def test_pipelined_staleness_is_exactly_the_other_workers_steps(q, window, batch, seed):
-    """Views answer requests after random delays; every push reports the number of
-    other workers' steps since the view it used, and u_C stays the sum of pushes."""
+@given(q=st.integers(1, 4), depth=st.integers(1, 6), batch=st.integers(1, 4),
+       tau=st.sampled_from([None, 0, 2, 7]), seed=st.integers(0, 2**31))
+def test_pipelined_staleness_is_exactly_the_other_workers_steps(q, depth, batch, tau,
+                                                                seed):
+    """Views arrive after random delays; workers step on their newest view with the
+    credit they were sent; every push reports the number of other workers' steps
+    since the view it used, and u_C stays the sum of pushes."""
+    batch = min(batch, depth)
     rng = np.random.default_rng(seed)
-    server = ServerState(3, q, window=window, batch=batch)
-    in_transit = [[] for _ in range(q)]       # versions answered, not yet delivered
-    current = [None] * q
+    server = ServerState(3, q, staleness=tau, depth=depth, batch=batch)
+    in_transit = [deque() for _ in range(q)]  # (version, credit) sent, not delivered
+    current, credit, spent = [None] * q, [0] * q, [0] * q
     log = []                                  # (worker, steps) per push, in order
     total = np.zeros((q, 3))
+
+    def send(workers):
+        for w in workers:
+            _, version, _, granted, _ = server.view(w)
+            in_transit[w].append((version, granted))
+
     for t in range(q):
-        server.request_pull(t)
-        in_transit[t].append(server.view(t)[1])
-    for _ in range(60):
+        send(server.request(t))
+    for _ in range(80):
         t = int(rng.integers(q))
         if in_transit[t] and (current[t] is None or rng.random() < 0.5):
-            current[t] = in_transit[t].pop(0)
-        elif current[t] is not None and len(in_transit[t]) < window:
-            steps = int(rng.integers(1, batch + 1))
+            current[t], granted = in_transit[t].popleft()
+            credit[t] = max(credit[t], granted)
+        elif current[t] is not None and credit[t] > spent[t]:
+            steps = int(rng.integers(1, min(batch, credit[t] - spent[t]) + 1))
             delta = rng.standard_normal(3)
-            staleness, _ = server.push(t, delta, version=current[t], steps=steps)
+            staleness, granted = server.push(t, delta, version=current[t], steps=steps)
+            send(granted)
             others = sum(k for w, k in log_since(log, current[t]) if w != t)
             assert staleness == others
+            assert tau is None or staleness <= tau
             log.append((t, steps))
+            spent[t] += steps
             total[t] += delta
-            server.request_pull(t)
-            in_transit[t].append(server.view(t)[1])
+            if rng.random() < 0.7:
+                send(server.request(t))
+        elif not server.is_waiting(t):
+            send(server.request(t))
     np.testing.assert_allclose(server.u, total.sum(0), atol=1e-12)
     assert server.clock == sum(k for _, k in log)
 
@@ -191,39 +274,69 @@ def log_since(log, version):
 
 
 def test_sequence_numbers_apply_each_push_once_and_in_order():
-    server = ServerState(2, 1, window=2)
-    server.request_pull(0)
+    server = ServerState(2, 1, depth=2)
+    server.request(0)
+    server.view(0)
     server.push(0, np.ones(2), version=0, seq=1, kept=([3], [0.5], 1))
     with pytest.raises(DuplicatePush):
         server.push(0, np.ones(2), version=0, seq=1)
     with pytest.raises(OutOfOrderPush, match="skips 2"):
         server.push(0, np.ones(2), version=0, seq=3)
     assert server.clock == 1 and np.all(server.u == 1) and server.workers[0].position == 1
-    assert server.refresh(0) is False            # no pull in flight: nothing to resend
-    server.request_pull(0)
-    assert server.refresh(0) is True and server.view(0)[1] == 1
+    assert server.workers[0].unspent == 1       # the refused ones spent nothing
+    server.push(0, np.ones(2), version=0, seq=2)
+    assert server.workers[0].messages == 2 and server.clock == 2
+
+
+def test_a_worker_holding_credit_is_answered_at_once():
+    """A worker that asks while it holds credit is sent a view at once: with new
+    credit if it fits, else without (it goes on stepping; and a view of its that was
+    lost must not leave credit, which holds the others' gate, unknown to it).  Only
+    a worker without credit waits (``refresh`` is False then)."""
+    server = ServerState(2, 2, staleness=0, depth=2)
+    assert server.request(0) == [0] and server.view(0)[3] == 2
+    assert server.refresh(0) is True
+    assert server.request(1) == [] and server.refresh(1) is False   # no credit: waits
+    server.push(0, np.ones(2), version=0)
+    assert server.request(0) == [0]             # worker 1 is first in line for credit
+    assert not server.is_waiting(0) and server.refresh(0) is True
+    assert server.view(0)[1:4] == (1, 1, 2)     # a fresh view, no new credit
+    assert server.request(0) == [0] and server.view(0)[1:4] == (1, 1, 2)  # again
+    assert server.push(0, np.ones(2), version=1) == (0, [1])
+    assert server.view(1)[1:4] == (2, 0, 2)
+    assert server.request(0) == [] and server.is_waiting(0)
 
 
 def test_a_lost_worker_releases_the_gate_and_a_replacement_resumes_its_state():
     server = ServerState(2, 2, staleness=0)
-    server.request_pull(0)
-    server.push(0, np.full(2, 2.0), seq=1, kept=([5], [1.5], 7))
-    assert server.request_pull(0) == [0]
-    assert server.request_pull(1) == []             # τ = 0: waits for worker 0
-    assert server.lose(0) == [1]                    # which dies holding its pull
+    assert server.request(0) == [0] and server.view(0)[1] == 0
+    server.push(0, np.full(2, 2.0), version=0, seq=1, kept=([5], [1.5], 7))
+    assert server.request(0) == [0] and server.view(0)[1] == 1
+    assert server.request(1) == []                  # τ = 0: waits for worker 0
+    assert server.lose(0) == [1]                    # which dies holding its credit
+    assert server.exposure(0) == 0 and server.view(1)[3] == 1
     with pytest.raises(ProtocolError, match="lost"):
-        server.push(0, np.ones(2), seq=2)
+        server.push(0, np.ones(2), version=1, seq=2)
+    with pytest.raises(ProtocolError, match="lost"):
+        server.request(0)
     record = server.rejoin(0)
     assert (record.selected.tolist(), record.weights.tolist(), record.position,
-            record.messages) == ([5], [1.5], 7, 1)
+            record.messages, record.pushes) == ([5], [1.5], 7, 1, 1)
     np.testing.assert_array_equal(record.applied, [2.0, 2.0])
+    assert record.unspent == 0 and not record.lost
+    with pytest.raises(ProtocolError, match="credit for 0"):   # its credit is gone
+        server.push(0, np.ones(2), version=1, seq=2)
+    assert server.request(0) == []                  # behind worker 1's credit
+    assert server.push(1, np.ones(2), version=1, seq=1) == (0, [0])
 
 
 def test_lost_workers_count_with_their_last_acknowledged_state():
     server = ServerState(2, 2)
     for t in range(2):
-        server.request_pull(t)
-        server.push(t, np.full(2, t + 1.0), seq=1, kept=([t], [t + 1.0], 1))
+        server.request(t)
+        server.view(t)
+        server.push(t, np.full(2, t + 1.0), version=server.workers[t].sent[-1].version,
+                    seq=1, kept=([t], [t + 1.0], 1))
     server.lose(1)
     server.finish(0, [0], [1.0], np.ones(2))
     assert server.done and server.lost_workers == [1]
@@ -233,38 +346,380 @@ def test_lost_workers_count_with_their_last_acknowledged_state():
 
 
 def test_a_snapshot_restores_the_same_state(tmp_path):
-    server, contribution = _drive(5, 3, None, 4, seed=1)
+    server, contribution = _drive(5, 3, None, 4, seed=1, depth=3, batch=2)
     np.savez(tmp_path / "s.npz", **server.snapshot())
     with np.load(tmp_path / "s.npz", allow_pickle=False) as arrays:
         back = ServerState.restore(arrays)
     assert back.clock == server.clock and np.all(back.u == server.u)
+    assert (back.tau, back.depth, back.batch) == (None, 3, 2)
     assert back.staleness_stats() == server.staleness_stats()
     assert [r.messages for r in back.workers] == [r.messages for r in server.workers]
     np.testing.assert_array_equal(back.assemble()[0], server.assemble()[0])
 
 
-def test_settle_pushes_and_final_budgets_under_adaptive_budgets():
-    """A push of no steps exists only to shrink a worker to its granted budget (the
-    worker loop's settle); a FINAL over the last grant is refused, state untouched."""
-    fixed = ServerState(3, 2)
-    fixed.request_pull(0)
-    with pytest.raises(ProtocolError, match="0 steps in one message; 1 to 1"):
-        fixed.push(0, np.ones(3), steps=0)
-    assert fixed.clock == 0 and np.all(fixed.u == 0)
-
-    server = ServerState(3, 2)
+# -- adaptive budgets: Σ_t held(t) ≤ s ---------------------------------------------
+def test_held_budgets_and_kept_sets_under_adaptive_budgets():
+    """A worker may hold the largest budget of any view it may still act on (and its
+    initial share until its first push); grants leave what the others hold, and a
+    push or FINAL over what the worker may hold is refused, the state untouched."""
+    server = ServerState(3, 2, depth=2, batch=2)
     server.adapt_budgets(4)                       # starts at s_t = 2, 2
-    server.request_pull(0)
-    server.push(0, np.ones(3), kept=([0, 2, 4], [3.0, 2.0, 1.0], 1))
-    server.request_pull(1)
-    server.push(1, np.ones(3), kept=([1], [0.5], 1))
-    server.request_pull(0)
-    assert server.grant_budget(0) == 2            # worker 1 still holds 2 slots
-    staleness, _ = server.push(0, -np.ones(3), steps=0,
-                               kept=([0, 2], [3.0, 2.0], 1))   # settle: drops one
-    assert server.clock == 2 and np.allclose(server.u, [1, 1, 1])
-    with pytest.raises(ProtocolError, match="over its granted budget 2"):
-        server.finish(0, [0, 2, 4], [3.0, 2.0, 1.0], np.zeros(3))
+
+    def held():
+        return [server.held(t) for t in range(2)]
+
+    assert held() == [2, 2]
+    assert server.request(0) == [0] and server.view(0)[4] == 2
+    assert server.request(1) == [1] and server.view(1)[4] == 2
+    with pytest.raises(ProtocolError, match="keeps 3 features, over the 2"):
+        server.push(0, np.ones(3), version=0, kept=([0, 2, 4], [3.0, 2.0, 1.0], 1))
+    assert server.clock == 0 and server.workers[0].messages == 0
+    server.push(0, np.ones(3), version=0, kept=([0, 2], [3.0, 2.0], 1))
+    assert server.wanted_budgets() == {0: 3, 1: 1}   # worker 0's weights lead
+    # worker 1's budget is lowered with its next view, but it may still act on the
+    # view of budget 2 until a push names the new one: it holds 2 ...
+    assert server.request(1) == [1] and server.view(1)[4] == 1 and held() == [2, 2]
+    assert server.request(0) == [0] and server.view(0)[4] == 2    # ... so 0 gets 2
+    server.push(1, np.ones(3), version=1, kept=([1], [0.5], 1))   # view 0 expires
+    assert held() == [2, 1]
+    assert server.request(0) == [0] and server.view(0)[4] == 3 and held() == [3, 1]
+    with pytest.raises(ProtocolError, match="keeps 4 features, over the 3"):
+        server.finish(0, [0, 2, 4, 6], [3.0, 2.0, 1.0, 0.5], np.zeros(3))
     assert not server.workers[0].finished
-    server.finish(0, [0, 2], [3.0, 2.0], np.zeros(3))
-    assert server.granted[0] == 2
+    server.finish(0, [0, 2, 4], [3.0, 2.0, 1.0], np.zeros(3))
+    assert server.granted[0] == 3 and held() == [3, 1]
+    assert server.request(1) == [1] and server.view(1)[4] == 1   # 0 holds 3 to the end
+    # a push of no steps (a kept set lowered without stepping) is allowed here
+    server.push(1, np.zeros(3), version=2, steps=0, kept=([], [], 1))
+    assert server.clock == 2 and held() == [3, 1] and server.workers[1].staleness == [0]
+
+
+@settings(max_examples=60, deadline=None)
+@given(q=st.integers(1, 5), extra=st.integers(0, 8), depth=st.integers(1, 3),
+       tau=st.sampled_from([None, 0, 2]), seed=st.integers(0, 2**31))
+def test_held_budgets_never_exceed_s(q, extra, depth, tau, seed):
+    """Random requests, views delivered late, pushes whose kept sets fill the budget
+    of the view they used, and finishes: Σ_t held(t) ≤ s after every event."""
+    rng = np.random.default_rng(seed)
+    s = q + extra
+    server = ServerState(2, q, staleness=tau, depth=depth, batch=1)
+    server.adapt_budgets(s)
+    inbox = [deque() for _ in range(q)]
+    view = [None] * q                    # (version, budget) of the newest view
+    credit, spent, left = [0] * q, [0] * q, [int(rng.integers(1, 8)) for _ in range(q)]
+
+    def send(workers):
+        for w in workers:
+            _, version, _, granted, budget = server.view(w)
+            assert budget >= 1
+            inbox[w].append((version, granted, budget))
+
+    def check():
+        assert sum(server.held(t) for t in range(q)) <= s
+
+    for t in range(q):
+        send(server.request(t))
+        check()
+    while not server.done:
+        t = int(rng.integers(q))
+        if server.workers[t].finished:
+            continue
+        if inbox[t] and (view[t] is None or rng.random() < 0.5):
+            version, granted, budget = inbox[t].popleft()
+            view[t], credit[t] = (version, budget), max(credit[t], granted)
+        elif left[t] and view[t] is not None and credit[t] > spent[t]:
+            size = int(rng.integers(0, view[t][1] + 1))
+            kept = (t + q * np.arange(size), rng.standard_normal(size), 0)
+            _, granted = server.push(t, rng.standard_normal(2), view[t][0], kept=kept)
+            send(granted)
+            spent[t] += 1
+            left[t] -= 1
+            if left[t]:
+                send(server.request(t))
+        elif not left[t]:
+            record = server.workers[t]
+            send(server.finish(t, record.selected, record.weights, record.applied))
+        elif not server.is_waiting(t) and credit[t] == spent[t]:
+            send(server.request(t))
+        check()
+    assert server.assemble()[2] <= 1e-12
+
+
+# -- the protocol under any interleaving, with losses: bound and liveness ------------
+TAUS = [0, 1, 3, 10, None]
+EVENTS = ("send",) * 4 + ("reply",) * 4 + ("step",) * 3 + ("resend",) * 2 + \
+    ("lose", "rejoin")   # a message moves far more often than a worker dies
+
+
+class FakeWorker:
+    """One worker's side of the protocol, without OS: it keeps the views and credit it
+    received (``LocalView``, the real one), steps from its newest view, pushes random
+    Δu with random kept sets, resends what is unacknowledged, and finishes."""
+
+    def __init__(self, t, q, n, total, batch, rng, record=None):
+        self.t, self.q, self.n, self.total, self.batch, self.rng = t, q, n, total, \
+            batch, rng
+        resumed = record is not None
+        self.view = LocalView(n, record.messages if resumed else 0,
+                              record.pushes if resumed else 0)
+        self.left = total - (record.pushes if resumed else 0)
+        self.contribution = record.applied.copy() if resumed else np.zeros(n)
+        self.selected = record.selected.copy() if resumed else np.zeros(0, np.int64)
+        self.weights = record.weights.copy() if resumed else np.zeros(0)
+        self.unacked: dict[int, messages.Push] = {}
+        self.deltas: dict[int, np.ndarray] = {}
+        self.final = None
+        self.done = False
+        self.outbox, self.inbox = deque([messages.Pull()]), deque()
+
+    @property
+    def blocked(self) -> bool:
+        return self.left > 0 and not self.view.may_step
+
+    def step(self, most: int) -> bool:
+        if not self.left or not self.view.may_step:
+            return False
+        steps = max(1, min(most, self.batch, self.view.allowed, self.left))
+        delta = self.rng.standard_normal(self.n)
+        budget = self.view.budget or 3
+        size = int(self.rng.integers(0, budget + 1))
+        self.selected = (self.t + self.q * np.arange(size)).astype(np.int64)
+        self.weights = self.rng.standard_normal(size)
+        version = self.view.version
+        seq = self.view.pushed(delta, steps)
+        self.left -= steps
+        self.contribution += delta
+        push = messages.Push(seq, version, np.arange(steps, dtype=np.int64), delta,
+                             self.selected, self.weights, self.total - self.left,
+                             more=self.left > 0)
+        self.unacked[seq], self.deltas[seq] = push, delta
+        self.outbox.append(push)
+        return True
+
+    def receive(self, message) -> None:
+        if isinstance(message, (messages.View, messages.Ack)):
+            for seq in [s for s in self.unacked if s <= message.through]:
+                del self.unacked[seq]
+        if isinstance(message, messages.View):
+            self.view.answered(message)
+        elif isinstance(message, messages.Done):
+            self.done = True
+
+    def finish(self) -> bool:
+        """Its FINAL, once its last push is acknowledged."""
+        if self.left or self.unacked or self.final is not None:
+            return False
+        self.final = messages.Final(self.view.last_push, self.total, self.selected,
+                                    self.weights, self.contribution.copy())
+        self.outbox.append(self.final)
+        return True
+
+    def resend(self) -> None:
+        """A timeout: everything unacknowledged, in order, and a pull when blocked."""
+        if self.done:
+            return
+        if self.final is not None:
+            self.outbox.append(self.final)
+            return
+        for seq in sorted(self.unacked):
+            self.outbox.append(self.unacked[seq])
+        if self.blocked:
+            self.outbox.append(messages.Pull())
+
+
+class Carrier:
+    """AsyServer and q fake workers over a network that keeps each direction of each
+    pair in order and may drop any message; checks every invariant after each event."""
+
+    def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3):
+        self.q, self.tau, self.n = q, tau, n
+        self.s = 2 * q + 1
+        config = AsyConfig.build(self.s, q, epochs=1, eta=0.1, m=1.0, staleness=tau,
+                                 window=window, batch=batch,
+                                 budget="adaptive" if adaptive else "fixed")
+        self.server = AsyServer(np.zeros(n), config)
+        self.server.start(q * steps, 0.1, 1.0)
+        self.state = self.server.state
+        assert (self.state.tau, self.state.depth, self.state.batch) == \
+            (tau, window * batch, batch)
+        self.rng = np.random.default_rng(seed)
+        self.steps, self.batch, self.adaptive = steps, batch, adaptive
+        self.workers = [FakeWorker(t, q, n, steps, batch, self.rng) for t in range(q)]
+        self.lost = [False] * q
+        self.log: list[tuple[int, int]] = []    # (worker, steps) of every applied push
+        self.applied = [dict() for _ in range(q)]   # seq → Δu of applied pushes
+
+    # -- events -----------------------------------------------------------------------
+    def _post(self, replies) -> None:
+        for w, reply in replies:
+            if isinstance(reply, messages.View):   # the server's u_C, copied when sent
+                reply = dataclasses.replace(reply, u=reply.u.copy())
+            if not self.lost[w]:
+                self.workers[w].inbox.append(reply)
+
+    def send(self, t, drop=False) -> bool:
+        worker = self.workers[t]
+        if self.lost[t] or not worker.outbox:
+            return False
+        message = worker.outbox.popleft()
+        if drop:
+            return True
+        record = self.state.workers[t]
+        applied_before, clock = record.messages, self.state.clock
+        self._post(self.server.handle(t, message))
+        if record.messages > applied_before:   # a push was applied: check its staleness
+            assert isinstance(message, messages.Push)
+            steps = message.features.size
+            others = sum(k for w, k in log_since(self.log, message.version) if w != t)
+            assert record.staleness[-steps:] == [others] * steps
+            assert self.state.clock == clock + steps
+            self.log.append((t, steps))
+            self.applied[t][message.seq] = message.delta
+        return True
+
+    def reply(self, t, drop=False) -> bool:
+        worker = self.workers[t]
+        if self.lost[t] or not worker.inbox:
+            return False
+        message = worker.inbox.popleft()
+        if not drop:
+            worker.receive(message)
+            worker.finish()
+        return True
+
+    def step(self, t, most=1 << 30) -> bool:
+        worker = self.workers[t]
+        if self.lost[t] or not worker.step(most):
+            return False
+        worker.finish()
+        return True
+
+    def resend(self, t) -> bool:
+        if self.lost[t]:
+            return False
+        self.workers[t].resend()
+        return True
+
+    def lose(self, t) -> bool:
+        """Worker t dies: its messages in flight vanish; the server revokes its
+        credit."""
+        if self.lost[t] or self.state.workers[t].finished:
+            return False
+        self.lost[t] = True
+        self._post(self.server.lose(t))
+        return True
+
+    def rejoin(self, t) -> bool:
+        """A replacement resumes from the server's record of worker t."""
+        if not self.lost[t]:
+            return False
+        record = self.state.rejoin(t)
+        self.lost[t] = False
+        self.workers[t] = FakeWorker(t, self.q, self.n, self.steps, self.batch,
+                                     self.rng, record)
+        self.workers[t].finish()   # a pull, then at once its FINAL if nothing is left
+        return True
+
+    # -- invariants -------------------------------------------------------------------
+    def check(self) -> None:
+        state = self.state
+        if self.tau is not None:
+            for t in range(self.q):
+                assert state.exposure(t) <= self.tau, (t, state.exposure(t))
+                assert all(x <= self.tau for x in state.workers[t].staleness)
+        total = sum((delta for seqs in self.applied for delta in seqs.values()),
+                    np.zeros(self.n))
+        np.testing.assert_allclose(state.u, total, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
+                                   rtol=0, atol=1e-9)
+        assert state.clock == sum(r.pushes for r in state.workers)
+        if self.adaptive:
+            assert sum(state.held(t) for t in range(self.q)) <= self.s
+
+    def progress(self) -> tuple:
+        return (self.state.clock, sum(r.finished for r in self.state.workers),
+                sum(w.view.credit for w in self.workers))
+
+    def run_to_the_end(self) -> None:
+        """No more losses, every message delivered: the run must finish.  A round
+        delivers everything and lets every worker step; a round that changes nothing
+        is a timeout (everyone resends); two timeouts in a row without progress are a
+        deadlock."""
+        for t in range(self.q):
+            self.rejoin(t)
+            self.check()
+        idle = 0
+        for _ in range(50 * self.q * self.steps + 100):
+            if all(r.finished for r in self.state.workers):
+                return
+            before = self.progress()
+            moved = True
+            while moved:
+                moved = False
+                for t in range(self.q):
+                    while self.send(t) or self.reply(t) or self.step(t):
+                        moved = True
+                        self.check()
+            if self.progress() == before:
+                idle += 1
+                assert idle <= 2, "deadlock: " + self.describe()
+                for t in range(self.q):
+                    self.resend(t)
+            else:
+                idle = 0
+        raise AssertionError("no end in sight: " + self.describe())
+
+    def describe(self) -> str:
+        state = self.state
+        return "; ".join(
+            f"worker {t}: left {w.left}, knows credit {w.view.credit} spent "
+            f"{w.view.spent} version {w.view.version}; server credit "
+            f"{state.workers[t].credit} pushes {state.workers[t].pushes} waiting "
+            f"{state.is_waiting(t)} finished {state.workers[t].finished}"
+            for t, w in enumerate(self.workers))
+
+
+# a view carrying credit is lost and its worker pulls again behind a worker waiting for
+# that credit: it must be answered (the others would wait for it forever)
+@example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False,
+         events=[("send", 0, False), ("reply", 0, True)], seed=0)
+# a replacement with nothing left to do, whose pull is lost: it still sends its FINAL
+@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True,
+         events=[("send", 0, False), ("reply", 0, False), ("step", 0, False),
+                 ("send", 0, False), ("lose", 0, False), ("rejoin", 0, False),
+                 ("send", 0, True)], seed=0)
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(q=st.integers(1, 5), tau=st.sampled_from(TAUS), window=st.integers(1, 4),
+       batch=st.integers(1, 3), steps=st.integers(1, 6), adaptive=st.booleans(),
+       events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
+                                 st.booleans()), min_size=30, max_size=200),
+       seed=st.integers(0, 2**16))
+def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
+        q, tau, window, batch, steps, adaptive, events, seed):
+    """q fake workers against ``AsyServer.handle`` in a random interleaving: replies
+    and requests dropped (then resent: pushes with the same sequence number, pulls),
+    workers lost and replaced mid-run.  After every event: each holder's exposure
+    ≤ τ, every recorded staleness ≤ τ and exactly the other workers' steps since the
+    view used, u_C = Σ applied Δu (each push once), Σ held budgets ≤ s.  Then, with
+    no more losses, every worker gets credit and the run finishes."""
+    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed)
+    for kind, t, flag in events:
+        t %= q
+        if kind == "send":
+            carrier.send(t, drop=flag)
+        elif kind == "reply":
+            carrier.reply(t, drop=flag)
+        elif kind == "step":
+            carrier.step(t, most=1 if flag else batch)
+        else:
+            getattr(carrier, kind)(t)
+        carrier.check()
+    carrier.run_to_the_end()
+    carrier.check()
+    state = carrier.state
+    assert state.clock == q * steps and not state.lost_workers
+    assert sum(len(r.staleness) for r in state.workers) == q * steps
+    selected, _, difference = state.assemble()
+    assert difference <= 1e-9
+    for w in carrier.workers:
+        assert w.done or state.workers[w.t].finished

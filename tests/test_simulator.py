@@ -54,8 +54,8 @@ def test_equals_the_literal_reference(q, tau):
     problem = make_regression(p=90, s=8, n=60, seed=q + tau)
     out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, eta=ETA, m=M)
     selected, weights = reference_simulator(problem.X, problem.y, 8, q, tau)
-    np.testing.assert_array_equal(out["selected"], selected)
-    np.testing.assert_allclose(out["weights"], weights, rtol=1e-9, atol=1e-12)
+    np.testing.assert_array_equal(out.selected, selected)
+    np.testing.assert_allclose(out.weights, weights, rtol=1e-9, atol=1e-12)
 
 
 def test_one_worker_is_sequential_os_for_any_delay():
@@ -63,8 +63,8 @@ def test_one_worker_is_sequential_os_for_any_delay():
     sequential = fit_os(problem.X, problem.y, 20)
     for delay in (0, 3):
         out = fit_simulated(problem.X, problem.y, 20, 1, delay=delay)
-        np.testing.assert_array_equal(out["selected"], sequential.selected)
-        np.testing.assert_allclose(out["weights"], sequential.weights, atol=1e-12)
+        np.testing.assert_array_equal(out.selected, sequential.selected)
+        np.testing.assert_allclose(out.weights, sequential.weights, atol=1e-12)
 
 
 @settings(max_examples=25, deadline=None)
@@ -77,19 +77,19 @@ def test_invariants_for_any_delay(q, tau, random_delay, order, seed, classify):
     out = fit_simulated(problem.X, problem.y, 6, q, delay=tau, random_delay=random_delay,
                         order=order, seed=seed,
                         loss="squared_hinge" if classify else "squared")
-    asy = out["asy"]
+    asy = out.asy
     assert asy["u_check_max_abs_diff"] <= 1e-9 * (1 + np.max(np.abs(problem.y)))
     assert asy["staleness"]["max"] <= tau                 # no step reads older than τ
     assert sum(w["steps"] for w in asy["workers"]) == 2 * 60
     assert all(w["kept"] <= w["budget"] for w in asy["workers"])
-    selected = np.asarray(out["selected"])
+    selected = np.asarray(out.selected)
     assert selected.size <= 6 and np.unique(selected).size == selected.size
 
 
 def test_round_robin_staleness_is_the_delay_up_to_q_minus_one():
     problem = make_regression(p=300, s=12, n=80, seed=2)
     for q, tau, expected in [(4, 2, 2), (4, 4, 3), (6, 0, 0)]:
-        hist = fit_simulated(problem.X, problem.y, 12, q, delay=tau)["asy"]["staleness"]
+        hist = fit_simulated(problem.X, problem.y, 12, q, delay=tau).asy["staleness"]
         # all but the first round's steps read exactly min(τ, q − 1) others' updates
         assert int(np.argmax(hist["histogram"])) == expected
         assert hist["histogram"][expected] >= 2 * 300 - q
@@ -98,25 +98,25 @@ def test_round_robin_staleness_is_the_delay_up_to_q_minus_one():
 def test_the_paper_default_and_determinism():
     problem = make_regression(p=300, s=12, n=80, seed=3)
     paper = fit_simulated(problem.X, problem.y, 12, 4)
-    assert paper["asy"]["staleness"]["max"] == 3          # τ_max = q: q − 1 others
+    assert paper.asy["staleness"]["max"] == 3          # τ_max = q: q − 1 others
     runs = [fit_simulated(problem.X, problem.y, 12, 4, delay=6, random_delay=True,
                           order="random", seed=seed) for seed in (5, 5, 6)]
-    assert np.array_equal(runs[0]["selected"], runs[1]["selected"])
-    assert np.array_equal(runs[0]["weights"], runs[1]["weights"])
-    assert runs[0]["asy"]["staleness"] == runs[1]["asy"]["staleness"]
-    assert runs[0]["asy"]["staleness"] != runs[2]["asy"]["staleness"]
+    assert np.array_equal(runs[0].selected, runs[1].selected)
+    assert np.array_equal(runs[0].weights, runs[1].weights)
+    assert runs[0].asy["staleness"] == runs[1].asy["staleness"]
+    assert runs[0].asy["staleness"] != runs[2].asy["staleness"]
 
 
 def test_virtual_clock_makes_staleness_and_speedup():
     problem = make_regression(p=400, s=16, n=100, seed=4)
     one = fit_simulated(problem.X, problem.y, 16, 1, clock=(1e-9, 0.0))
     four = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6))
-    assert one["asy"]["staleness"]["max"] == 0
-    assert four["asy"]["staleness"]["mean"] > 2      # about q − 1 with equal costs
+    assert one.asy["staleness"]["max"] == 0
+    assert four.asy["staleness"]["mean"] > 2      # about q − 1 with equal costs
     # per step the cost is a·n·(|S(t)|+2): four workers with s/4 each finish sooner
-    assert four["virtual_seconds"] < one["virtual_seconds"] / 4
-    times = four["trace"]["virtual_seconds"]
-    assert len(times) == len(four["trace"]["steps"]) and times == sorted(times)
+    assert four.virtual_seconds < one.virtual_seconds / 4
+    times = four.trace["virtual_seconds"]
+    assert len(times) == len(four.trace["steps"]) and times == sorted(times)
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -156,7 +156,7 @@ def test_an_explicit_schedule_is_followed_and_checked():
     schedule = [0, 0, 1] * 10 + [1] * 10     # 20 steps each, worker 0 ahead
     out = fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=schedule,
                         record_order=True, epochs=1)
-    assert [w for w, _ in out["asy"]["order"]] == schedule
+    assert [w for w, _ in out.asy["order"]] == schedule
     with pytest.raises(InputError, match="schedule names"):
         fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=[0] * 21, epochs=1)
 
@@ -213,8 +213,8 @@ def test_adaptive_budgets_with_one_worker_are_sequential_os():
     problem = make_regression(p=400, s=20, seed=1)
     sequential = fit_os(problem.X, problem.y, 20)
     out = fit_simulated(problem.X, problem.y, 20, 1, budget="adaptive")
-    np.testing.assert_array_equal(out["selected"], sequential.selected)
-    np.testing.assert_allclose(out["weights"], sequential.weights, atol=1e-12)
+    np.testing.assert_array_equal(out.selected, sequential.selected)
+    np.testing.assert_allclose(out.weights, sequential.weights, atol=1e-12)
 
 
 @settings(max_examples=15, deadline=None)
@@ -222,9 +222,9 @@ def test_adaptive_budgets_with_one_worker_are_sequential_os():
 def test_adaptive_budgets_keep_the_invariants(q, tau, seed):
     problem = make_regression(p=80, s=8, n=40, seed=seed)
     out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, budget="adaptive")
-    assert out["asy"]["u_check_max_abs_diff"] <= 1e-9 * (1 + np.max(np.abs(problem.y)))
-    assert len(out["selected"]) <= 8 and out["asy"]["budget"] == "adaptive"
-    assert sum(w["kept"] for w in out["asy"]["workers"]) <= 8
+    assert out.asy["u_check_max_abs_diff"] <= 1e-9 * (1 + np.max(np.abs(problem.y)))
+    assert len(out.selected) <= 8 and out.asy["budget"] == "adaptive"
+    assert sum(w["kept"] for w in out.asy["workers"]) <= 8
 
 
 def test_cli_budget_adaptive(tmp_path):

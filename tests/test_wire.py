@@ -1,4 +1,5 @@
-"""The ZeroMQ wire format: round trips, and every malformed message is refused."""
+"""The wire format (ZeroMQ frames, MPI's joined buffers): every message round trips,
+and every malformed message is refused."""
 
 import struct
 
@@ -7,15 +8,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from asyos.solvers import messages as m
 from asyos.transport.wire import (
     HEADER,
     MAGIC,
+    MORE,
     PROTOCOL,
     Kind,
     Limits,
     WireError,
     decode,
     encode,
+    join,
+    split,
 )
 
 LIMITS = Limits(n=5, budget=3, batch=4, run_id=77)
@@ -25,57 +30,159 @@ def _bytes(frames):
     return [bytes(f) if not isinstance(f, np.ndarray) else f.tobytes() for f in frames]
 
 
-def test_a_push_round_trips():
-    frames = encode(Kind.PUSH, 2, np.array([7, 9]), np.arange(5.0), np.array([7]),
-                    np.array([0.5]), flags=1, run_id=77, seq=3, a=11, b=20)
-    message = decode(_bytes(frames), LIMITS)
-    assert (message.kind, message.worker, message.flags, message.seq, message.a,
-            message.b) == (Kind.PUSH, 2, 1, 3, 11, 20)
-    features, delta, selected, weights = message.arrays
-    assert features.tolist() == [7, 9] and delta.tolist() == [0, 1, 2, 3, 4]
-    assert selected.tolist() == [7] and weights.tolist() == [0.5]
+def _equal(a, b) -> bool:
+    """Two messages with the same fields (arrays compared by value and dtype kind)."""
+    if type(a) is not type(b):
+        return False
+    for name in a.__dataclass_fields__:
+        x, y = getattr(a, name), getattr(b, name)
+        if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+            x, y = np.asarray(x), np.asarray(y)
+            if x.dtype.kind != y.dtype.kind or x.shape != y.shape or \
+                    not np.array_equal(x, y):
+                return False
+        elif x != y:
+            return False
+    return True
+
+
+MESSAGES = [
+    m.Push(3, 11, np.array([7, 9]), np.arange(5.0), np.array([7]), np.array([0.5]),
+           position=20, more=True),
+    m.Push(1, 0, np.array([2]), -np.ones(5), np.zeros(0, np.int64), np.zeros(0),
+           position=1, more=False),
+    m.View(np.linspace(0, 1, 5), 42, 6, 17, 2, 0.125),
+    m.View(np.zeros(5), 0, 0, 0),
+    m.Ack(9),
+    m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.arange(5.0),
+            np.array([0.1, 0.2, 0.3]), blas_threads=2),
+    m.Hello(3, 40, 5, 1.25, np.array([12, 99], np.int64)),
+    m.Hello(3, 40, 5, 0.5),
+    m.Config(np.arange(9.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
+             position=33),
+    m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
+]
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda msg: type(msg).__name__)
+def test_every_message_round_trips_as_frames_and_as_one_mpi_buffer(message):
+    frames = encode(message, 2, run_id=77, tag=5)
+    for received in (_bytes(frames), split(bytearray(join(frames)))):
+        envelope = decode(received, LIMITS)
+        assert envelope.worker == 2 and envelope.run_id == 77 and envelope.tag == 5
+        assert _equal(envelope.body, message), (envelope.body, message)
+        more = isinstance(message, m.Push) and message.more
+        assert bool(envelope.flags & MORE) == more
+
+
+def test_a_push_travels_as_integers_and_floats_only():
+    push = MESSAGES[0]
+    frames = encode(push, 2, run_id=77)
+    magic, protocol, kind, worker, flags, run_id, seq, a, b = HEADER.unpack(frames[0])
+    assert (magic, protocol, Kind(kind), worker, flags, run_id, seq, a, b) == \
+        (MAGIC, PROTOCOL, Kind.PUSH, 2, MORE, 77, 3, 11, 20)
+    assert [f.dtype.str for f in frames[1:]] == ["<i8", "<f8", "<i8", "<f8"]
+    body = decode(_bytes(frames), LIMITS).body
+    assert body.features.dtype == np.int64 and body.delta.dtype == np.float64
+
+
+def _header(kind, seq=0, a=0, b=0, run_id=77, flags=0, magic=MAGIC, protocol=PROTOCOL):
+    return HEADER.pack(magic, protocol, kind, 0, flags, run_id, seq, a, b)
 
 
 @pytest.mark.parametrize("frames, problem", [
     ([], "empty"),
     ([b"garbage"], "header has 7 bytes"),
-    ([HEADER.pack(b"NOPE", PROTOCOL, 3, 0, 0, 77, 0, 0, 0)], "bad magic"),
-    ([HEADER.pack(MAGIC, 1, 3, 0, 0, 77, 0, 0, 0)], "protocol version 1"),   # older
-    ([HEADER.pack(MAGIC, PROTOCOL, 99, 0, 0, 77, 0, 0, 0)], "unknown message kind"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 3, 0, 0, 78, 0, 0, 0)], "run id"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 5, 0, 0, 77, 0, 0, 0), np.ones(4).tobytes()],
-     "4 values, expected 5..5"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 5, 0, 0, 77, 0, 0, 0), b"\x00" * 41],
+    ([_header(3, magic=b"NOPE")], "bad magic"),
+    ([_header(3, protocol=2)], "protocol version 2"),                 # before credit
+    ([_header(99)], "unknown message kind"),
+    ([_header(3, run_id=78)], "run id"),
+    ([_header(5), np.ones(4).tobytes(), np.ones(1, "<i8").tobytes(),
+      np.ones(1).tobytes()], "4 values, expected 5..5"),               # a short u_C
+    ([_header(5), b"\x00" * 41, np.ones(1, "<i8").tobytes(), np.ones(1).tobytes()],
      "not a whole number"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 5, 0, 0, 77, 0, 0, 0)], "0 data frames"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 4, 0, 0, 77, 1, 0, 0), np.ones(9, "<i8").tobytes(),
-      np.ones(5).tobytes(), b"", b""], "9 values, expected 1..4"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 4, 0, 0, 77, 1, 0, 0), np.ones(1, "<i8").tobytes(),
-      np.ones(5).tobytes(), np.ones(2, "<i8").tobytes(), np.ones(1).tobytes()],
+    ([_header(5)], "VIEW has 0 data frames, expected 3"),
+    ([_header(5), np.ones(5).tobytes(), np.ones(1, "<i8").tobytes()],
+     "2 data frames, expected 3"),                                     # no η
+    ([_header(5), np.ones(5).tobytes(), b"", np.ones(1).tobytes()],
+     "0 values, expected 1..1"),                                       # no budget
+    ([_header(4, 1), np.ones(9, "<i8").tobytes(), np.ones(5).tobytes(), b"", b""],
+     "9 values, expected 1..4"),                                       # over the batch
+    ([_header(4, 1), b"", np.ones(5).tobytes(), b"", b""], "0 values, expected 1..4"),
+    ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(),
+      np.ones(4, "<i8").tobytes(), np.ones(4).tobytes()], "4 values, expected 0..3"),
+    ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(),
+      np.ones(2, "<i8").tobytes(), np.ones(1).tobytes()],
      "2 kept indices but 1 weights"),
-    ([HEADER.pack(MAGIC, PROTOCOL, 4, 0, 0, 77, -1, 0, 0), np.ones(1, "<i8").tobytes(),
-      np.ones(5).tobytes(), b"", b""], "negative"),
+    ([_header(4, -1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(), b"", b""],
+     "negative"),
+    ([_header(5, 0, 3, -2), np.ones(5).tobytes(), np.ones(1, "<i8").tobytes(),
+      np.ones(1).tobytes()], "negative"),                              # credit < 0
+    ([_header(10), b"x" * 5000], "too long"),
 ])
 def test_malformed_messages_are_refused_with_a_reason(frames, problem):
     with pytest.raises(WireError, match=problem):
         decode(frames, LIMITS)
 
 
+def test_a_worker_before_its_config_accepts_any_run_and_a_hello_any_run():
+    view = encode(MESSAGES[2], 1, run_id=123)
+    assert decode(view, Limits(n=5)).run_id == 123       # run id 0: not known yet
+    hello = encode(MESSAGES[6], 1, run_id=999)
+    assert decode(hello, LIMITS).body.shards == 3          # HELLO opens a new run
+
+
+@pytest.mark.parametrize("buffer, problem", [
+    (b"", "too short"),
+    (np.array([0], "<i8").tobytes(), "bad frame count 0"),
+    (np.array([9, 1], "<i8").tobytes(), "bad frame count 9"),
+    (np.array([2, 3], "<i8").tobytes() + b"abc", "bad frame count 2"),
+    (np.array([1, 4], "<i8").tobytes() + b"abc", "do not add up"),
+    (np.array([1, -3], "<i8").tobytes() + b"abc", "do not add up"),
+    # lengths whose int64 sum wraps around to the buffer's length
+    (np.array([3, 2**63 - 1, 2**63 - 1, 5], "<i8").tobytes() + b"abc",
+     "do not add up"),
+], ids=["empty", "no-frames", "too-many", "short-table", "too-long", "negative",
+        "wrapping"])
+def test_malformed_mpi_buffers_are_refused(buffer, problem):
+    with pytest.raises(WireError, match=problem):
+        split(buffer)
+
+
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=80), max_size=6),
-       st.integers(0, 11), st.integers(0, 3), st.booleans())
-def test_the_decoder_never_fails_otherwise(frames, kind, n_extra, valid_header):
-    """Fuzz: arbitrary frames (after a valid or random header) → Message or WireError."""
+       st.integers(0, 11), st.booleans(), st.integers(-2, 6))
+def test_the_decoder_never_fails_otherwise(frames, kind, valid_header, counter):
+    """Fuzz: arbitrary frames (after a valid or random header) → a message of the
+    protocol within the limits, or WireError."""
     if valid_header:
-        frames = [HEADER.pack(MAGIC, PROTOCOL, kind, 0, 0, 77, 0, 0, 5)] + frames
+        frames = [_header(kind, counter, counter, counter)] + frames
+    for attempt in (frames, join(frames) if frames else b""):
+        try:
+            envelope = decode(split(attempt) if isinstance(attempt, bytes) else attempt,
+                              LIMITS)
+        except WireError:
+            continue
+        body = envelope.body
+        assert type(body) in {type(msg) for msg in MESSAGES}
+        for name in body.__dataclass_fields__:
+            value = getattr(body, name)
+            if isinstance(value, np.ndarray):
+                assert value.size <= max(LIMITS.n, LIMITS.budget, LIMITS.batch, 9)
+                assert value.dtype in (np.int64, np.float64)
+            elif isinstance(value, int) and not isinstance(value, bool) and \
+                    not isinstance(body, m.Hello):   # a HELLO's n may be anything
+                assert value >= 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_split_never_fails_otherwise(buffer):
     try:
-        message = decode(frames, LIMITS)
+        frames = split(buffer)
     except WireError:
         return
-    for array in message.arrays:
-        assert isinstance(array, (np.ndarray, str))
-        if isinstance(array, np.ndarray):
-            assert array.size <= max(LIMITS.n, LIMITS.budget, LIMITS.batch, 8)
+    assert sum(len(f) for f in frames) + 8 * (1 + len(frames)) == len(buffer)
 
 
 def test_header_size_is_fixed():

@@ -46,7 +46,8 @@ def _run(comm, X, y, groups, s1, s2, *, staleness=None, window="auto", batch="au
 
 @pytest.mark.mpi(min_size=2)
 @pytest.mark.parametrize("staleness, window, batch", [
-    (0, "auto", "auto"), (2, "auto", "auto"), (None, "auto", "auto"), (None, 3, 5)])
+    (0, "auto", "auto"), (2, "auto", "auto"), (2, 2, 2), ("auto", "auto", "auto"),
+    (None, "auto", "auto"), (None, 3, 5)])
 def test_every_run_keeps_its_feature_and_group_budgets(staleness, window, batch):
     X, y, groups = _grouped()
     s1, s2 = max(9, 2 * Q), max(3, Q)
@@ -55,19 +56,22 @@ def test_every_run_keeps_its_feature_and_group_budgets(staleness, window, batch)
     if COMM.Get_rank() != 0:
         assert payload is None
         return
-    asy = payload["asy"]
-    selected = np.asarray(payload["selected"])
+    asy = payload.asy
+    selected = np.asarray(payload.selected)
     assert selected.size <= s1 and len(set(groups[selected])) <= s2
     assert asy["groups_kept"] == len(set(groups[selected]))
     assert sum(asy["budgets"]) == s1 and sum(asy["group_budgets"]) == s2
     assert asy["u_check_max_abs_diff"] <= 1e-10
+    bound = asy["staleness"]["bound"]
+    assert staleness == "auto" or bound == staleness
+    assert asy["staleness"]["max"] <= (bound if bound is not None else 10**9)
     owner = group_owners(groups, N_GROUPS, Q)
     for t, worker in enumerate(asy["workers"]):   # whole groups, within (s1_t, s2_t)
         mine = selected[owner[groups[selected]] == t]
         assert worker["kept"] == mine.size <= asy["budgets"][t]
         assert len(set(groups[mine])) <= asy["group_budgets"][t]
-    u = X[:, selected] @ payload["weights"]
-    assert payload["objective"] == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
+    u = X[:, selected] @ payload.weights
+    assert payload.objective == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -86,25 +90,28 @@ def test_one_worker_is_sequential_group_aware_os(staleness, window, batch):
         return
     result = fit_os(ArrayStream(X, block_size=16), y, 9, eta=0.3, m=2.0, epochs=3,
                     groups=groups, s2=3)
-    np.testing.assert_array_equal(payload["selected"], result.selected)
-    np.testing.assert_allclose(payload["weights"], result.weights, rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(payload.selected, result.selected)
+    np.testing.assert_allclose(payload.weights, result.weights, rtol=0, atol=1e-10)
     assert len(set(groups[result.selected])) <= 3
 
 
 @pytest.mark.mpi(min_size=2)
-def test_tau_zero_is_the_simulator_on_the_recorded_order():
-    """τ = 0 serialises the workers; the simulator, replaying the order MPI recorded
-    with the same group shards, must reach the same kept sets."""
+@pytest.mark.parametrize("window, batch", [("auto", "auto"), (2, 3)])
+def test_tau_zero_is_the_simulator_on_the_recorded_order(window, batch):
+    """τ = 0 serialises the workers' steps, pipelined or not; the simulator,
+    replaying the order MPI recorded with the same group shards, must reach the same
+    kept sets."""
     X, y, groups = _grouped(seed=2)
     s1, s2 = max(9, 2 * Q), max(3, Q)
-    payload = _run(COMM, X, y, groups, s1, s2, staleness=0, record_order=True)
+    payload = _run(COMM, X, y, groups, s1, s2, staleness=0, window=window, batch=batch,
+                   record_order=True)
     if COMM.Get_rank() != 0:
         return
-    schedule = [worker for worker, _ in payload["asy"]["order"]]
+    schedule = [worker for worker, _ in payload.asy["order"]]
     simulated = fit_simulated(ArrayStream(X, block_size=16), y, s1, Q, delay=0,
                               order=schedule, eta=0.3, m=2.0, groups=groups, s2=s2)
-    np.testing.assert_array_equal(simulated["selected"], payload["selected"])
-    np.testing.assert_allclose(simulated["weights"], payload["weights"], rtol=0,
+    np.testing.assert_array_equal(simulated.selected, payload.selected)
+    np.testing.assert_allclose(simulated.weights, payload.weights, rtol=0,
                                atol=1e-12)
 
 
