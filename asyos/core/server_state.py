@@ -118,6 +118,7 @@ class ServerState:
         if min(depth, batch) < 1 or batch > depth:
             raise ValueError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
         self.u = np.zeros(n_samples)
+        all_finite(self.u)   # compiled (or loaded from cache) now, not in the first push
         self.clock = 0
         self.tau = staleness
         self.depth, self.batch = depth, batch
@@ -158,16 +159,19 @@ class ServerState:
         """Other workers' steps applied since a view (``own``: this one's steps then)."""
         return (self.clock - version) - (record.pushes - own)
 
-    def exposure(self, worker: int) -> int:
+    def exposure(self, worker: int, total: int | None = None) -> int:
         """The staleness worker's unspent credit may still reach: others' steps since
         its oldest unspent grant plus everything the others may still push (0 when it
-        holds no credit).  The gate keeps it ≤ τ."""
+        holds no credit).  The gate keeps it ≤ τ.  ``total``: Σ unspent of all
+        workers, when the caller has it."""
         record = self.workers[worker]
-        if record.unspent <= 0:
+        unspent = record.unspent
+        if unspent <= 0:
             return 0
+        if total is None:
+            total = sum(r.unspent for r in self.workers)
         oldest = record.grants[0]
-        others = sum(r.unspent for t, r in enumerate(self.workers) if t != worker)
-        return self._others_since(record, oldest.version, oldest.own) + others
+        return self._others_since(record, oldest.version, oldest.own) + total - unspent
 
     def _grantable(self, worker: int) -> int:
         """How many steps of credit ``worker`` may be granted now (0: it waits)."""
@@ -180,9 +184,9 @@ class ServerState:
         if total - unspent[worker] > self.tau:   # its own new view could not hold
             return 0
         room = wanted
-        for t, r in enumerate(self.workers):
+        for t in range(len(self.workers)):
             if t != worker and unspent[t] > 0:
-                room = min(room, self.tau - self.exposure(t))
+                room = min(room, self.tau - self.exposure(t, total))
         return max(room, 0)
 
     def request(self, worker: int) -> list[int]:
