@@ -22,7 +22,7 @@ from .result import FitResult
 
 PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
 BUDGETS = ("fixed", "adaptive")
-STALENESS_PER_PEER = 2   # default τ: each other worker two pipelines ahead (measured)
+STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
 EPOCH_FRACTION = 16      # default τ ≤ 1/16 of an epoch (p < 16: τ = 0, serial)
 
