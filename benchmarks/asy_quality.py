@@ -37,17 +37,17 @@ def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True) -> list[dic
         for epochs in epochs_list:
             start = time.perf_counter()
             result = asyos.fit_os(problem.X, problem.y, s=s, epochs=epochs)
-            rows.append(dict(seed=seed, epochs=epochs, budget="sequential", q=1,
-                             recall=recall(result.selected, problem.support),
-                             seconds=time.perf_counter() - start))
+            rows.append({"seed": seed, "epochs": epochs, "budget": "sequential", "q": 1,
+                         "recall": recall(result.selected, problem.support),
+                         "seconds": time.perf_counter() - start})
             for q in qs:
                 for budget in budgets:
                     start = time.perf_counter()
                     out = fit_simulated(problem.X, problem.y, s, q, delay=q,
                                         budget=budget, epochs=epochs)
-                    rows.append(dict(seed=seed, epochs=epochs, budget=budget, q=q,
-                                     recall=recall(out["selected"], problem.support),
-                                     seconds=time.perf_counter() - start))
+                    rows.append({"seed": seed, "epochs": epochs, "budget": budget, "q": q,
+                                 "recall": recall(out["selected"], problem.support),
+                                 "seconds": time.perf_counter() - start})
             if progress:
                 done = [r for r in rows if r["seed"] == seed and r["epochs"] == epochs]
                 print(f"seed {seed}, {epochs} scans: " + ", ".join(
@@ -69,12 +69,12 @@ def summarise(rows, mean_tol=0.05, worst_tol=0.10) -> list[dict]:
         recalls = np.array([r["recall"] for r in group])
         gaps = np.array([r["recall"] - sequential[r["seed"], epochs] for r in group])
         seq = np.array([sequential[r["seed"], epochs] for r in group])
-        summary.append(dict(
-            epochs=epochs, q=q, budget=budget, seeds=len(group),
-            sequential=seq.mean(), mean=recalls.mean(), worst=recalls.min(),
-            mean_gap=gaps.mean(), worst_gap=gaps.min(),
-            seconds=np.mean([r["seconds"] for r in group]),
-            target=bool(gaps.mean() >= -mean_tol and gaps.min() >= -worst_tol)))
+        summary.append({
+            "epochs": epochs, "q": q, "budget": budget, "seeds": len(group),
+            "sequential": seq.mean(), "mean": recalls.mean(), "worst": recalls.min(),
+            "mean_gap": gaps.mean(), "worst_gap": gaps.min(),
+            "seconds": np.mean([r["seconds"] for r in group]),
+            "target": bool(gaps.mean() >= -mean_tol and gaps.min() >= -worst_tol)})
     return summary
 
 
