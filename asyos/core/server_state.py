@@ -362,6 +362,12 @@ class ServerState:
         The extra slot is where a worker tries its newcomers; once one ranks among the
         global top it earns a slot, and a worker whose weights fall behind loses one:
         the union of the kept sets approaches the global top s of sequential OS.
+
+        Those q trial slots are what Asy-OS still loses to sequential OS: with s + q
+        slots it matches it.  One per worker is the measured optimum: none (for workers
+        whose trials stay small, or whose weakest feature is near the threshold), two,
+        or an incumbent bonus at the threshold all measured worse or within the noise
+        of 8 seeds (docs/results.md, "Asy-OS recall against sequential OS").
         """
         running = [t for t, r in enumerate(self.workers) if not r.finished]
         room = self.s - sum(self.granted[t] for t, r in enumerate(self.workers)
