@@ -46,7 +46,7 @@ def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True) -> list[dic
                     out = fit_simulated(problem.X, problem.y, s, q, delay=q,
                                         budget=budget, epochs=epochs)
                     rows.append({"seed": seed, "epochs": epochs, "budget": budget, "q": q,
-                                 "recall": recall(out["selected"], problem.support),
+                                 "recall": recall(out.selected, problem.support),
                                  "seconds": time.perf_counter() - start})
             if progress:
                 done = [r for r in rows if r["seed"] == seed and r["epochs"] == epochs]

@@ -33,7 +33,7 @@ def gaps():
                 out = fit_simulated(problem.X, problem.y, S, q, delay=q, budget=budget,
                                     epochs=EPOCHS)
                 found.setdefault((budget, q), []).append(
-                    recall(out["selected"], problem.support) - sequential)
+                    recall(out.selected, problem.support) - sequential)
     return {key: float(np.mean(values)) for key, values in found.items()}
 
 
