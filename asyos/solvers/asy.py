@@ -55,7 +55,8 @@ class AsyConfig:
         pipeline: ``STALENESS_PER_PEER`` pipelines per other worker, but at most
         1/``EPOCH_FRACTION`` of an epoch: on correlated columns a step that misses a
         tenth of an epoch of the others' updates costs fit, measured in
-        docs/results.md, and the pipeline is sized to that bound) or None (no bound).  ``window``/``batch``: pushes a worker may have in flight and steps per
+        docs/results.md, and the pipeline is sized to that bound) or None (no
+        bound).  ``window``/``batch``: pushes a worker may have in flight and steps per
         push; their product is the worker's credit depth.  "auto": ``PIPELINE``, but
         never more than 1/``SHARD_FRACTION`` of a shard (on a small problem a whole
         shard in flight on one view is a different algorithm), and with a given τ no
