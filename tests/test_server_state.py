@@ -292,14 +292,14 @@ def test_a_worker_holding_credit_is_answered_at_once():
     """A worker that asks while it holds credit is sent a view at once: with new
     credit if it fits, else without (it goes on stepping; and a view of its that was
     lost must not leave credit, which holds the others' gate, unknown to it).  Only
-    a worker without credit waits (``refresh`` is False then)."""
+    a worker without credit waits."""
     server = ServerState(2, 2, staleness=0, depth=2)
     assert server.request(0) == [0] and server.view(0)[3] == 2
-    assert server.refresh(0) is True
-    assert server.request(1) == [] and server.refresh(1) is False   # no credit: waits
+    assert not server.is_waiting(0)
+    assert server.request(1) == [] and server.is_waiting(1)   # no credit: waits
     server.push(0, np.ones(2), version=0)
     assert server.request(0) == [0]             # worker 1 is first in line for credit
-    assert not server.is_waiting(0) and server.refresh(0) is True
+    assert not server.is_waiting(0)
     assert server.view(0)[1:4] == (1, 1, 2)     # a fresh view, no new credit
     assert server.request(0) == [0] and server.view(0)[1:4] == (1, 1, 2)  # again
     assert server.push(0, np.ones(2), version=1) == (0, [1])

@@ -192,10 +192,9 @@ class ServerState:
     def request(self, worker: int) -> list[int]:
         """``worker`` asks for a view and credit; returns the workers to send a view
         now (``view``), in order."""
-        record = self._record(worker)
+        self._record(worker)
         if worker not in self._waiting:
             self._waiting.append(worker)
-        del record
         return self._grant()
 
     def _grant(self) -> list[int]:
@@ -413,13 +412,6 @@ class ServerState:
             self._lost -= 1
         self._release(worker, record)
         return record
-
-    def refresh(self, worker: int) -> bool:
-        """May ``worker`` be sent a view now, without new credit (its last one may
-        have been lost)?  False while its request waits for credit: it is answered
-        when granted."""
-        self._record(worker)
-        return worker not in self._waiting
 
     # -- the end ----------------------------------------------------------------------
     @property

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.kept_set import warm_up
 from ..core.losses import Loss
 from ..core.projection import group_constraint
+from ..core.server_state import SentView
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
@@ -160,7 +161,7 @@ class _Simulation:
         budget = self.state.grant_budget(t) if self.config.adaptive else 0
         if budget:   # granted now: recorded as a view it may act on (held budgets)
             self.state.workers[t].sent.append(
-                type(chosen)(self.state.clock, record.pushes, budget))
+                SentView(self.state.clock, record.pushes, budget))
         self.drivers[t].receive(messages.View(self.history[chosen.version],
                                               chosen.version, chosen.own,
                                               self.credit[t], budget,
