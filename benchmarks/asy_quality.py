@@ -1,4 +1,4 @@
-"""Recall of simulated Asy-OS against sequential OS, over many seeds.
+"""Recall of Asy-OS against sequential OS, over many seeds: simulated, or over MPI.
 
 The paper's regression protocol for Asy-OS (n = 1000, p = 8192, s = 64, X iid N(0, 1),
 noise sd 0.1: ``asyos.datasets.make_regression``), the paper's staleness τ = q
@@ -11,6 +11,11 @@ and the worst within 0.10.
 
     python benchmarks/asy_quality.py [--seeds 8] [--q 2 4 8 11] [--epochs 2 3]
                                      [--budgets fixed adaptive] [--quick] [--csv F]
+                                     [--carrier simulated|mpi]
+
+``--carrier mpi`` runs every Asy-OS fit as ``mpiexec -n q+1 python -m asyos.run`` at
+its default pipeline and staleness bound (the data written once per seed) instead of
+the simulator: the interleaving is whatever the machine gives.
 
 One simulated fit takes 1-6 s on this machine (sequential OS under a second), so the
 default run (8 seeds, 4 q, 2 rules, 2 scan counts) takes about 8-10 minutes on one
@@ -19,7 +24,13 @@ core; ``--quick`` (p = 2048, s = 32, 3 seeds, q = 4 and 8, 2 scans) under a minu
 
 import argparse
 import csv
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -29,11 +40,29 @@ from asyos.metrics import recall
 from asyos.solvers.simulator import fit_simulated
 
 
-def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True) -> list[dict]:
+def mpi_fit(tmp: Path, s, q, budget, epochs) -> np.ndarray:
+    """The features Asy-OS over ``q`` MPI workers selects on the data in ``tmp``."""
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+    out = tmp / "result.json"
+    command = [mpiexec, "-n", str(q + 1), sys.executable, "-m", "asyos.run", "--data",
+               str(tmp / "X.npy"), "--labels", str(tmp / "y.npy"), "-s", str(s),
+               "--epochs", str(epochs), "--budget", budget, "--quiet", "--out", str(out)]
+    proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")
+    return np.asarray(json.loads(out.read_text())["selected"])
+
+
+def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True,
+            carrier="simulated") -> list[dict]:
     """One row per (seed, scans, method, q): recall and seconds."""
     rows = []
+    tmp = Path(tempfile.mkdtemp(prefix="asy-quality-"))
     for seed in seeds:
         problem = make_regression(p=p, s=s, n=n, seed=seed)
+        if carrier == "mpi":
+            np.save(tmp / "X.npy", np.asfortranarray(problem.X))
+            np.save(tmp / "y.npy", problem.y)
         for epochs in epochs_list:
             start = time.perf_counter()
             result = asyos.fit_os(problem.X, problem.y, s=s, epochs=epochs)
@@ -43,16 +72,20 @@ def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True) -> list[dic
             for q in qs:
                 for budget in budgets:
                     start = time.perf_counter()
-                    out = fit_simulated(problem.X, problem.y, s, q, delay=q,
-                                        budget=budget, epochs=epochs)
+                    if carrier == "mpi":
+                        selected = mpi_fit(tmp, s, q, budget, epochs)
+                    else:
+                        selected = fit_simulated(problem.X, problem.y, s, q, delay=q,
+                                                 budget=budget, epochs=epochs).selected
                     rows.append({"seed": seed, "epochs": epochs, "budget": budget, "q": q,
-                                 "recall": recall(out.selected, problem.support),
+                                 "recall": recall(selected, problem.support),
                                  "seconds": time.perf_counter() - start})
             if progress:
                 done = [r for r in rows if r["seed"] == seed and r["epochs"] == epochs]
                 print(f"seed {seed}, {epochs} scans: " + ", ".join(
                     f"{r['budget']}{'' if r['q'] == 1 else ' q=' + str(r['q'])} "
                     f"{r['recall']:.3f}" for r in done), flush=True)
+    shutil.rmtree(tmp)
     return rows
 
 
@@ -108,6 +141,8 @@ def main(argv=None):
                         help="p = 2048, s = 32, 3 seeds, q = 4 8, 2 scans")
     parser.add_argument("--csv", help="write every run (seed, scans, rule, q, recall)")
     parser.add_argument("--quiet", action="store_true", help="no per-seed lines")
+    parser.add_argument("--carrier", choices=["simulated", "mpi"], default="simulated",
+                        help="simulated Asy-OS with tau = q, or real MPI ranks")
     args = parser.parse_args(argv)
     quick = args.quick
     p = args.p or (2048 if quick else 8192)
@@ -115,11 +150,12 @@ def main(argv=None):
     seeds = range(args.first_seed, args.first_seed + (args.seeds or (3 if quick else 8)))
     qs = args.q or ([4, 8] if quick else [2, 4, 8, 11])
     epochs_list = args.epochs or ([2] if quick else [2, 3])
-    print(f"regression n = {args.n}, p = {p}, s = {s}, τ = q, seeds "
+    print(f"regression n = {args.n}, p = {p}, s = {s}, {args.carrier}"
+          f"{', τ = q' if args.carrier == 'simulated' else ''}, seeds "
           f"{seeds.start}..{seeds.stop - 1}, q = {qs}, scans {epochs_list}", flush=True)
     start = time.perf_counter()
     rows = measure(p, s, args.n, seeds, qs, epochs_list, args.budgets,
-                   progress=not args.quiet)
+                   progress=not args.quiet, carrier=args.carrier)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

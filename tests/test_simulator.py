@@ -52,7 +52,8 @@ def reference_simulator(X, y, s, q, tau, epochs=2, loss="squared"):
 @pytest.mark.parametrize("q, tau", [(1, 0), (2, 2), (3, 1), (4, 4), (4, 9), (5, 0)])
 def test_equals_the_literal_reference(q, tau):
     problem = make_regression(p=90, s=8, n=60, seed=q + tau)
-    out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, eta=ETA, m=M)
+    out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, eta=ETA, m=M,
+                        budget="fixed")
     selected, weights = reference_simulator(problem.X, problem.y, 8, q, tau)
     np.testing.assert_array_equal(out.selected, selected)
     np.testing.assert_allclose(out.weights, weights, rtol=1e-9, atol=1e-12)

@@ -18,7 +18,7 @@ from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
-from ..solvers.asy import PIPELINE, AsyConfig, worker_shard
+from ..solvers.asy import BUDGETS, PIPELINE, AsyConfig, worker_shard
 from ..solvers.result import FitResult
 from .options import module_main
 from .run import (
@@ -83,9 +83,10 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
                         f"{PIPELINE['window']})")
     parser.add_argument("--batch", default="auto", type=auto_or_int, help="steps per "
                         f"push (default {PIPELINE['batch']})")
-    parser.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
-                        help="fixed: s/q features per worker (the paper); adaptive: "
-                        "re-granted from the workers' weights")
+    parser.add_argument("--budget", choices=BUDGETS, default="auto",
+                        help="adaptive: re-granted from the workers' weights; fixed: "
+                        "s/q features per worker (the paper); auto (default): "
+                        "adaptive, fixed with --groups")
     parser.add_argument("--record-order", action="store_true")
     parser.add_argument("--groups", metavar="FILE", help="group-aware Asy-OS: one "
                         "group label per feature (the workers read the same file)")

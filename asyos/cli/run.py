@@ -22,7 +22,7 @@ from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import write_result
-from ..solvers.asy import PIPELINE, STALENESS_PER_PEER, AsyConfig
+from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER, AsyConfig
 from ..solvers.result import FitResult
 from ..solvers.sequential import fit_os
 from ..streams import FeatureStream, InteractionStream
@@ -88,10 +88,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "less on small problems or a small τ)")
     asy.add_argument("--record-order", action="store_true",
                      help="keep the (worker, feature) order of every push in the results")
-    asy.add_argument("--budget", choices=["fixed", "adaptive"], default="fixed",
-                     help="fixed: s/q features per worker (the paper); adaptive: the "
-                     "server re-grants budgets from a global |w| threshold (also "
-                     "with --simulate)")
+    asy.add_argument("--budget", choices=BUDGETS, default="auto",
+                     help="adaptive: the server re-grants budgets from a global |w| "
+                     "threshold; fixed: s/q features per worker (the paper); auto "
+                     "(default): adaptive, fixed with --groups (also with --simulate)")
     asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
                      "process (default: all cores; under mpirun, the node's cores "
                      "shared among its ranks)")
@@ -291,9 +291,9 @@ def under_mpi() -> bool:
 
 
 def run(args) -> FitResult | None:
-    if args.budget != "fixed" and args.simulate is None and not under_mpi():
-        raise InputError("--budget adaptive shares s among Asy-OS workers: run under "
-                         "mpiexec, or simulate them with --simulate Q")
+    if args.budget != "auto" and args.simulate is None and not under_mpi():
+        raise InputError(f"--budget {args.budget} shares s among Asy-OS workers: run "
+                         "under mpiexec, or simulate them with --simulate Q")
     if args.simulate is not None or args.delay is not None or args.random_delay:
         if args.simulate is None:
             raise InputError("--delay and --random-delay go with --simulate Q")

@@ -36,6 +36,7 @@ from ..core.losses import Loss, loss_value
 from ..core.validate import check_at_least
 from ..errors import InputError
 from ..io.data import load_features, load_labels
+from ..solvers.asy import BUDGETS
 from ..solvers.sequential import fit_os
 from ..solvers.simulator import fit_simulated
 from ..streams import FeatureStream, Standardized, as_stream
@@ -61,8 +62,8 @@ class _OnlineSubstitution(BaseEstimator):
 
     def __init__(self, n_features_to_select=None, *, loss="squared", epochs=2,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 n_workers=1, staleness=None, backend="simulated", timeout=300.0,
-                 random_state=None):
+                 n_workers=1, staleness=None, budget="auto", backend="simulated",
+                 timeout=300.0, random_state=None):
         self.n_features_to_select = n_features_to_select
         self.loss = loss
         self.epochs = epochs
@@ -72,6 +73,7 @@ class _OnlineSubstitution(BaseEstimator):
         self.standardize = standardize
         self.n_workers = n_workers
         self.staleness = staleness
+        self.budget = budget
         self.backend = backend
         self.timeout = timeout
         self.random_state = random_state
@@ -98,6 +100,9 @@ class _OnlineSubstitution(BaseEstimator):
         if self.backend not in BACKENDS:
             raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got "
                              f"{self.backend!r}")
+        if self.budget not in BUDGETS:
+            raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
+                             f"{self.budget!r}")
         return Loss.parse(self.loss)
 
     def _budget(self, p: int) -> int:
@@ -154,14 +159,15 @@ class _OnlineSubstitution(BaseEstimator):
             result = fit_os(stream, y, s, **options)
         elif self.backend == "simulated":   # τ = staleness (None: q)
             result = fit_simulated(stream, y, s, self.n_workers, delay=self.staleness,
-                                   seed=self._seed() or 0, **options)
+                                   seed=self._seed() or 0, budget=self.budget,
+                                   **options)
         else:
             from ..transport.local import fit_loopback
 
             result = fit_loopback(stream, y, s, self.n_workers,
                                   staleness="auto" if self.staleness is None
-                                  else self.staleness, timeout=self.timeout,
-                                  **options)
+                                  else self.staleness, budget=self.budget,
+                                  timeout=self.timeout, **options)
         history = {"objective_per_epoch": result.objective_per_epoch,
                    "n_steps": result.n_steps}
         if result.asy is not None:
@@ -266,7 +272,8 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     centring), ``standardize``, ``n_workers`` (1: sequential OS; more: Asy-OS),
     ``staleness`` (τ: the delay of the simulator, None = q as in the paper; for
     ``backend="zeromq"`` the bound the server enforces, None = derived from the
-    pipeline), ``backend``
+    pipeline), ``budget`` (Asy-OS: "auto" = "adaptive", the server shares s by a
+    global |w| threshold; "fixed" = s/q per worker, the paper), ``backend``
     ("simulated": one process, spec §3.4; "zeromq": a loopback server and
     ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
     ``random_state`` (None: features in index order; else a seeded shuffled order).
@@ -303,11 +310,12 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
 
     def __init__(self, n_features_to_select=None, *, loss="squared_hinge", epochs=2,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 n_workers=1, staleness=None, backend="simulated", timeout=300.0,
-                 random_state=None):
+                 n_workers=1, staleness=None, budget="auto", backend="simulated",
+                 timeout=300.0, random_state=None):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, eta=eta, m=m,
                          fit_intercept=fit_intercept, standardize=standardize,
-                         n_workers=n_workers, staleness=staleness, backend=backend,
+                         n_workers=n_workers, staleness=staleness, budget=budget,
+                         backend=backend,
                          timeout=timeout, random_state=random_state)
 
     def _fit_labels(self, stream: FeatureStream, y, loss: Loss) -> None:

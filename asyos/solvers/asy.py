@@ -21,7 +21,7 @@ from ..streams.base import GroupShard
 from .result import FitResult
 
 PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
-BUDGETS = ("fixed", "adaptive")
+BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
 EPOCH_FRACTION = 16      # default τ ≤ 1/16 of an epoch (p < 16: τ = 0, serial)
@@ -41,14 +41,14 @@ class AsyConfig:
     depth: int = 1                    # credit: steps a worker may take unanswered
     batch: int = 1                    # OS steps summed into one push message
     s2: int | None = None             # group budget; None: no groups
-    budget: str = "fixed"             # or "adaptive": the server re-grants
+    budget: str = "adaptive"          # or "fixed": s_t = s/q, the paper
     sized_for: int | None = None      # p the automatic pipeline was sized for; -1:
     #                                   given by the user, None: p not known yet
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs=2, eta="auto", m="auto",
               staleness="auto", window="auto", batch="auto",
-              n_features=None, s2=None, budget="fixed") -> "AsyConfig":
+              n_features=None, s2=None, budget="auto") -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
         ``staleness``: the bound τ the server enforces, "auto" (derived from the
@@ -62,8 +62,10 @@ class AsyConfig:
         shard in flight on one view is a different algorithm), and with a given τ no
         more than τ can feed.  ``s2``: the group budget of group-aware Asy-OS, already
         checked against the labels; each worker needs one group of it.  ``budget``:
-        "fixed" (s_t = s/q, the paper) or "adaptive" (the server re-grants budgets
-        from a global |w| threshold, ``ServerState.grant_budget``).
+        "fixed" (s_t = s/q, the paper), "adaptive" (the server re-grants budgets
+        from a global |w| threshold, ``ServerState.grant_budget``) or "auto":
+        adaptive, which is measured closer to sequential OS at every q
+        (docs/results.md), except with groups, where only fixed budgets exist.
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
@@ -84,6 +86,8 @@ class AsyConfig:
         if budget not in BUDGETS:
             raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
                              f"{budget!r}")
+        if budget == "auto":
+            budget = "fixed" if s2 is not None else "adaptive"
         if s2 is not None and budget != "fixed":
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")

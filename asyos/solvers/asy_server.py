@@ -141,12 +141,18 @@ class AsyServer:
             return [(t, messages.Done())]
         if final.seq != record.messages:   # pushes still on their way: it resends
             return []
+        budget = self._budget(t)
         granted = self.state.finish(t, final.selected, final.weights, final.contribution)
         self.stats[t] = {"steps": int(final.steps), "kept": int(final.selected.size),
-                         "budget": self.config.budgets[t],
+                         "budget": budget,
                          "blas_threads": int(final.blas_threads),
                          **dict(zip(SECONDS, np.asarray(final.seconds).tolist()))}
         return [(t, messages.Done())] + self.views(granted)
+
+    def _budget(self, t: int) -> int:
+        """Worker ``t``'s budget as the results report it: s_t, or with adaptive
+        budgets the most it may hold now."""
+        return self.state.held(t) if self.config.adaptive else self.config.budgets[t]
 
     def lose(self, worker: int) -> list[tuple[int, messages.View]]:
         """``worker`` is gone: its credit is revoked; the views now grantable."""
@@ -158,7 +164,7 @@ class AsyServer:
         workers = []
         for t, record in enumerate(self.state.workers):
             stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
-                                      "budget": self.config.budgets[t],
+                                      "budget": self._budget(t),
                                       **dict.fromkeys(SECONDS, 0.0)}
             workers.append({**stats, "lost": record.lost})
         result = self.monitor.result(self.state, workers, self.step_size, self.m)

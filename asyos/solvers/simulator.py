@@ -40,7 +40,7 @@ ORDERS = ("round_robin", "random")
 
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
-                  order="round_robin", clock=None, budget="fixed", loss="squared",
+                  order="round_robin", clock=None, budget="auto", loss="squared",
                   epochs=2, eta="auto", m="auto", seed=0, record_order=False,
                   groups=None, s2=None) -> FitResult:
     """Run Asy-OS with ``n_workers`` virtual workers; returns its result.
@@ -50,8 +50,9 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
     "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
     the order a real run recorded, ``result.asy["order"]``).  ``budget``: "fixed"
-    (s_t = s/q each, the paper) or "adaptive" (the server re-grants budgets from a
-    global magnitude threshold with every view, ``ServerState.grant_budget``).
+    (s_t = s/q each, the paper), "adaptive" (the server re-grants budgets from a
+    global magnitude threshold with every view, ``ServerState.grant_budget``) or
+    "auto" (adaptive; fixed with groups).
     ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
     group-aware Asy-OS: each worker's shard is a set of whole groups and its budgets
     (s1_t, s2_t) sum to (s, s2).

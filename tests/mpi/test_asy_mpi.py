@@ -224,7 +224,7 @@ def test_the_simulator_replays_a_real_tau_zero_run(window, batch):
         return
     schedule = [worker for worker, _ in payload.asy["order"]]
     simulated = fit_simulated(ArrayStream(X, block_size=16), y, s, Q, delay=0,
-                              order=schedule, eta=0.3, m=1.0)
+                              order=schedule, eta=0.3, m=1.0, budget="fixed")
     np.testing.assert_array_equal(simulated.selected, payload.selected)
     np.testing.assert_allclose(simulated.weights, payload.weights, rtol=0,
                                atol=1e-12)
