@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 
 import numpy as np
 
+from .core.validate import check_int
 from .errors import InputError
 from .metrics import classification_error, recovery_error
 from .streams import GaussianStream
@@ -21,19 +22,11 @@ __all__ = ["Problem", "StreamProblem", "make_classification", "make_regression",
            "paper_n", "stream_problem"]
 
 
-def _check_int(name: str, value, low: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    if value < low:
-        raise InputError(f"{name} must be >= {low}, got {value}")
-    return int(value)
-
-
 def paper_n(s: int, p: int) -> int:
     """n = round(1.2 · s · log2 p), the paper's sample size (spec §5.1, rounding is the
     spec's convention): s=100 gives 1316 at p=2000 and 1196 at p=1000."""
-    s = _check_int("s", s, 1)
-    p = _check_int("p", p, 1)
+    s = check_int("s", s, 1)
+    p = check_int("p", p, 1)
     return max(1, round(1.2 * s * math.log2(p)))
 
 
@@ -68,11 +61,11 @@ class Problem:
 
 
 def _check_sizes(p, s, n) -> tuple[int, int, int]:
-    p = _check_int("p", p, 1)
-    s = _check_int("s", s, 1)
+    p = check_int("p", p, 1)
+    s = check_int("s", s, 1)
     if s > p:
         raise InputError(f"s must be <= p (the number of features), got s={s}, p={p}")
-    n = paper_n(s, p) if n is None else _check_int("n", n, 1)
+    n = paper_n(s, p) if n is None else check_int("n", n, 1)
     return p, s, n
 
 
@@ -180,7 +173,7 @@ def stream_problem(task: str = "regression", p: int = 2000, s: int = 100,
     order's seed defaults to ``seed``.
     """
     p, s, n = _check_sizes(p, s, n)
-    seed = _check_int("seed", seed, 0)
+    seed = check_int("seed", seed, 0)
     noise = _check_noise(noise)
     if task not in ("regression", "classification"):
         raise InputError(f"unknown task {task!r}; expected regression or classification")

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asyos.baselines import Selection
+from asyos.core.selection import Selection
 from asyos.datasets import paper_n
 from asyos.errors import InputError
 from asyos.experiments import speedup as sp

@@ -11,12 +11,13 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from scipy.optimize import minimize
 
-from asyos.baselines import METHODS, fit_fgm
-from asyos.baselines.fgm import FGMResult, check_fgm, dual_value, fgm, make_space
-from asyos.baselines.fgm_apg import apg, prox_squared_l21, subproblem_objective
-from asyos.baselines.fgm_search import PolynomialSpace, StreamSpace
 from asyos.core.losses import Loss, loss_grad, loss_value
 from asyos.errors import InputError
+from asyos.experiments.comparators import METHODS
+from asyos.fgm import fit_fgm
+from asyos.fgm.apg import apg, prox_squared_l21, subproblem_objective
+from asyos.fgm.cutting_plane import FGMResult, check_fgm, dual_value, fgm, make_space
+from asyos.fgm.search import PolynomialSpace, StreamSpace
 from asyos.streams import InteractionStream, as_stream
 
 

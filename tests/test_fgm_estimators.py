@@ -9,8 +9,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import asyos
 from asyos import FGMClassifier, FGMRegressor
-from asyos.baselines.fgm import check_fgm, fgm
 from asyos.errors import InputError
+from asyos.fgm.cutting_plane import check_fgm, fgm
 from asyos.streams import InteractionStream
 
 

@@ -81,7 +81,7 @@ def test_omp_and_gomp_refit_least_squares_and_find_the_truth():
 @pytest.mark.parametrize("call, message", [
     (lambda X, y: fit_sparse_group_lasso(X, y, np.zeros(10), 0.1, alpha=2.0), "alpha"),
     (lambda X, y: fit_sparse_group_lasso(X, y, np.zeros(10), -1.0), "lam"),
-    (lambda X, y: fit_gomp(X, y, np.arange(10) % 2, 3), "s must be"),
+    (lambda X, y: fit_gomp(X, y, np.arange(10) % 2, 3), r"k must be in \[1, 3\)"),
     (lambda X, y: fit_omp(X, y, 11), "s must be"),
 ])
 def test_bad_input_raises_input_error(call, message):

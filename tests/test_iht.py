@@ -6,8 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from asyos.baselines import Selection, fit_iht
-from asyos.baselines.iht import hard_threshold, spectral_norm_sq
+from asyos.baselines import fit_iht
+from asyos.baselines.iht import hard_threshold
+from asyos.core.prox import spectral_norm_sq
+from asyos.core.selection import Selection
 from asyos.datasets import make_classification, make_regression
 from asyos.errors import InputError
 from asyos.metrics import evaluate
@@ -123,7 +125,7 @@ def test_iht_bad_inputs():
     with pytest.raises(InputError, match="labels"):
         fit_iht(X, y01, 5, loss="logistic")
     fit_iht(X, y01, 5)  # any real y is fine for the squared loss
-    with pytest.raises(InputError, match="length"):
+    with pytest.raises(InputError, match="labels have n = 19 samples"):
         fit_iht(X, np.ones(19), 5)
     with pytest.raises(InputError, match="unknown loss"):
         fit_iht(X, np.ones(20), 5, loss="hinge")

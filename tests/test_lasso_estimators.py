@@ -9,9 +9,9 @@ from sklearn.linear_model import Lasso as SkLasso
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from asyos import FusedLasso, GroupLasso, Lasso
-from asyos.baselines.cd_path import SCREENINGS
-from asyos.baselines.saif import _tree_order, fused_design
 from asyos.errors import InputError
+from asyos.lasso.path import SCREENINGS
+from asyos.lasso.saif import _tree_order, fused_design
 
 
 @parametrize_with_checks([Lasso(), GroupLasso(), FusedLasso()])

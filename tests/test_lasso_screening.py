@@ -10,10 +10,10 @@ from hypothesis import strategies as st
 from sklearn.linear_model import Lasso as SkLasso
 
 from asyos import lasso_path
-from asyos.baselines.cd_path import SCREENINGS, check_xy, make_design, solve_path
-from asyos.baselines.saif import saif_cd
-from asyos.baselines.screening import duality_gap
 from asyos.errors import InputError
+from asyos.lasso.path import SCREENINGS, check_xy, make_design, solve_path
+from asyos.lasso.saif import saif_cd
+from asyos.lasso.screening import duality_gap
 
 
 def _problem(kind, n=60, p=150, seed=0):

@@ -81,7 +81,7 @@ def test_bad_input_is_named():
     X, y = _problem("squared")
     _bad("labels have n = 49", X, y[:-1], 3)
     _bad("s must be at least 1", X, y, 0)
-    _bad("larger than the number of features", X, y, 71)
+    _bad("s must be at most the number of features", X, y, 71)
     _bad("unknown loss 'hinge'", X, y, 3, loss="hinge")
     _bad(r"needs labels in \{-1, \+1\}; label 0", X, y, 3, loss="squared_hinge")
     _bad("eta must be a positive", X, y, 3, eta=-1)

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from asyos import InputError
 from asyos.baselines import fit_iht
-from asyos.baselines.sght import VARIANTS, fit_sght, sght_solve
+from asyos.sght.solver import VARIANTS, fit_sght, sght_solve
 
 
 def grouped_problem(seed, n=100, p=200, per=3, noise=0.0, amp=None):

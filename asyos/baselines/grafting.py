@@ -10,13 +10,17 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.losses import loss_grad
+from ..core.selection import Selection, selection
+from ..core.validate import (
+    check_at_least,
+    check_int,
+    check_problem,
+    check_stream_problem,
+)
 from ..errors import InputError
+from ..lasso.selector import fista, lambda_for_s
 from ..streams import FeatureStream, as_stream
-from ..streams.base import check_int
-from . import Selection
-from ._common import check_lam, check_problem, check_stream_problem, selection
 from .iht import spectral_norm_sq
-from .lasso import fista, lambda_for_s
 
 __all__ = ["fit_grafting"]
 
@@ -55,7 +59,7 @@ def fit_grafting(X, y, s: int, loss="squared", epochs: int = 2,
         stream = as_stream(X)
         if lam is None:
             lam = lambda_for_s(X, y, s, loss)
-    lam = check_lam(lam)
+    lam = check_at_least("lam", lam, 0)
 
     n = stream.n_samples
     code = int(loss)

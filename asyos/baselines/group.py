@@ -15,10 +15,11 @@ import numpy as np
 
 from ..core.losses import Loss
 from ..core.projection import check_groups
+from ..core.prox import soft_threshold
+from ..core.selection import Selection
+from ..core.validate import check_at_least, check_int, check_problem
 from ..errors import InputError
-from . import Selection
-from ._common import check_lam, check_problem, check_s, soft_threshold
-from .lasso import fista, lambda_max
+from ..lasso.selector import fista, lambda_max
 
 __all__ = ["fit_gomp", "fit_omp", "fit_sparse_group_lasso", "sparse_group_prox"]
 
@@ -38,7 +39,7 @@ def fit_sparse_group_lasso(X, y, groups, lam: float, alpha: float = 0.5,
     """Sparse group Lasso at one λ (and mix α ∈ [0, 1]); selection = supp(w)."""
     X, y, _, loss = check_problem(X, y, 1, loss)
     group_of, n_groups = check_groups(groups, X.shape[1])
-    lam = check_lam(lam)
+    lam = check_at_least("lam", lam, 0)
     if isinstance(alpha, bool) or not (isinstance(alpha, (int, float))
                                        and 0.0 <= alpha <= 1.0):
         raise InputError(f"alpha must be a number in [0, 1], got {alpha!r}")
@@ -97,6 +98,6 @@ def fit_gomp(X, y, groups, k: int) -> Selection:
     """Group OMP with ``k`` groups (squared loss)."""
     X, y, _, _ = check_problem(X, y, 1, "squared")
     group_of, n_groups = check_groups(groups, X.shape[1])
-    k = check_s(k, n_groups)
+    k = check_int("k", k, 1, n_groups + 1)
     members = [np.flatnonzero(group_of == g) for g in range(n_groups)]
     return _greedy(X, y, k, members, "gOMP")

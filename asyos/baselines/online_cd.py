@@ -12,12 +12,16 @@ import numpy as np
 from numba import njit
 
 from ..core.losses import loss_grad
+from ..core.selection import Selection, selection
+from ..core.validate import (
+    check_at_least,
+    check_int,
+    check_problem,
+    check_stream_problem,
+)
 from ..errors import InputError
+from ..lasso.selector import lambda_for_s
 from ..streams import FeatureStream, as_stream
-from ..streams.base import check_int
-from . import Selection
-from ._common import check_lam, check_problem, check_stream_problem, selection
-from .lasso import lambda_for_s
 
 __all__ = ["fit_l0_cd", "fit_l1_cd"]
 
@@ -82,7 +86,7 @@ def fit_l1_cd(X, y, s: int, loss="squared", epochs: int = 2,
                              "(the default λ comes from the LASSO path, which needs X "
                              "as an array)")
         lam = lambda_for_s(array, y, s, loss)
-    lam = check_lam(lam)
+    lam = check_at_least("lam", lam, 0)
     n = stream.n_samples
     w: dict[int, float] = {}                  # the sparse w: nonzeros only
     u = np.zeros(n)

@@ -1,7 +1,12 @@
-"""Input checks shared by every front.  Kernels trust their input; these do not.
+"""Input checks shared by every system and front.  Kernels trust their input; these
+do not.
 
-Each check raises ``InputError`` with a message naming the offending value and what
-was expected, and is called before any state is created or changed.
+One vocabulary: ``check_labels(y, loss, n_samples)``, ``check_sparsity(s, p)``,
+``check_at_least(name, value, minimum)``, ``check_int(name, value, low, high)``,
+``check_positive(name, value)``, ``check_choice(name, value, choices)``, and
+for a batch method ``check_problem(X, y, s, loss)``.  Each raises ``InputError`` with
+a message naming the offending value and what was expected, and is called before any
+state is created or changed.
 """
 
 import math
@@ -46,8 +51,34 @@ def check_sparsity(s, n_features: int | None) -> int:
     if s < 1:
         raise InputError(f"s must be at least 1, got {s}")
     if n_features is not None and s > n_features:
-        raise InputError(f"s = {s} is larger than the number of features p = {n_features}")
+        raise InputError(f"s must be at most the number of features p = {n_features}, "
+                         f"got {s}")
     return int(s)
+
+
+def check_int(name: str, value, low: int, high: int | None = None) -> int:
+    """``value`` as an int in [low, high), or InputError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InputError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value >= high):
+        bound = f"in [{low}, {high})" if high is not None else f">= {low}"
+        raise InputError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def check_positive(name: str, value) -> float:
+    """A finite number > 0 (a tolerance, a penalty, a regularisation constant)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (
+            math.isfinite(value) and value > 0):
+        raise InputError(f"{name} must be a finite number > 0, got {value!r}")
+    return float(value)
+
+
+def check_choice(name: str, value, choices):
+    """``value`` if it is one of ``choices``, or InputError listing them."""
+    if not isinstance(value, str) or value not in choices:
+        raise InputError(f"{name} must be one of {', '.join(choices)}, got {value!r}")
+    return value
 
 
 def check_at_least(name: str, value, minimum, *, integer: bool = False):
@@ -59,3 +90,24 @@ def check_at_least(name: str, value, minimum, *, integer: bool = False):
     if not (math.isfinite(value) and value >= minimum):
         raise InputError(f"{name} must be ≥ {minimum:g}, got {value!r}")
     return int(value) if integer else float(value)
+
+
+def check_problem(X, y, s, loss) -> tuple[np.ndarray, np.ndarray, int, Loss]:
+    """(X, y, s, loss) of a batch method (all p columns in memory), checked before any
+    work is done."""
+    loss = Loss.parse(loss)
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] == 0 or X.shape[1] == 0:
+        raise InputError(f"X must be a nonempty 2-D array, got shape {X.shape}")
+    n, p = X.shape
+    if not np.all(np.isfinite(X)):
+        raise InputError("X must be finite (no NaN or inf)")
+    return X, check_labels(y, loss, n), check_sparsity(s, p), loss
+
+
+def check_stream_problem(stream, y, s, loss) -> tuple[np.ndarray, int, Loss]:
+    """(y, s, loss) of an online method reading a feature stream; the stream checks its
+    columns as it reads them (a NaN column raises InputError naming the feature)."""
+    loss = Loss.parse(loss)
+    y = check_labels(y, loss, stream.n_samples)
+    return y, check_sparsity(s, stream.n_features), loss

@@ -15,8 +15,8 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..baselines.fgm import check_fgm, fgm
 from ..errors import InputError
+from ..fgm.cutting_plane import check_fgm, fgm
 from ..streams import InteractionStream, as_stream
 
 __all__ = ["FGMClassifier", "FGMRegressor"]

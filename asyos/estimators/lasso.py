@@ -10,9 +10,7 @@ as scikit-learn reports it, and ``tol`` is scikit-learn's: stop when the gap ≤
 
 from __future__ import annotations
 
-import math
 import warnings
-from numbers import Integral, Real
 
 import numpy as np
 import scipy.sparse as sp
@@ -20,26 +18,12 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..baselines.cd_path import SCREENINGS, check_xy, make_design, solve_path
-from ..baselines.saif import fused_coef, fused_design
+from ..core.validate import check_choice, check_int, check_positive
 from ..errors import InputError
+from ..lasso.path import SCREENINGS, check_xy, make_design, solve_path
+from ..lasso.saif import fused_coef, fused_design
 
 __all__ = ["FusedLasso", "GroupLasso", "Lasso", "lasso_path"]
-
-
-def _check_number(name, value, low, integer=False, strict=False):
-    kind = Integral if integer else Real
-    if (isinstance(value, bool) or not isinstance(value, kind)
-            or not math.isfinite(value) or value < low or (strict and value == low)):
-        bound = ">" if strict else ">="
-        what = "an integer" if integer else "a finite number"
-        raise InputError(f"{name} must be {what} {bound} {low}, got {value!r}")
-
-
-def _check_screening(screening):
-    if screening not in SCREENINGS:
-        raise InputError(f"screening must be one of {', '.join(SCREENINGS)}; "
-                         f"got {screening!r}")
 
 
 class _ScreenedLinear(RegressorMixin, BaseEstimator):
@@ -54,10 +38,10 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
 
     def fit(self, X, y):
         """Fit at α; the intercept (if any) is the mean fit of the centred data."""
-        _check_number("alpha", self.alpha, 0.0, strict=True)
-        _check_number("tol", self.tol, 0.0, strict=True)
-        _check_number("max_iter", self.max_iter, 1, integer=True)
-        _check_screening(self.screening)
+        check_positive("alpha", self.alpha)
+        check_positive("tol", self.tol)
+        check_int("max_iter", self.max_iter, 1)
+        check_choice("screening", self.screening, SCREENINGS)
         try:
             X, y = validate_data(self, X, y, accept_sparse="csc", dtype=np.float64,
                                  y_numeric=True)
@@ -223,14 +207,14 @@ def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
     (p, n_alphas), dual gaps in scikit-learn's scale).
     """
     X, y = check_xy(X, y)
-    _check_number("tol", tol, 0.0, strict=True)
-    _check_number("max_iter", max_iter, 1, integer=True)
-    _check_screening(screening)
+    check_positive("tol", tol)
+    check_int("max_iter", max_iter, 1)
+    check_choice("screening", screening, SCREENINGS)
     n, p = X.shape
     design = make_design(X)
     if alphas is None:
-        _check_number("n_alphas", n_alphas, 1, integer=True)
-        _check_number("eps", eps, 0.0, strict=True)
+        check_int("n_alphas", n_alphas, 1)
+        check_positive("eps", eps)
         top = design.lam_max(y) / n or 1.0     # y ⟂ X: w = 0 at every α > 0
         alphas = top * np.geomspace(1.0, eps, n_alphas)
     alphas = np.sort(np.asarray(alphas, dtype=np.float64).ravel())[::-1]

@@ -33,7 +33,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.losses import Loss, loss_value
-from ..core.validate import check_at_least
+from ..core.validate import check_at_least, check_choice
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..solvers.asy import BUDGETS
@@ -97,12 +97,8 @@ class _OnlineSubstitution(BaseEstimator):
         check_at_least("timeout", self.timeout, 1e-3)
         if self.staleness is not None:
             check_at_least("staleness", self.staleness, 0, integer=True)
-        if self.backend not in BACKENDS:
-            raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got "
-                             f"{self.backend!r}")
-        if self.budget not in BUDGETS:
-            raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
-                             f"{self.budget!r}")
+        check_choice("backend", self.backend, BACKENDS)
+        check_choice("budget", self.budget, BUDGETS)
         return Loss.parse(self.loss)
 
     def _budget(self, p: int) -> int:

@@ -20,11 +20,11 @@ from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..baselines.sght import VARIANTS, sght_solve
 from ..core.losses import Loss, loss_value
 from ..core.projection import check_groups
-from ..core.validate import check_at_least
+from ..core.validate import check_at_least, check_choice
 from ..errors import InputError
+from ..sght.solver import VARIANTS, sght_solve
 from ..solvers.sequential import fit_os
 
 SOLVERS = ("sght", "os")
@@ -54,12 +54,8 @@ class _BiLevel(BaseEstimator):
         if self.loss not in self._losses:
             raise InputError(f"{type(self).__name__}: loss must be one of "
                              f"{', '.join(self._losses)}, got {self.loss!r}")
-        if self.solver not in SOLVERS:
-            raise InputError(f"solver must be one of {', '.join(SOLVERS)}, got "
-                             f"{self.solver!r}")
-        if self.variant not in VARIANTS:
-            raise InputError(f"variant must be one of {', '.join(VARIANTS)}, got "
-                             f"{self.variant!r}")
+        check_choice("solver", self.solver, SOLVERS)
+        check_choice("variant", self.variant, VARIANTS)
         if not isinstance(self.fit_intercept, (bool, np.bool_)):
             raise InputError(f"fit_intercept must be True or False, got "
                              f"{self.fit_intercept!r}")

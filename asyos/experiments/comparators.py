@@ -1,4 +1,9 @@
-"""Third-party comparators: LIBLINEAR's L1 squared-hinge SVC, OMP, abess.
+"""The comparators the experiments score OS against, by the paper's legend names.
+
+``METHODS``: asyos's own implementations of the OS paper's comparators (Proj-GD, the
+Lasso, FGM, Grafting, online L1/L0 coordinate descent), one uniform call
+``f(X, y, s, loss=..., epochs=...)``; the batch methods ignore ``epochs``.
+``COMPARATORS``: third-party ones, LIBLINEAR's L1 squared-hinge SVC, OMP, abess.
 
 They need scikit-learn or abess, which the core must not depend on (the import-linter
 contract keeps sklearn out of asyos.baselines), so they live here and import their
@@ -9,16 +14,19 @@ baselines of spec §6, so the experiments score them the same way.
 from __future__ import annotations
 
 import importlib
-from functools import partial
+from functools import partial, wraps
 
 import numpy as np
 
-from ..baselines import Selection
-from ..baselines._common import check_problem, selection
-from ..baselines.lasso import first_on_grid, lambda_max
+from ..baselines import fit_grafting, fit_iht, fit_l0_cd, fit_l1_cd
+from ..core.selection import Selection, selection
+from ..core.validate import check_problem
 from ..errors import InputError
+from ..fgm import fit_fgm
+from ..lasso import fit_lasso
+from ..lasso.selector import first_on_grid, lambda_max
 
-__all__ = ["COMPARATORS", "available_comparators", "c_for_s", "fit_abess",
+__all__ = ["METHODS", "COMPARATORS", "available_comparators", "c_for_s", "fit_abess",
            "fit_l1_squared_hinge", "fit_omp"]
 
 
@@ -90,6 +98,23 @@ def fit_abess(X, y, s: int, loss="squared") -> Selection:
         model.fit(X, y)
     return selection(np.arange(X.shape[1]), np.ravel(model.coef_), s, "abess", 0)
 
+
+def _batch(fit):
+    """``fit`` with the uniform call: a batch method has no epochs to run."""
+    @wraps(fit)
+    def call(X, y, s, loss="squared", epochs=None):
+        return fit(X, y, s, loss=loss)
+    return call
+
+
+METHODS = {
+    "Proj-GD": _batch(fit_iht),
+    "LASSO": _batch(fit_lasso),
+    "FGM": _batch(fit_fgm),
+    "Grafting": fit_grafting,
+    "L1 coordinate descent": fit_l1_cd,
+    "L0 coordinate descent": fit_l0_cd,
+}
 
 # name → (function, the library it needs, the tasks it applies to)
 _TABLE = {

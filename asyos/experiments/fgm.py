@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..baselines.fgm import check_fgm, fgm
+from ..fgm.cutting_plane import check_fgm, fgm
 from ..solvers.sequential import fit_os
 from ..streams import InteractionStream
 from . import plot

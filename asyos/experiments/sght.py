@@ -23,7 +23,7 @@ from ..baselines.group import (
     fit_sparse_group_lasso,
     sparse_group_lambda_max,
 )
-from ..baselines.sght import fit_sght
+from ..sght.solver import fit_sght
 from ..solvers.sequential import fit_os
 from . import plot
 from .runner import Unit, format_table, problem_seed, run_units, summarize, write_csv

@@ -16,13 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from ..baselines import METHODS
 from ..datasets import make_classification, make_regression
 from ..errors import InputError
 from ..metrics import evaluate
 from ..solvers.sequential import fit_os
 from ..solvers.simulator import fit_simulated
 from . import plot
+from .comparators import METHODS
 from .runner import (
     ERROR_COLUMN,
     Unit,

@@ -15,7 +15,7 @@ from ..core.losses import Loss, loss_value
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize
-from ..core.validate import check_at_least, check_sparsity
+from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
 from .result import FitResult
@@ -83,9 +83,7 @@ class AsyConfig:
                 given[name] = check_at_least(name, value, 1, integer=True)
         automatic = staleness == "auto" and not given
         staleness, depth, batch = _pipeline(n_workers, staleness, given, n_features)
-        if budget not in BUDGETS:
-            raise InputError(f"budget must be one of {', '.join(BUDGETS)}, got "
-                             f"{budget!r}")
+        check_choice("budget", budget, BUDGETS)
         if budget == "auto":
             budget = "fixed" if s2 is not None else "adaptive"
         if s2 is not None and budget != "fixed":

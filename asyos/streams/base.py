@@ -11,25 +11,15 @@ read a set of columns (``_read``).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
-from numbers import Integral
 
 import numpy as np
 
 from ..core.kept_set import KeptSet
+from ..core.validate import check_int
 from ..errors import InputError
 from .prefetch import prefetch
 
 Block = tuple[np.ndarray, np.ndarray]
-
-
-def check_int(name: str, value, low: int, high: int | None = None) -> int:
-    """``value`` as an int in [low, high), or InputError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, Integral):
-        raise InputError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value >= high):
-        bound = f"in [{low}, {high})" if high is not None else f">= {low}"
-        raise InputError(f"{name} must be {bound}, got {value}")
-    return int(value)
 
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32))

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.validate import check_int
 from .array import check_design_shape
-from .base import FeatureStream, check_int
+from .base import FeatureStream
 
 
 class GaussianStream(FeatureStream):

@@ -13,8 +13,9 @@ from numbers import Integral
 
 import numpy as np
 
+from ..core.validate import check_int
 from ..errors import InputError
-from .base import Block, FeatureStream, batch_columns, check_int
+from .base import Block, FeatureStream, batch_columns
 
 
 def _is_pair(item) -> bool:

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.validate import check_int
 from ..errors import InputError
-from .base import FeatureStream, check_int
+from .base import FeatureStream
 
 
 def _pairs(m):

@@ -14,19 +14,24 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from numbers import Integral, Real
+from numbers import Integral
 
 import numpy as np
 from scipy.optimize import minimize_scalar
 
 from ..core.losses import Loss, loss_grad, loss_value
+from ..core.selection import Selection, selection
+from ..core.validate import (
+    check_at_least,
+    check_int,
+    check_labels,
+    check_positive,
+    check_problem,
+)
 from ..errors import InputError
 from ..streams import FeatureStream, InteractionStream, as_stream
-from ..streams.base import check_int
-from . import Selection
-from ._common import check_labels, check_problem, selection
-from .fgm_apg import apg
-from .fgm_search import (
+from .apg import apg
+from .search import (
     ArraySpace,
     GroupSpace,
     PolynomialSpace,
@@ -252,14 +257,10 @@ def _check_options(B, C, tol, inner_tol, max_inner, max_activations) -> None:
     check_int("max_inner", max_inner, 1)
     if max_activations is not None:
         check_int("max_activations", max_activations, 1)
-    for name, value, positive in (("C", C, True), ("tol", tol, False),
-                                  ("inner_tol", inner_tol, False)):
-        if value is None and name == "C":
-            continue
-        if isinstance(value, bool) or not isinstance(value, Real) or not (
-                math.isfinite(value) and (value > 0 if positive else value >= 0)):
-            bound = "> 0" if positive else ">= 0"
-            raise InputError(f"{name} must be a finite number {bound}, got {value!r}")
+    if C is not None:
+        check_positive("C", C)
+    check_at_least("tol", tol, 0)
+    check_at_least("inner_tol", inner_tol, 0)
 
 
 def check_fgm(X, y, loss, n_select, *, groups=None, degree: int = 1, B: int = 5,
@@ -268,12 +269,12 @@ def check_fgm(X, y, loss, n_select, *, groups=None, degree: int = 1, B: int = 5,
     _check_options(B, C, tol, inner_tol, max_inner, max_activations)
     loss = Loss.parse(loss)
     if isinstance(X, FeatureStream):
-        y = check_labels(y, X.n_samples, loss)
+        y = check_labels(y, loss, X.n_samples)
     elif hasattr(X, "tocsc"):                                   # scipy.sparse
         X = X.tocsc().astype(np.float64)
         if not np.all(np.isfinite(X.data)):
             raise InputError("X and y must be finite (no NaN or inf)")
-        y = check_labels(y, X.shape[0], loss)
+        y = check_labels(y, loss, X.shape[0])
     else:
         X, y, _, loss = check_problem(X, y, 1, loss)
     space = make_space(X, groups=groups, degree=degree)

@@ -13,10 +13,10 @@ import math
 import numpy as np
 
 from ..core.losses import Loss, loss_grad, loss_value
-from . import Selection
-from ._common import check_lam, check_problem, selection, soft_threshold
-from .cd_path import make_design, solve_path
-from .iht import spectral_norm_sq
+from ..core.prox import soft_threshold, spectral_norm_sq
+from ..core.selection import Selection, selection
+from ..core.validate import check_at_least, check_problem
+from .path import make_design, solve_path
 
 __all__ = ["LAMBDA_RATIO", "fista", "fit_lasso", "lambda_for_s", "lambda_max",
            "lasso_objective"]
@@ -162,7 +162,7 @@ def fit_lasso(X, y, s: int, loss="squared", lam: float | None = None,
     if lam is None:
         lam, w, n_iter = _path(X, y, s, loss, max_iter, tol)
     elif loss is Loss.SQUARED:
-        w, n_iter = _saif(make_design(X), y, check_lam(lam), max_iter, tol)
+        w, n_iter = _saif(make_design(X), y, check_at_least("lam", lam, 0), max_iter, tol)
     else:
-        w, n_iter = fista(X, y, check_lam(lam), loss, max_iter=max_iter, tol=tol)
+        w, n_iter = fista(X, y, check_at_least("lam", lam, 0), loss, max_iter=max_iter, tol=tol)
     return selection(np.arange(X.shape[1]), w, s, "LASSO", n_iter)

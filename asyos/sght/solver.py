@@ -20,9 +20,9 @@ import numpy as np
 
 from ..core.losses import loss_grad, loss_value
 from ..core.projection import bilevel_keep_compact, group_constraint
+from ..core.selection import Selection
+from ..core.validate import check_choice, check_problem
 from ..errors import InputError
-from . import Selection
-from ._common import check_problem
 
 __all__ = ["VARIANTS", "SGHTPath", "fit_sght", "sght_solve"]
 
@@ -103,8 +103,7 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     """
     X, y, s1, loss = check_problem(X, y, s1, loss)
     group_of, s2 = group_constraint(groups, s2, X.shape[1])
-    if variant not in VARIANTS:
-        raise InputError(f"variant must be one of {', '.join(VARIANTS)}, got {variant!r}")
+    check_choice("variant", variant, VARIANTS)
     if isinstance(eta, bool) or not (isinstance(eta, (int, float)) and eta > 1
                                      and math.isfinite(eta)):
         raise InputError(f"eta (the backtracking factor) must be a number > 1, "
