@@ -1,4 +1,4 @@
-"""Synthetic problems of the paper's experiments (spec §5.1, §5.2).
+"""Synthetic problems of the paper's experiments (Yang et al., KDD 2016, Section 5).
 
 Everything a problem needs is drawn from one ``np.random.default_rng(seed)`` in a fixed
 order (X, support, values, then noise or the test set), so a seed fixes the problem and
@@ -23,8 +23,9 @@ __all__ = ["Problem", "StreamProblem", "make_classification", "make_regression",
 
 
 def paper_n(s: int, p: int) -> int:
-    """n = round(1.2 · s · log2 p), the paper's sample size (spec §5.1, rounding is the
-    spec's convention): s=100 gives 1316 at p=2000 and 1196 at p=1000."""
+    """n = round(1.2 · s · log2 p), the paper's sample size (Yang et al., KDD 2016,
+    Section 5; rounding it is our convention): s=100 gives 1316 at p=2000 and 1196 at
+    p=1000."""
     s = check_int("s", s, 1)
     p = check_int("p", p, 1)
     return max(1, round(1.2 * s * math.log2(p)))
@@ -70,7 +71,7 @@ def _check_sizes(p, s, n) -> tuple[int, int, int]:
 
 
 def _sparse_truth(rng, p: int, s: int) -> tuple[np.ndarray, np.ndarray]:
-    """w* with exactly s nonzeros at uniform positions, values N(0,1) (spec §5.1).
+    """w* with exactly s nonzeros at uniform positions, values N(0,1).
 
     A N(0,1) draw is exactly 0 with probability 0; redraw anyway so that the
     "exactly s nonzeros" promise holds unconditionally.
@@ -93,13 +94,14 @@ def _check_noise(noise) -> float:
 
 
 def _sign(v: np.ndarray) -> np.ndarray:
-    """sign with sign(0) = +1 (spec §5.2 convention)."""
+    """sign with sign(0) = +1 (our convention; the paper does not say)."""
     return np.where(v >= 0.0, 1.0, -1.0)
 
 
 def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
                     noise: float = 0.1, seed=0) -> Problem:
-    """Spec §5.1: X iid N(0,1), y = X w* + N(0, noise²); n defaults to paper_n(s, p)."""
+    """The paper's regression: X iid N(0,1), y = X w* + N(0, noise²); n defaults to
+    paper_n(s, p)."""
     p, s, n = _check_sizes(p, s, n)
     noise = _check_noise(noise)
     rng = np.random.default_rng(seed)
@@ -111,8 +113,8 @@ def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
 
 def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
                         seed=0) -> Problem:
-    """Spec §5.2: y = sign(X w*) (sign(0) = +1, no label noise) and an independent
-    test set of the same size drawn the same way."""
+    """The paper's classification: y = sign(X w*) (sign(0) = +1, no label noise) and
+    an independent test set of the same size drawn the same way."""
     p, s, n = _check_sizes(p, s, n)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -128,7 +130,7 @@ def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
 class StreamProblem:
     """A synthetic problem whose design is a ``GaussianStream``: O(n·s) memory at any p.
 
-    Same protocol as ``make_regression`` / ``make_classification`` (spec §5.1, §5.2),
+    Same protocol as ``make_regression`` / ``make_classification``,
     different random draws: column j comes from ``rng([design_seed, j])``, so a process
     (an MPI worker, say) generates only the columns it reads.  y needs only the s
     support columns.

@@ -1,4 +1,5 @@
-"""Selection quality: recall, refits and the errors of the paper's figures (spec §5.4).
+"""Selection quality: recall, refits and the errors of the paper's figures
+(Yang et al., KDD 2016, Section 5).
 
 Every method is judged the same way: its selected columns are refit on the training
 data (least squares, or a ridge-stabilised squared hinge), and the refit is scored.
@@ -49,12 +50,12 @@ def _matrix_and_labels(X, y) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _sign(v: np.ndarray) -> np.ndarray:
-    """sign with sign(0) = +1 (spec §5.2 convention)."""
+    """sign with sign(0) = +1 (our convention; the paper does not say)."""
     return np.where(v >= 0.0, 1.0, -1.0)
 
 
 def recall(selected, support) -> float:
-    """|Ŝ ∩ supp(w*)| / |supp(w*)| (spec §5.4)."""
+    """|Ŝ ∩ supp(w*)| / |supp(w*)|."""
     sel = _indices(selected)
     supp = _indices(support, name="support")
     if supp.size == 0:
@@ -63,7 +64,7 @@ def recall(selected, support) -> float:
 
 
 def refit_least_squares(X, y, selected) -> np.ndarray:
-    """Ordinary least squares on the selected columns, zero elsewhere (spec §5.4)."""
+    """Ordinary least squares on the selected columns, zero elsewhere."""
     X, y = _matrix_and_labels(X, y)
     sel = _indices(selected, X.shape[1])
     w = np.zeros(X.shape[1])
@@ -79,7 +80,7 @@ def _hinge_objective(Xs, y, w, ridge):
 
 def refit_squared_hinge(X, y, selected, ridge: float = 1e-6,
                         max_iter: int = 100) -> np.ndarray:
-    """Squared-hinge refit on the selected columns (spec §5.4), zero elsewhere.
+    """Squared-hinge refit on the selected columns, zero elsewhere.
 
     Minimises (1/(2n)) Σ max(0, 1 − y_i x_iᵀw)² + (ridge/2)‖w‖² by the semismooth
     Newton method: the generalised Hessian X_AᵀX_A/n + ridge·I on the active set
@@ -133,7 +134,7 @@ def refit_squared_hinge(X, y, selected, ridge: float = 1e-6,
 
 
 def recovery_error(X, y, selected, w_true) -> float:
-    """‖ŵ_refit − w*‖₂ / ‖w*‖₂ with the least-squares refit (spec §5.4); the
+    """‖ŵ_refit − w*‖₂ / ‖w*‖₂ with the least-squares refit; the
     absolute error if w* = 0."""
     w_hat = refit_least_squares(X, y, selected)
     w_true = np.asarray(w_true, dtype=np.float64)
@@ -147,7 +148,7 @@ def recovery_error(X, y, selected, w_true) -> float:
 
 def classification_error(X, y, selected, X_test, y_test, ridge: float = 1e-6) -> float:
     """Test error of sign(X_test ŵ) (sign(0) = +1) after the squared-hinge refit on
-    (X, y) (spec §5.4)."""
+    (X, y)."""
     w_hat = refit_squared_hinge(X, y, selected, ridge=ridge)
     X_test, y_test = _matrix_and_labels(X_test, y_test)
     if X_test.shape[1] != w_hat.size:

@@ -2,7 +2,7 @@
 in one process: our CD without screening, with gap-safe screening, SAIF, scikit-learn's
 ``Lasso`` (warm starts; it screens inside its CD since 1.8), celer and skglm.
 
-Data (issue 9): (a) the paper protocol, ``make_regression(p, s=100)`` (X ~ N(0, 1),
+Data: (a) the OS paper's protocol, ``make_regression(p, s=100)`` (X ~ N(0, 1),
 n = 1.2·s·log2 p = 1715 at p = 20 000), X Fortran-ordered for every solver; (b) a
 text-like CSC matrix: term frequencies falling as a power law of the column rank,
 log(1 + count) values, y from 50 terms.  λ: `n_lambdas` values log-spaced from λ_max
@@ -85,7 +85,7 @@ THIRD_PARTY = {"celer": "celer", "skglm": "skglm"}
 
 
 def relative_gaps(X, y, lams, coefs):
-    """max over the path of (P − D)/‖y‖², θ = r / max(λ, ‖Xᵀr‖_∞) (spec (G3))."""
+    """max over the path of (P − D)/‖y‖², θ = r / max(λ, ‖Xᵀr‖_∞)."""
     worst = 0.0
     for lam, w in zip(lams, coefs):
         r = y - X @ w

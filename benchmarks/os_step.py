@@ -1,6 +1,6 @@
 """Microseconds per OS feature step: the compiled kernel against two numpy OS versions.
 
-* straightforward numpy: the spec's §2.4 pseudocode as written (np.append,
+* straightforward numpy: Algorithm 1 of Yang et al. (KDD 2016) as written (np.append,
   column_stack and np.delete of the kept columns at every step);
 * tuned numpy: a preallocated (s+1, n) buffer, BLAS products, slot substitution —
   the same algorithm as the kernel, written as well as numpy allows.
@@ -23,7 +23,7 @@ from asyos.core.losses import Loss
 
 
 def straightforward_numpy(XT, y, s, eta, m, steps):
-    """Spec §2.4 as written: the kept columns are re-stacked at every step."""
+    """Algorithm 1 as written: the kept columns are re-stacked at every step."""
     n, p = XT.shape[1], XT.shape[0]
     S, W, XS = [], np.zeros(0), np.zeros((n, 0))
     start = time.perf_counter()

@@ -1,10 +1,11 @@
-"""Seconds per bi-level projection (SGHT's DP, sght spec §2.2) as p and s1 grow.
+"""Seconds per bi-level projection (SGHT's DP: Xiang, Yang & Ye, KDD 2014, Algorithms
+3-4) as p and s1 grow.
 
-Three things run side by side on the same v ~ N(0, 1) (spec §4.1 [I]), alternating
+Three things run side by side on the same v ~ N(0, 1) (our choice), alternating
 repetitions so that machine noise hits all of them; medians are reported:
 
 * ``asyos.bilevel_projection`` (numba DP + argmax recovery, label handling included);
-* the spec's vectorised numpy DP (§2.2, "matches the loop version exactly"), the
+* a vectorised numpy DP (the same recurrence and tie rule as the loop version), the
   reference it was checked against: the ratio is the speedup of the compiled DP;
 * soft thresholding of the same v, the convex counterpart the paper compares with.
 
@@ -24,7 +25,7 @@ from asyos import bilevel_projection
 
 
 def numpy_dp(v, groups, s1, s2):
-    """Spec §2.2's vectorised form, transcribed: (x, W*)."""
+    """The DP of Algorithms 3-4, vectorised over the budgets: (x, W*)."""
     G = len(groups)
     order = [g[np.argsort(-np.abs(v[g]), kind="stable")] for g in groups]
     T = np.zeros((G + 1, s2 + 1, s1 + 1))

@@ -1,15 +1,16 @@
 """Speedup of Asy-OS over MPI against sequential OS, measured side by side in one run.
 
-The paper's Fig. 3 protocol (spec §5.7): n = 1000, p = 8192, s = 64 regression.  The data
-is written once in the feature-major layout; sequential OS (``python -m asyos.run``,
-with its BLAS on every core as users run it, and on one thread) and Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run on it, one after the
-other.  For each run: time to reach a fixed training objective (the one sequential OS
-has after its first epoch), the speedup T_sequential / T_q, recall, the workers'
-split of a step (µs in the kernel, reading their shard, communicating: sending and
-waiting for views) and the staleness recorded by the server.  ``--pipeline`` runs
-several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop);
-``--staleness auto none`` runs the default enforced bound beside the unbounded
-pipeline and reports their throughput ratio (steps per second, bounded / unbounded).
+The paper's Fig. 3 protocol (Yang et al., KDD 2016, Section 5.3): n = 1000,
+p = 8192, s = 64 regression.  The data is written once in the feature-major layout;
+sequential OS (``python -m asyos.run``, with its BLAS on every core as users run it, and
+on one thread) and Asy-OS (``mpiexec -n q+1 python -m asyos.run``) for each q then run
+on it, one after the other.  For each run: time to reach a fixed training objective (the
+one sequential OS has after its first epoch), the speedup T_sequential / T_q, recall,
+the workers' split of a step (µs in the kernel, reading their shard, communicating:
+sending and waiting for views) and the staleness recorded by the server.  ``--pipeline``
+runs several ``--window:--batch`` settings side by side (1:1 is the paper's plain loop);
+``--staleness auto none`` runs the default enforced bound beside the unbounded pipeline
+and reports their throughput ratio (steps per second, bounded / unbounded).
 ``--threshold final`` measures the time to 1.05× the objective sequential OS ends at
 instead of the one it has after its first epoch.
 

@@ -1,9 +1,11 @@
-"""A plain numpy OS (spec §2.4), written independently of the compiled kernel.
+"""A plain numpy OS (Yang, Fujimaki, Kusumura & Liu, KDD 2016, Algorithm 1), written
+independently of the compiled kernel.
 
-It is the oracle of the kernel tests.  It follows the spec's pseudocode literally,
-recomputing u = X_S W from scratch at every step, plus the documented slot convention
-(the newcomer takes the dropped feature's slot; ties drop the newcomer, then the lowest
-slot).
+It is the oracle of the kernel tests.  It follows Algorithm 1 literally, recomputing
+u = X_S W from scratch at every step, plus our conventions where the paper is silent
+(docs/algorithms.md, "Conventions where the papers are silent"): a revisited feature
+takes a plain gradient step, and the newcomer takes the dropped feature's slot; ties
+drop the newcomer, then the lowest slot.
 """
 
 import numpy as np

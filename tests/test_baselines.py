@@ -1,5 +1,6 @@
-"""Baselines of spec §6.2–§6.6 and the third-party comparators: shapes, the optimality
-conditions each method promises, hand-worked examples and recall on easy problems."""
+"""Baselines of the OS paper (Yang, Fujimaki, Kusumura & Liu, KDD 2016) and the
+third-party comparators: shapes, the optimality conditions each method promises,
+hand-worked examples and recall on easy problems."""
 
 import numpy as np
 import pytest
@@ -94,7 +95,7 @@ def test_easy_regression_recall():
         assert recall(sel.selected, pb.support) >= 0.9, name
 
 
-# -- LASSO (§6.2) and the λ rule (§5.5) ---------------------------------------------
+# -- LASSO and the λ rule -----------------------------------------------------------
 
 def test_fista_matches_sklearn_lasso(small_reg):
     from sklearn.linear_model import Lasso
@@ -102,7 +103,7 @@ def test_fista_matches_sklearn_lasso(small_reg):
     pb = small_reg
     lam = 0.005 * lambda_max(pb.X, pb.y, "squared")
     w, _ = fista(pb.X, pb.y, lam, tol=1e-10, max_iter=100_000)
-    # sklearn: (1/(2n))‖y − Xw‖² + α‖w‖₁, our squared f + λ‖w‖₁ (§1): α = λ.
+    # sklearn: (1/(2n))‖y − Xw‖² + α‖w‖₁, our squared f + λ‖w‖₁: α = λ.
     ref = Lasso(alpha=lam, fit_intercept=False, tol=1e-12, max_iter=100_000)
     w_ref = ref.fit(pb.X, pb.y).coef_
     ours, theirs = (lasso_objective(pb.X, pb.y, v, lam) for v in (w, w_ref))
@@ -156,7 +157,7 @@ def test_lambda_for_s_caps_the_target_at_n():
     assert sel.selected.size >= 10
 
 
-# -- Grafting (§6.4) ----------------------------------------------------------------
+# -- Grafting -----------------------------------------------------------------------
 
 @pytest.mark.parametrize("loss", ["squared", "squared_hinge"])
 def test_grafting_exit_satisfies_the_gradient_test(loss):
@@ -188,7 +189,7 @@ def test_grafting_keeps_the_top_s_and_needs_lam_for_a_stream(small_reg):
         fit_grafting(as_stream(pb.X), pb.y, 3)
 
 
-# -- online coordinate descent (§6.5, §6.6) -----------------------------------------
+# -- online coordinate descent ------------------------------------------------------
 
 def test_l1_cd_steps_are_exact_coordinate_minimisers():
     rng = np.random.default_rng(0)
@@ -285,7 +286,7 @@ def test_l1_squared_hinge_is_liblinears_support(small_cls):
     pb = small_cls
     s = 5
     C = c_for_s(pb.X, pb.y, s)
-    # The grid of §5.5 mapped by C = 1/(2nλ) (§6.3).
+    # The λ grid mapped by C = 1/(2nλ).
     lam = 1.0 / (2 * pb.X.shape[0] * C)
     k = np.log(lam / lambda_max(pb.X, pb.y, "squared_hinge")) / np.log(LAMBDA_RATIO)
     assert k == pytest.approx(round(k), abs=1e-9)

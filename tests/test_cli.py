@@ -112,8 +112,8 @@ def test_bad_input_in_a_real_process_has_no_traceback(data):
     proc = _cli("--data", str(data / "X.npy"), "--labels", str(data / "y.npy"),
                 "-s", "99", "--quiet")
     assert proc.returncode == 2
-    assert proc.stderr.strip() == ("asyos: error: s = 99 is larger than the number of "
-                                   "features p = 30")
+    assert proc.stderr.strip() == ("asyos: error: s must be at most the number of "
+                                   "features p = 30, got 99")
 
 
 def test_argument_errors_exit_2():

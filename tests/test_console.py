@@ -174,8 +174,8 @@ def test_a_missing_config_file_is_named(tmp_path, capsys):
 
 
 def test_a_flag_added_later_is_a_config_key_at_once(tmp_path):
-    # flags added to `asyos run` after the config code (--groups, --group-sparsity of
-    # issue 8, or one added now) are config keys with no change to the config code
+    # flags added to `asyos run` after the config code (--groups, --group-sparsity,
+    # or one added now) are config keys with no change to the config code
     _, subparsers = build_parser()
     run = subparsers["run"]
     run.add_argument("--future-list", nargs="+")

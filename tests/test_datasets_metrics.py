@@ -1,4 +1,5 @@
-"""Synthetic problems (spec §5.1, §5.2) and the selection metrics (spec §5.4)."""
+"""Synthetic problems and selection metrics of Yang, Fujimaki, Kusumura & Liu (KDD
+2016, Section 5)."""
 
 import numpy as np
 import pytest
@@ -16,7 +17,8 @@ from asyos.metrics import (
 
 # --- datasets ---------------------------------------------------------------------
 
-def test_paper_n_matches_the_spec_tables():
+def test_paper_n_is_1_2_s_log2_p_rounded():
+    # n = 1.2·s·log₂ p (Yang et al. 2016, Section 5), rounded to the nearest integer
     reg = [paper_n(100, p) for p in range(2000, 6001, 500)]
     assert reg == [1316, 1355, 1386, 1413, 1436, 1456, 1475, 1491, 1506]
     cls = [paper_n(100, p) for p in range(1000, 5001, 500)]

@@ -1,6 +1,7 @@
-"""FGM (spec fgm.md): the prox, the APG subproblem against a generic solver, the
-worst-case search against brute force, the global certificate, groups, the implicit
-polynomial search, budgets, and support recovery on the paper's synthetic protocol."""
+"""FGM (Tan, Tsang & Wang, JMLR 2014): the prox, the APG subproblem against a generic
+solver, the worst-case search against brute force, the global certificate, groups, the
+implicit polynomial search, budgets, and support recovery on the paper's synthetic
+protocol."""
 
 from itertools import combinations
 
@@ -50,7 +51,7 @@ def _r(loss, z, y, C):
                               np.empty(n))
 
 
-# -- spec §2.4 Algorithm 3 ----------------------------------------------------------
+# -- the prox of Algorithm 3 (Proposition 1) ----------------------------------------
 
 @settings(max_examples=40, deadline=None)
 @given(arrays(np.float64, st.integers(1, 6), elements=st.floats(0, 10)),
@@ -75,11 +76,11 @@ def test_prox_special_cases():
     assert not prox_squared_l21(np.zeros(3), 1.0, np.empty(3)).any()
 
 
-# -- spec §2.4, §5 oracle 5: the APG against a generic solver -------------------------
+# -- the APG (Algorithm 4) against a generic solver -----------------------------------
 
 def _dual_qcqp(rows, starts, y, loss, C, fit_b):
     """max_α h(α) − θ s.t. θ ≥ ½‖X_hᵀ r(α)‖² for every block (the MKL dual of (31),
-    spec §2.3), by scipy's SLSQP: a solver that shares no code with the APG."""
+    Tan et al., eq. (29)), by scipy's SLSQP: a solver sharing no code with the APG."""
     n, t = len(y), len(starts) - 1
     hinge = loss == "squared_hinge"
     r_of = (lambda a: a * y) if hinge else (lambda a: a)
@@ -115,13 +116,13 @@ def test_apg_reaches_the_generic_solvers_objective(loss, fit_b):
                         fit_b, 1e-14, 5000)
     assert F == pytest.approx(_dual_qcqp(rows, starts, y, loss, C, fit_b), rel=1e-6)
     # the returned F is the objective of the returned point (the cached products of
-    # spec §2.5 did not drift from a direct recomputation)
+    # Tan et al., Section 5.5, did not drift from a direct recomputation)
     assert subproblem_objective(rows, starts, y, code, C, w, b) == pytest.approx(
         F, rel=1e-12)
-    if fit_b:   # optimality in b: Σ r_i = 0 (spec §5 oracle 5)
+    if fit_b:   # optimality in b: Σ r_i = 0
         r = _r(loss, w @ rows + b, y, C)
         assert abs(r.sum()) <= 1e-6 * np.abs(r).sum()
-    # optimality of (31) (spec §2.3): ‖c_h‖ = Σ‖w_k‖ on blocks with w_h ≠ 0, ≤ elsewhere
+    # optimality of (31): ‖c_h‖ = Σ‖w_k‖ on blocks with w_h ≠ 0, ≤ elsewhere
     c = rows @ _r(loss, w @ rows + b, y, C)
     norms = [np.linalg.norm(w[starts[h]:starts[h + 1]]) for h in range(3)]
     for h in range(3):
@@ -132,7 +133,7 @@ def test_apg_reaches_the_generic_solvers_objective(loss, fit_b):
             assert ch <= sum(norms) * (1 + 1e-5)
 
 
-# -- spec §2.2: the worst-case analysis against brute force ---------------------------
+# -- the worst-case analysis (Algorithm 2) against brute force ------------------------
 
 @pytest.mark.parametrize("B", [1, 3])
 def test_each_activation_is_the_most_violated_constraint(B):
@@ -148,7 +149,7 @@ def test_each_activation_is_the_most_violated_constraint(B):
             coef[before.selected] = before.weights
         b = before.intercept if before is not None else 0.0
         s = (X.T @ _r("squared_hinge", X @ coef + b, y, C)) ** 2
-        # brute force over every vertex of D = {d ∈ [0,1]^m : Σd ≤ B} (spec §2.2)
+        # brute force over every vertex of D = {d ∈ [0,1]^m : Σd ≤ B}
         best = max(combinations(range(X.shape[1]), B), key=lambda S: s[list(S)].sum())
         if len(after.blocks) < t:
             continue
@@ -168,10 +169,11 @@ def test_first_activation_is_univariate_correlation_and_scale_free():
     assert set(perm[moved]) == set(first)
 
 
-# -- spec §2.6 and §5 oracle 4: the global certificate ---------------------------------
+# -- the global certificate ------------------------------------------------------------
 
 def _omega(w, B):
-    """Ω_B(w) of spec §1.4 (½ the squared k-support norm), closed form."""
+    """Ω_B(w) = min_{d∈D} ½ Σ_j w_j²/d_j in closed form: ½ the squared k-support norm
+    (Argyriou, Foygel & Srebro 2012) with k = B."""
     a = np.sort(np.abs(w))[::-1]
     a = a[a > 0]
     if a.size <= B:
@@ -197,7 +199,7 @@ def test_exact_fgm_certifies_the_convex_optimum(loss):
     assert 0 <= res.gap <= 1e-4
     coef = np.zeros(X.shape[1])
     coef[res.selected] = res.weights
-    convex = _omega(coef, B) + _P(loss, X @ coef, y, C)   # spec §1.4
+    convex = _omega(coef, B) + _P(loss, X @ coef, y, C)   # the convex problem
     assert F[-1] == pytest.approx(convex, rel=1e-6)
 
 
@@ -213,7 +215,7 @@ def test_dual_value_is_a_lower_bound_anywhere():
         assert dual_value(Loss.SQUARED_HINGE, r, y, 1.0, top) <= best * (1 + 1e-9)
 
 
-# -- groups (spec §1.5, §3.1, §5 oracle 7) ---------------------------------------------
+# -- groups ----------------------------------------------------------------------------
 
 def test_singleton_groups_are_linear_fgm():
     X, y, _, _ = _problem(80, 25, 3, seed=3)
@@ -255,7 +257,7 @@ def test_group_selection_recovers_informative_groups():
     assert chosen == set(true)
 
 
-# -- spec §3.3, §5 oracle 8: the degree-2 map without building it ----------------------
+# -- the degree-2 map without building it (Algorithm 5) --------------------------------
 
 def test_implicit_pair_search_equals_brute_force():
     rng = np.random.default_rng(9)
@@ -298,7 +300,7 @@ def test_polynomial_fgm_equals_fgm_on_the_expanded_matrix():
     assert set(c.blocks[0]) == set(np.argsort(-brute, kind="stable")[:3])
 
 
-# -- budgets and stopping (spec §2.1, §5 oracle 9) -------------------------------------
+# -- budgets and stopping --------------------------------------------------------------
 
 def test_budgets_and_activation_counts():
     X, y, _, _ = _problem(100, 50, 5, seed=12)
@@ -370,7 +372,7 @@ def test_bad_input_is_refused_before_any_work():
     assert np.isnan(FGMResult(np.zeros(0, int), np.zeros(0), 0.0, 8).gap)
 
 
-# -- spec §5 oracles 10-11: the paper's synthetic protocol, reduced -------------------
+# -- the paper's synthetic protocol (its Section 8.2), reduced ------------------------
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["squared_hinge", "logistic"])

@@ -1,4 +1,4 @@
-"""float32 storage and compute (issue 6): half the memory, float64 sums, same answers."""
+"""float32 storage and compute: half the memory, float64 sums, same answers."""
 
 import json
 import subprocess

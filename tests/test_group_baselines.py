@@ -95,6 +95,6 @@ def test_experiment_counts_add_up_to_the_truth(case, n_features):
 
     rows = run_case(case, 0, 0, quick=True, only=("gOMP", "Proj-GD"))
     assert [row["method"] for row in rows] == ["Proj-GD", "gOMP"]
-    for row in rows:       # NO − FP + FN = the true count (spec §4.3's check)
+    for row in rows:       # NO − FP + FN = the true count (as in the paper's Table 3)
         assert row["grp_NO"] - row["grp_FP"] + row["grp_FN"] == 6
         assert row["feat_NO"] - row["feat_FP"] + row["feat_FN"] == n_features

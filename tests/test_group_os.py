@@ -1,4 +1,4 @@
-"""Group-aware OS (issue 8): ≤ s1 features in ≤ s2 groups at every step, the exact
+"""Group-aware OS: ≤ s1 features in ≤ s2 groups at every step, the exact
 bi-level projection on each arrival, and plain OS when s2 = the number of groups."""
 
 import numpy as np

@@ -1,4 +1,4 @@
-"""Group-aware Asy-OS from the command line over real transports (issue 8): mpiexec
+"""Group-aware Asy-OS from the command line over real transports: mpiexec
 and ZeroMQ processes, the budgets (≤ s1 features, ≤ s2 groups) and the u-check."""
 
 import json

@@ -1,4 +1,4 @@
-"""Proj-GD / IHT baseline (spec §6.1) and its calibration (spec §7.5)."""
+"""Proj-GD / IHT baseline and its calibration on the paper's synthetic problems."""
 
 import numpy as np
 import pytest
@@ -90,7 +90,7 @@ def test_iht_classification_calibration():
     sel = fit_iht(pb.X, pb.y, 100, loss="squared_hinge")
     assert sel.selected.size <= 100
     scores = evaluate(pb, sel.selected)
-    # Calibration (spec §7.5): recall 0.59, test error 0.11 (3-seed means).
+    # Our calibration runs: recall 0.59, test error 0.11 (3-seed means).
     assert scores["recall"] >= 0.4
     assert scores["test_error"] <= 0.2
 

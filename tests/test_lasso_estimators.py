@@ -1,6 +1,6 @@
 """asyos.Lasso / GroupLasso / FusedLasso: scikit-learn conventions, the intercept, the
 group Lasso against a plain proximal-gradient solve and the fused Lasso against an ADMM
-solve written here (gap_safe_screening.md O9, saif.md S9)."""
+solve written here."""
 
 import numpy as np
 import pytest
@@ -47,7 +47,7 @@ def test_sparse_input_without_intercept_matches_dense():
         Lasso().fit(sp.csr_matrix(X), y)
 
 
-# -- group Lasso (O9) ------------------------------------------------------------------
+# -- group Lasso -----------------------------------------------------------------------
 
 def _group_prox_grad(X, y, lam, groups, w, iters=20_000):
     """FISTA on ½‖y − Xβ‖² + λ Σ w_g‖β_g‖ (the oracle): step 1/‖X‖₂², block prox."""
@@ -99,7 +99,7 @@ def test_singleton_groups_reproduce_the_lasso():
     np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-10)
 
 
-# -- fused Lasso (S9) ------------------------------------------------------------------
+# -- fused Lasso -----------------------------------------------------------------------
 
 def _fused_admm(X, y, lam, edges, iters=30_000, rho=1.0):
     """ADMM on ½‖y − Xβ‖² + λ‖Dβ‖₁ with the split d = Dβ (the oracle)."""

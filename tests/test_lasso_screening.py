@@ -1,6 +1,7 @@
-"""Lasso CD with gap-safe screening and SAIF (specs gap_safe_screening.md §10 and
-saif.md §10): gap identities, λ ≥ λ_max, agreement with scikit-learn, safety of every
-screened feature against a high-precision solve, the exit certificate, the path."""
+"""Lasso CD with gap-safe screening (Fercoq, Gramfort & Salmon 2015) and SAIF (Ren,
+Huang, Huang & Qian 2018): gap identities, λ ≥ λ_max, agreement with scikit-learn,
+safety of every screened feature against a high-precision solve, the exit certificate,
+the path."""
 
 import numpy as np
 import pytest
@@ -17,7 +18,7 @@ from asyos.lasso.screening import duality_gap
 
 
 def _problem(kind, n=60, p=150, seed=0):
-    """Random, correlated or near-duplicate designs (spec O5), y with 6 true features."""
+    """Random, correlated or near-duplicate designs, y with 6 true features."""
     rng = np.random.default_rng(seed)
     if kind == "correlated":
         base = rng.standard_normal((n, 1))
@@ -45,14 +46,14 @@ def _objective(X, y, w, lam):
 
 
 def _gap(X, y, w, lam):
-    """P − D with θ = r / max(λ, ‖Xᵀr‖_∞), written out from (G2), (G3)."""
+    """P − D with θ = r / max(λ, ‖Xᵀr‖_∞) and D(θ) = ½‖y‖² − ½λ²‖θ − y/λ‖²."""
     r = y - X @ w
     theta = r / max(lam, np.abs(X.T @ r).max())
     dual = 0.5 * y @ y - 0.5 * lam ** 2 * np.sum((theta - y / lam) ** 2)
     return _objective(X, y, w, lam) - dual
 
 
-# -- gap identities (O1, O2) ----------------------------------------------------------
+# -- gap identities and dual feasibility ----------------------------------------------
 
 @settings(max_examples=40, deadline=None)
 @given(st.integers(0, 10_000), st.floats(0.01, 2.0))
@@ -64,16 +65,16 @@ def test_gap_forms_agree_and_are_nonnegative(seed, ratio):
     r = y - X @ w
     scale = max(lam, np.abs(X.T @ r).max())
     theta = r / scale
-    assert np.abs(X.T @ theta).max() <= 1 + 1e-12            # feasible (O2)
+    assert np.abs(X.T @ theta).max() <= 1 + 1e-12            # feasible
     g3 = duality_gap(y, r, lam, np.abs(w).sum(), scale)
     g6 = 0.5 * lam ** 2 * np.sum((theta - r / lam) ** 2) + lam * (
-        np.abs(w).sum() - theta @ X @ w)                     # (G6)
+        np.abs(w).sum() - theta @ X @ w)                     # two terms, each ≥ 0
     assert g3 == pytest.approx(_gap(X, y, w, lam), rel=1e-9, abs=1e-9)
     assert g3 == pytest.approx(g6, rel=1e-9, abs=1e-9)
     assert g3 >= 0.0
 
 
-# -- λ ≥ λ_max (O3, S4) ---------------------------------------------------------------
+# -- λ ≥ λ_max ------------------------------------------------------------------------
 
 @pytest.mark.parametrize("screening", SCREENINGS)
 def test_zero_at_and_above_lambda_max_and_one_feature_just_below(screening):
@@ -101,7 +102,7 @@ def test_saif_from_an_empty_active_set_stops_at_once_above_lambda_max():
     assert (k, gap, epochs, scans) == (0, 0.0, 0, 1) and not beta.any()
 
 
-# -- agreement, safety and the certificate (O5–O8, S1–S3) ------------------------------
+# -- agreement, safety and the certificate ---------------------------------------------
 
 @pytest.mark.parametrize("kind", ["random", "correlated", "duplicates", "sparse"])
 @pytest.mark.parametrize("screening", SCREENINGS)
@@ -132,7 +133,7 @@ def test_matches_sklearn_screens_safely_and_certifies(kind, screening):
         assert np.all(np.abs(ref[screened]) <= 1e-8), (ratio, np.flatnonzero(screened))
         gap = _gap(dense, y, w, lam)
         assert gap <= tol * y @ y and res.gaps[0] == pytest.approx(gap, abs=1e-9)
-        if screening == "saif" and ratio >= 0.1:       # S7: SAIF stays small
+        if screening == "saif" and ratio >= 0.1:       # SAIF stays small
             assert res.n_kept[0] <= 10 * support.sum() + 10
 
 
@@ -145,11 +146,11 @@ def test_screening_is_invisible_and_exit_set_is_near_the_equicorrelation_set():
         np.testing.assert_allclose(runs[s].coefs[0], runs["none"].coefs[0], atol=1e-9)
     theta = (y - X @ runs["none"].coefs[0]) / lam
     near = np.abs(X.T @ theta) >= 1 - 1e-4
-    assert runs["gap_safe"].kept[0].sum() <= near.sum()         # O8
+    assert runs["gap_safe"].kept[0].sum() <= near.sum()
     assert runs["gap_safe"].n_kept[0] < X.shape[1]
 
 
-# -- the path (O11, S8) ---------------------------------------------------------------
+# -- the path -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("screening", SCREENINGS)
 def test_warm_path_matches_cold_solves_and_sklearn_path(screening):

@@ -1,4 +1,4 @@
-"""A process's share of its node: BLAS threads and whether waiting may spin (issue 3)."""
+"""A process's share of its node: BLAS threads and whether waiting may spin."""
 
 import json
 import subprocess

@@ -1,4 +1,4 @@
-"""The compiled OS step against the numpy reference, and its invariants (spec §7.1)."""
+"""The compiled OS step against the numpy reference, and its invariants."""
 
 import numpy as np
 import pytest
@@ -68,7 +68,7 @@ def test_size_and_contribution_invariants(n, p, s_frac, loss, m, seed):
 @given(p=st.integers(3, 30), s=st.integers(1, 6), m=st.sampled_from([1.0, 2.0]),
        seed=st.integers(0, 2**16))
 def test_projection_drops_exactly_the_smallest_weight(p, s, m, seed):
-    """Spec §7.1.8: the dropped index is argmin |w| over S ∪ {j} after the step."""
+    """The dropped index is argmin |w| over S ∪ {j} after the step."""
     n, eta = 20, 0.25
     X, y = _problem("squared", n, p, 1, seed)
     kept = KeptSet(n, s)

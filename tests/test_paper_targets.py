@@ -1,4 +1,5 @@
-"""Issue 5's quality targets, checked with the experiment runner itself (fixed seeds).
+"""OS recall against Proj-GD, online L1 CD and Grafting, checked with the experiment
+runner itself (fixed seeds).
 
 Small enough for the suite: regression at p = 2000, s = 100, 5 seeds (the paper's
 protocol, fewer repetitions), two scans.

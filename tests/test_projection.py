@@ -1,4 +1,5 @@
-"""The bi-level projection (sght spec §2.2) against brute force and its own facts (§5)."""
+"""The bi-level projection (the DP of Xiang, Yang & Ye, KDD 2014, Algorithms 3-4)
+against brute force and its own facts (their Lemma 1 and Proposition 1)."""
 
 from itertools import combinations
 
@@ -11,7 +12,7 @@ from asyos import InputError, bilevel_projection
 
 
 def brute_force(v, groups, s1, s2):
-    """max Σ_{i∈S} v_i² over |S| ≤ s1 meeting ≤ s2 groups (spec §5 O1)."""
+    """max Σ_{i∈S} v_i² over |S| ≤ s1 meeting ≤ s2 groups, by enumeration."""
     best = 0.0
     for size in range(min(s1, len(v)) + 1):
         for subset in combinations(range(len(v)), size):
@@ -59,7 +60,7 @@ def test_dp_equals_brute_force_and_output_is_a_feasible_projection(case):
     (2, 2, [3, 0, 0, 2, 0, 0]),
     (4, 2, [3, 0, 0, 2, 2, 2]),
 ])
-def test_hand_examples_of_the_spec(s1, s2, expected):
+def test_hand_examples_where_greedy_orders_fail(s1, s2, expected):
     v = np.array([3.0, 0, 0, 2, 2, 2])
     np.testing.assert_array_equal(bilevel_projection(v, [0, 0, 0, 1, 1, 1], s1, s2),
                                   expected)

@@ -60,7 +60,7 @@ def test_standardize_reports_the_scale_of_the_selected_features():
 
 @pytest.mark.slow
 def test_quality_on_the_paper_regression_protocol():
-    """Issue 2: p = 2000, s = 100, 2 epochs: recall ≥ 0.85 and within 0.05 of IHT."""
+    """p = 2000, s = 100, 2 epochs: recall ≥ 0.85 and within 0.05 of IHT."""
     os_recall, iht_recall = [], []
     for seed in range(3):
         problem = make_regression(p=2000, s=100, seed=seed)

@@ -1,4 +1,5 @@
-"""The SGHT solver (sght spec §2.3-2.4) against its oracles (spec §5, O8-O13)."""
+"""The SGHT solver (Xiang, Yang & Ye, KDD 2014, Algorithms 1-2): recovery, descent,
+feasibility and the least-squares fixed point."""
 
 import numpy as np
 import pytest
@@ -11,8 +12,9 @@ from asyos.sght.solver import VARIANTS, fit_sght, sght_solve
 
 
 def grouped_problem(seed, n=100, p=200, per=3, noise=0.0, amp=None):
-    """Spec §4.3 case 1: 20 groups of 10, groups 0-5 active with ``per`` equal
-    nonzeros each; ``amp`` None draws each group's value from [1, 10]."""
+    """The paper's simulation, case 1 (its Section 5.3): 20 groups of 10, groups 0-5
+    active with ``per`` equal nonzeros each; ``amp`` None draws each group's value
+    from [1, 10]."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
     groups = np.repeat(np.arange(p // 10), 10)
@@ -25,7 +27,7 @@ def grouped_problem(seed, n=100, p=200, per=3, noise=0.0, amp=None):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_noiseless_recovery(seed):
-    """O11: ISTA-L recovers x̄ from n = 100 noiseless samples."""
+    """ISTA-L recovers x̄ from n = 100 noiseless samples."""
     X, y, groups, w = grouped_problem(seed)
     path = sght_solve(X, y, 18, groups, 6, tol=1e-12)
     assert np.linalg.norm(path.w - w) <= 1e-5 * np.linalg.norm(w)
@@ -36,7 +38,7 @@ def test_noiseless_recovery(seed):
        loss=st.sampled_from(["squared", "squared_hinge", "logistic"]),
        s1=st.integers(1, 12), s2=st.integers(1, 5))
 def test_iterates_are_feasible_and_ista_descends(seed, variant, loss, s1, s2):
-    """O8 (ISTA variants: f never rises) and O9 (feasibility), every loss."""
+    """ISTA variants: f never rises; every iterate is feasible; every loss."""
     X, y, groups, _ = grouped_problem(seed % 50, n=40, p=60, noise=1.0)
     if loss != "squared":
         y = np.where(y >= 0, 1.0, -1.0)
@@ -49,7 +51,7 @@ def test_iterates_are_feasible_and_ista_descends(seed, variant, loss, s1, s2):
 
 
 def test_fixed_point_is_the_least_squares_refit_on_its_support():
-    """O10: at convergence w_S = lstsq(X_S, y)."""
+    """At convergence w_S = lstsq(X_S, y)."""
     X, y, groups, _ = grouped_problem(4, noise=1.0)
     path = sght_solve(X, y, 18, groups, 6, tol=1e-14, max_iter=5000)
     support = np.flatnonzero(path.w)
@@ -60,7 +62,7 @@ def test_fixed_point_is_the_least_squares_refit_on_its_support():
 
 @pytest.mark.slow
 def test_sght_finds_the_true_groups_more_often_than_iht_at_the_same_s1():
-    """Issue 8: with weak, group-structured signal among many groups, the group
+    """With weak, group-structured signal among many groups, the group
     budget lifts group recall above plain IHT with the same feature budget s1.
     (p = 2000 in 200 groups, 5 of 10 features active in each of 6 groups.)"""
     sght_recall, iht_recall = [], []

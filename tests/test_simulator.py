@@ -1,5 +1,5 @@
-"""The staleness simulator (spec §3.4): exact against a literal reference, invariants
-for any delay, determinism, and the CLI."""
+"""The staleness simulator (docs/algorithms.md, "Asy-OS: staleness and budgets"): exact
+against a literal reference, invariants for any delay, determinism, and the CLI."""
 
 import json
 import subprocess
@@ -21,8 +21,8 @@ ETA, M = 0.5, 1.0
 
 
 def reference_simulator(X, y, s, q, tau, epochs=2, loss="squared"):
-    """Spec §3.4 literally: round-robin workers, a log of the last τ pushes, and
-    û = u_C − Σ other workers' pushes in the log (staleness "others")."""
+    """The simulator written literally: round-robin workers, a log of the last τ
+    pushes, and û = u_C − Σ other workers' pushes in the log (staleness "others")."""
     n, p = X.shape
     budgets = [s // q + (1 if t < s % q else 0) for t in range(q)]
     queues = [deque(list(range(t, p, q)) * epochs) for t in range(q)]
@@ -162,7 +162,7 @@ def test_an_explicit_schedule_is_followed_and_checked():
         fit_simulated(problem.X, problem.y, 6, 2, delay=0, order=[0] * 21, epochs=1)
 
 
-# -- adaptive budgets (issue 5) ------------------------------------------------------
+# -- adaptive budgets ---------------------------------------------------------------
 @settings(max_examples=40, deadline=None)
 @given(q=st.integers(1, 6), extra=st.integers(0, 20), seed=st.integers(0, 99),
        grants=st.lists(st.integers(0, 5), min_size=1, max_size=30))

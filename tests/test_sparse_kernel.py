@@ -1,4 +1,4 @@
-"""The sparse OS kernel (issue 6): the dense kernel's results at a cost ∝ nonzeros.
+"""The sparse OS kernel: the dense kernel's results at a cost ∝ nonzeros.
 
 Oracle: the dense kernel (itself checked against the numpy reference OS) on the same
 columns, densified.  Same selection and weights to rounding, for every loss, dtype,

@@ -1,4 +1,5 @@
-"""Grafting (Perkins & Theiler 2003): the online L1 baseline of spec §6.4.
+"""Grafting (Perkins & Theiler 2003): the online L1 baseline of Yang, Fujimaki,
+Kusumura & Liu (KDD 2016).
 
 It reads features through the same stream as OS but keeps every feature that passes
 its gradient test until the L1 re-optimisation zeroes it, so its memory (the active
@@ -34,7 +35,8 @@ _LIP_MARGIN = 1.01
 def fit_grafting(X, y, s: int, loss="squared", epochs: int = 2,
                  lam: float | None = None, max_inner: int = 500,
                  tol: float = 1e-6) -> Selection:
-    """Grafting with λ₀ = λ₂ = 0 (spec §6.4) over ``epochs`` passes of the stream.
+    """Grafting with λ₀ = λ₂ = 0 (Perkins, Lacker & Theiler 2003 also allow ℓ0 and ℓ2
+    penalties) over ``epochs`` passes of the stream.
 
     X is an (n, p) array or a FeatureStream.  For each arriving j not active: if
     |x_jᵀ g| > λ (the gradient test, g = dL/du at the current fit) j joins the active
@@ -42,7 +44,7 @@ def fit_grafting(X, y, s: int, loss="squared", epochs: int = 2,
     the previous w_A (≤ ``max_inner`` iterations, relative change < ``tol``), and
     every feature of A left at exactly 0 is dropped with its column.
 
-    λ defaults to ``lambda_for_s`` (spec §5.5), which needs X as an array; a stream
+    λ defaults to ``lambda_for_s``, which needs X as an array; a stream
     needs ``lam=``.  Passes stop early once a whole pass admits nothing (nothing
     changes after that).  ``n_iter`` = passes run; ``peak_active`` = the largest |A|,
     counted right after an admission.  The selection is A cut to the top s by |w|.

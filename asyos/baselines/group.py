@@ -1,10 +1,10 @@
-"""Group baselines of the SGHT experiment (sght spec §4.3): sparse group Lasso, OMP and
-group OMP (gOMP).
+"""Group baselines of the SGHT experiment (Xiang, Yang & Ye, KDD 2014, Section 5.3):
+sparse group Lasso, OMP and group OMP (gOMP).
 
 - sgLasso: min f(w) + λ(α‖w‖₁ + (1−α) Σ_G √|G| ‖w_G‖₂) by ``lasso.fista`` with the
   exact prox of the sparse group penalty (soft thresholding, then group shrinkage;
-  Simon et al. 2013).  No maintained PyPI package fits (spec §6 leaves the solver
-  open), so it is ours.
+  Simon et al. 2013).  No maintained PyPI package fits (the paper does not name
+  its solver), so it is ours.
 - OMP adds the feature, gOMP the group, most correlated with the residual, then refits
   least squares on everything chosen (squared loss; the paper's greedy baselines).
 """

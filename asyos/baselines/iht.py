@@ -1,4 +1,5 @@
-"""Proj-GD / IHT: projected gradient onto {‖w‖₀ ≤ s} (spec §6.1).
+"""Proj-GD / IHT: projected gradient onto {‖w‖₀ ≤ s} (Yuan, Li & Zhang 2014), as
+compared with OS by Yang, Fujimaki, Kusumura & Liu (KDD 2016).
 
 The batch L0 baseline: it sees all p columns at once (memory O(np)), which is what OS
 avoids.  Step 1/L with L = curv·‖X‖₂²/n, the smoothness constant of f.
@@ -32,7 +33,7 @@ def hard_threshold(v, s: int) -> np.ndarray:
 
 def fit_iht(X, y, s: int, loss="squared", max_iter: int = 500,
             tol: float = 1e-6) -> Selection:
-    """Proj-GD (spec §6.1): w ← H_s(w − (1/L) Xᵀ dL/du(Xw)) from w = 0.
+    """Proj-GD: w ← H_s(w − (1/L) Xᵀ dL/du(Xw)) from w = 0.
 
     Stops when the kept set is unchanged and ‖Δw‖ ≤ tol‖w‖, or after ``max_iter``
     steps.  Selection = supp(w), the nonzeros of the final iterate.

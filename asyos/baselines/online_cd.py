@@ -1,4 +1,8 @@
-"""Naive online coordinate descent, L1 and L0 (spec §6.5, §6.6).
+"""Naive online coordinate descent, L1 and L0.
+
+Yang, Fujimaki, Kusumura & Liu (KDD 2016, Section 5) only name these two baselines;
+the update rules below are our convention (docs/algorithms.md, "Conventions where the
+papers are silent").
 
 The simplest online baselines: each arriving feature gets one coordinate step and
 nothing else moves.  They read the same stream as OS, so comparing them with OS shows
@@ -47,7 +51,7 @@ def _f64(block: np.ndarray) -> np.ndarray:
 
 @njit(cache=True)
 def _l1_block(loss, curv, lam, block, wb, u, y, g, nnz, peak):
-    """§6.5 on each row x of ``block`` in turn; wb holds their current weights.
+    """The L1 step on each row x of ``block`` in turn; wb holds their current weights.
     Returns the running (nnz, peak nnz)."""
     n = u.shape[0]
     for k in range(block.shape[0]):
@@ -71,7 +75,7 @@ def _l1_block(loss, curv, lam, block, wb, u, y, g, nnz, peak):
 
 def fit_l1_cd(X, y, s: int, loss="squared", epochs: int = 2,
               lam: float | None = None) -> Selection:
-    """Online L1 coordinate descent (spec §6.5).
+    """Online L1 coordinate descent.
 
     On arrival of j: c_j = curv·‖x_j‖²/n, z = w_j − x_jᵀg/c_j, w_j ← soft(z, λ/c_j),
     u += x_j Δw_j.  For the squared loss that is the exact minimiser of f + λ‖w‖₁ in
@@ -108,8 +112,8 @@ def fit_l1_cd(X, y, s: int, loss="squared", epochs: int = 2,
 
 @njit(cache=True)
 def _l0_block(loss, curv, block, index, S, W, XS, size, u, y, g):
-    """§6.6 on each row of ``block`` in turn; (S, W, XS)[:size] is the kept set, XS
-    has exactly s rows.  Returns the new size."""
+    """The L0 step on each row of ``block`` in turn; (S, W, XS)[:size] is the kept
+    set, XS has exactly s rows.  Returns the new size."""
     n = u.shape[0]
     s = XS.shape[0]
     for k in range(block.shape[0]):
@@ -151,7 +155,7 @@ def _l0_block(loss, curv, block, index, S, W, XS, size, u, y, g):
 
 
 def fit_l0_cd(X, y, s: int, loss="squared", epochs: int = 2) -> Selection:
-    """Online L0 coordinate descent (spec §6.6).
+    """Online L0 coordinate descent.
 
     On arrival of j: z = w_j − x_jᵀg/c_j (w_j = 0 if j is not kept).  A kept j takes
     w_j = z; a new j is added while fewer than s are kept; otherwise it replaces

@@ -18,17 +18,11 @@ from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
-from ..solvers.asy import BUDGETS, PIPELINE, AsyConfig, worker_shard
+from ..solvers.asy import AsyConfig, worker_shard
 from ..solvers.result import FitResult
-from .options import module_main
-from .run import (
-    LOSS_NAMES,
-    apply_blas_threads,
-    auto_or_int,
-    finish,
-    report,
-    staleness_value,
-)
+from .job import finish
+from .options import LOSS_NAMES, add_protocol_arguments, apply_blas_threads, module_main
+from .report import report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
 
@@ -75,19 +69,7 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--eta", default="auto")
     parser.add_argument("--m", default="auto")
-    parser.add_argument("--staleness", default="auto", type=staleness_value,
-                        metavar="TAU", help="bound τ the server enforces ('auto' "
-                        "(default): derived from the pipeline; 'none': no bound)")
-    parser.add_argument("--window", default="auto", type=auto_or_int,
-                        help="pushes a worker may have in flight (default "
-                        f"{PIPELINE['window']})")
-    parser.add_argument("--batch", default="auto", type=auto_or_int, help="steps per "
-                        f"push (default {PIPELINE['batch']})")
-    parser.add_argument("--budget", choices=BUDGETS, default="auto",
-                        help="adaptive: re-granted from the workers' weights; fixed: "
-                        "s/q features per worker (the paper); auto (default): "
-                        "adaptive, fixed with --groups")
-    parser.add_argument("--record-order", action="store_true")
+    add_protocol_arguments(parser)
     parser.add_argument("--groups", metavar="FILE", help="group-aware Asy-OS: one "
                         "group label per feature (the workers read the same file)")
     parser.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most "

@@ -1,15 +1,70 @@
-"""Flags every command shares (``--config``, ``-v/--verbose``) and the parse that
-applies them: TOML settings first, the command line over them, then logging."""
+"""Flags every command shares (``--config``, ``-v/--verbose``, the Asy-OS protocol's
+flags, ``--blas-threads``) and the parse that applies them: TOML settings first, the
+command line over them, then logging."""
 
 import argparse
 import logging
 import os
 import sys
 
+from ..core.losses import Loss
+from ..core.validate import check_at_least
 from ..errors import InputError
 from ..io.config import config_arguments
+from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER
+from ..transport.base import NodeShare
 
 log = logging.getLogger("asyos")
+
+LOSS_NAMES = [loss.name.lower() for loss in Loss]
+
+
+def auto_or_int(text: str):
+    return text if text == "auto" else int(text)
+
+
+def staleness_value(text: str):
+    """--staleness: a whole number, 'auto' or 'none' (no bound)."""
+    return None if text.lower() == "none" else auto_or_int(text)
+
+
+def add_protocol_arguments(group) -> None:
+    """The Asy-OS protocol's flags, the same for ``asyos run`` under MPI and for
+    ``asyos server``: the staleness bound, the pipeline and the budget rule."""
+    group.add_argument("--staleness", default="auto", type=staleness_value,
+                       metavar="TAU", help="bound τ on the other workers' steps "
+                       "between the view a step reads and its push, enforced by the "
+                       f"server ('auto' (default): {STALENESS_PER_PEER} pipelines per "
+                       "other worker; 'none': no bound)")
+    group.add_argument("--window", default="auto", type=auto_or_int,
+                       help="pushes a worker may have in flight while it keeps "
+                       f"stepping ('auto': {PIPELINE['window']}, less on small "
+                       "problems or a small τ)")
+    group.add_argument("--batch", default="auto", type=auto_or_int,
+                       help=f"OS steps summed into one push ('auto': "
+                       f"{PIPELINE['batch']}, less on small problems or a small τ)")
+    group.add_argument("--budget", choices=BUDGETS, default="auto",
+                       help="adaptive: the server re-grants budgets from a global |w| "
+                       "threshold; fixed: s/q features per worker (the paper); auto "
+                       "(default): adaptive, fixed with --groups")
+    group.add_argument("--record-order", action="store_true",
+                       help="keep the (worker, feature) order of every push in the "
+                       "results")
+
+
+def blas_threads(value: int | None) -> int | None:
+    """--blas-threads, checked (None: the transport's default share of the node)."""
+    return None if value is None else check_at_least("blas-threads", value, 1,
+                                                     integer=True)
+
+
+def apply_blas_threads(value: int | None) -> None:
+    """--blas-threads for a process that runs alone (sequential OS, a ZeroMQ worker);
+    None leaves the BLAS default (every core)."""
+    threads = blas_threads(value)
+    if threads is not None:
+        NodeShare.of(1, threads).apply()
+
 
 
 def add_common(parser: argparse.ArgumentParser) -> None:

@@ -13,6 +13,7 @@ from numba import njit
 from .group_step import group_os_step
 from .losses import loss_value
 from .os_step import _dot, adapt_eta, os_step, safeguard
+from .step_size import ADAPTIVE, ETA, SUBSTITUTIONS
 
 NO_GROUPS = np.zeros(0, np.int64)   # ``group_of`` of a plain kept set (max_groups 0)
 
@@ -34,21 +35,21 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
              m, g, gS, step, group_of, max_groups):
     """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.
 
-    ``step`` is the state [eta, adaptive, coef, nu_max, shrink, f, substitutions] of
-    ``asyos.core.step_size``, updated in place.  With ``adaptive`` set,
+    ``step`` is the step-size state of ``asyos.core.step_size`` (slots ``ETA`` …
+    ``SUBSTITUTIONS``), updated in place.  With ``adaptive`` set,
     η = shrink · coef / ν_max, ν_max being the running max of ‖x‖²/n over the columns
-    seen so far (spec §4.1 (b)), and ``shrink`` halves whenever a step raises the loss
-    (spec §4.1 (d)).  Returns the new size.
+    seen so far, and ``shrink`` halves whenever a step raises the loss (a safeguard
+    the paper does not have).  Returns the new size.
     """
     n = u.shape[0]
     for b in range(block.shape[0]):
         x = block[b]
-        if step[1] != 0.0:
+        if step[ADAPTIVE] != 0.0:
             adapt_eta(step, _dot(x, x) / n)
         size, dropped = _step(cols, index, weights, size, capacity, x, block_index[b],
-                              u, y, loss, step[0], m, g, gS, u, group_of, max_groups)
-        step[6] += dropped
-        if step[1] != 0.0:
+                              u, y, loss, step[ETA], m, g, gS, u, group_of, max_groups)
+        step[SUBSTITUTIONS] += dropped
+        if step[ADAPTIVE] != 0.0:
             safeguard(step, loss_value(loss, u, y))
     return size
 
@@ -56,11 +57,11 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
 @njit(cache=True, nogil=True)
 def os_local(cols, index, weights, size, capacity, block, block_index, u_local, y, loss,
              eta, m, g, gS, contribution, previous, group_of, max_groups):
-    """An Asy-OS worker's steps over ``block`` from its view ``u_local`` (spec §3.2).
+    """An Asy-OS worker's steps over ``block`` from its view ``u_local``.
 
     Gradients at the (stale) view, fixed η; after each step the worker's own change
-    X_S w_S − previous is added to ``u_local`` (spec §3.4 "others": a worker always
-    sees its own pushes).  One row of ``block`` is exactly one Algorithm 3 iteration.
+    X_S w_S − previous is added to ``u_local`` (a worker always sees its own
+    pushes).  One row of ``block`` is exactly one Algorithm 3 iteration.
     Returns the new size.
     """
     for b in range(block.shape[0]):

@@ -2,13 +2,13 @@
 
 The step is OS's own (``os_step.advance``: block step η/m, newcomer step η); only the
 projection changes.  After the newcomer joins, S ∪ {j} is projected onto {≤ s1
-features, ≤ s2 groups} by the exact bi-level projection of SGHT (sght spec §2.2,
-``projection.bilevel_keep``) on the weights of S ∪ {j}.  When S ∪ {j} meets at most s2
-groups only the feature budget can bind, and the exact projection is OS's own drop of
-the smallest |w| (sght spec Lemma 1), so that case runs ``os_step.smallest_slot`` with OS's
-tie rule: with s2 ≥ the number of groups, group-aware OS *is* OS, step for step.
-Otherwise the DP may drop the newcomer, or a whole group (several features) to admit
-it.
+features, ≤ s2 groups} by the exact bi-level projection of SGHT (Xiang et al., KDD 2014,
+Algorithms 3-4; ``projection.bilevel_keep``) on the weights of S ∪ {j}.  When S ∪ {j}
+meets at most s2 groups only the feature budget can bind, and the exact projection is
+OS's own drop of the smallest |w| (Xiang et al., KDD 2014, Lemma 1), so that case runs
+``os_step.smallest_slot`` with OS's tie rule: with s2 ≥ the number of groups,
+group-aware OS *is* OS, step for step.  Otherwise the DP may drop the newcomer, or a
+whole group (several features) to admit it.
 
 A feature's group is read from ``group_of`` (compact int64 ids, one per feature), so
 the kept set needs no extra per-slot state.
@@ -50,7 +50,7 @@ def _project(cols, index, weights, size, capacity, group_of, max_groups):
         vacate(cols, index, weights, capacity, d)
         return capacity, 0 if d == capacity else 1
     keep = np.zeros(size, dtype=np.bool_)
-    bilevel_keep(weights[:size], labels, capacity, max_groups, keep)   # spec §2.2
+    bilevel_keep(weights[:size], labels, capacity, max_groups, keep)   # the SGHT DP
     dropped = 0
     newcomer_slot = size - 1
     for k in range(size - 1, -1, -1):    # slots above k are kept: move the last into k

@@ -1,4 +1,4 @@
-"""The kept set of spec §2.1: at most ``capacity`` columns, their indices and weights.
+"""The kept set S of OS: at most ``capacity`` columns, their indices and weights.
 
 Memory is O(n·s): one (capacity+1, n) buffer (a row per kept column, so a column is
 contiguous), plus the contribution X_S w_S.  This object is the whole state of a
@@ -23,7 +23,7 @@ class _Kept:
         self.index = np.full(self.capacity + 1, -1, dtype=np.int64)
         self.weights = np.zeros(self.capacity + 1)
         self.size = 0
-        self.limit = self.capacity   # an adaptive budget (issue 5) may lower it
+        self.limit = self.capacity   # an adaptive budget may lower it
         self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
         self._g = np.zeros(self.n_samples)           # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
@@ -101,7 +101,7 @@ class KeptSet(_Kept):
 
 class GroupKeptSet(KeptSet):
     """A kept set of at most ``capacity`` features in at most ``max_groups`` groups
-    (group-aware OS, issue 8); ``group_of[j]`` is feature j's group id (int64,
+    (group-aware OS); ``group_of[j]`` is feature j's group id (int64,
     trusted: validate before).  The drivers take the bi-level projection's branch."""
 
     def __init__(self, n_samples: int, capacity: int, group_of: np.ndarray,

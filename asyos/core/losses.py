@@ -1,4 +1,5 @@
-"""Losses of spec §1 as compiled functions of u = Xw.
+"""Losses as compiled functions of u = Xw: squared and squared hinge (Yang et al.,
+KDD 2016, eqs. (2)-(3)) and logistic.
 
 A loss is identified by one ``Loss`` code (an IntEnum, defined only here) so that the
 compiled OS kernel can take it as a plain integer; the branch on the code sits outside
@@ -20,7 +21,7 @@ class Loss(IntEnum):
 
     @property
     def curvature(self) -> float:
-        """Curvature bound in u times n (spec §1 table): 1, 1, 1/4."""
+        """Curvature bound in u times n: 1, 1, 1/4."""
         return 0.25 if self is Loss.LOGISTIC else 1.0
 
     @property
@@ -58,7 +59,7 @@ def _sigmoid(z):
 
 @njit(cache=True, inline="always")
 def loss_at(loss, u, y):
-    """n · L for one sample: ½(u − y)², ½max(0, 1 − yu)², log(1 + e^(−yu)) (spec §1).
+    """n · L for one sample: ½(u − y)², ½max(0, 1 − yu)², log(1 + e^(−yu)).
 
     The per-sample formulas are written once, here and in ``grad_at``; the vector
     functions below and the sparse kernel (which touches only some samples) use them.
@@ -74,7 +75,7 @@ def loss_at(loss, u, y):
 
 @njit(cache=True, inline="always")
 def grad_at(loss, u, y):
-    """n · dL/du for one sample (spec §1)."""
+    """n · dL/du for one sample."""
     if loss == 0:
         return u - y
     if loss == 1:
@@ -85,7 +86,7 @@ def grad_at(loss, u, y):
 
 @njit(cache=True)
 def loss_value(loss, u, y):
-    """L(u, y) for the code ``loss`` (spec §1)."""
+    """L(u, y) for the code ``loss``."""
     n = u.shape[0]
     total = 0.0
     # one loop per code: the constant code lets each loop be vectorised
@@ -103,7 +104,7 @@ def loss_value(loss, u, y):
 
 @njit(cache=True)
 def loss_grad(loss, u, y, out):
-    """Write dL/du into ``out`` (length n) for the code ``loss`` (spec §1)."""
+    """Write dL/du into ``out`` (length n) for the code ``loss``."""
     n = u.shape[0]
     inv_n = 1.0 / n
     if loss == 0:

@@ -1,4 +1,4 @@
-"""The Online Substitution step (spec §2.2, with the conventions of §2.3), compiled once.
+"""The Online Substitution step (Yang et al., KDD 2016, Algorithm 1), compiled once.
 
 The OS update rule is written once, in pieces that every kernel shares: ``step_weights``
 (block step η/m on the kept set, step η on a revisited j), ``advance`` (plus the
@@ -8,14 +8,15 @@ newcomer, from zero), ``smallest_slot`` (the projection's drop of the smallest |
 kernel (``core/sparse_step.py``) uses them on CSC columns.
 
 ``os_step`` feeds ``_substitute`` the gradient products at a given ``u_grad`` (stale in
-an Asy-OS worker, spec §3.2; the exact u in sequential OS) and recomputes X_S w_S: two
+an Asy-OS worker; the exact u in sequential OS) and recomputes X_S w_S: two
 passes over the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for
-float64 columns, or a float64-accumulating loop for float32 ones (issue 6: half the
+float64 columns, or a float64-accumulating loop for float32 ones (half the
 memory).  ``os_block`` drives ``os_step`` over a block of columns for the sequential
 solver, with the default step-size rule.
 
-Slot convention (documents spec §2.3 "ties"): the kept set lives in slots 0..size-1 of
-a (capacity+1, n) buffer.  A newcomer is written to slot ``size``.  When the set
+Slot convention (the tie rule, which the paper leaves open; see docs/algorithms.md,
+"Conventions where the papers are silent"): the kept set lives in slots 0..size-1 of a
+(capacity+1, n) buffer.  A newcomer is written to slot ``size``.  When the set
 overflows, the dropped slot is argmin |w| with ties resolved towards the newcomer, then
 towards the lowest slot; the newcomer (slot ``capacity``) then moves into the freed
 slot: an O(n) copy instead of an O(n·s) shift.
@@ -26,6 +27,7 @@ from numba import njit, types
 from numba.extending import overload
 
 from .losses import loss_grad
+from .step_size import COEF, ETA, LAST_LOSS, NU_MAX, SHRINK
 
 # Reassociation lets LLVM vectorise the dot products; no flag that assumes finite values.
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
@@ -79,8 +81,9 @@ def _vecmat_impl(w, cols, out):
 
 @njit(cache=True, inline="always")
 def step_weights(index, weights, size, j, gS, eta, m):
-    """Spec §2.2 step 3 on the kept slots: block step η/m, or η for j itself on a
-    revisit (spec §2.3); returns j's slot, or -1 when j is a newcomer.
+    """Algorithm 1's block step on the kept slots: η/m, or η for j itself on a
+    revisit (a convention; see docs/algorithms.md, "Conventions where the papers are
+    silent"); returns j's slot, or -1 when j is a newcomer.
 
     ``gS[k]`` = x_kᵀ g at the pre-step point.  Shared by the dense and sparse kernels.
     """
@@ -97,8 +100,8 @@ def step_weights(index, weights, size, j, gS, eta, m):
 
 @njit(cache=True, inline="always")
 def smallest_slot(weights, last):
-    """The slot to drop among 0..last (spec §2.2 step 6): argmin |w|, ties towards
-    slot ``last`` (the newcomer), then towards the lowest slot."""
+    """The slot to drop among 0..last (the projection onto ‖w‖₀ ≤ s): argmin |w|,
+    ties towards slot ``last`` (the newcomer), then towards the lowest slot."""
     d = last
     smallest = abs(weights[last])
     for k in range(last):
@@ -110,7 +113,7 @@ def smallest_slot(weights, last):
 
 @njit(cache=True, inline="always")
 def advance(cols, index, weights, size, x, j, xg, gS, eta, m):
-    """Spec §2.2 steps 3-5 given the gradient products: ``step_weights``, and a
+    """Algorithm 1's gradient steps given the gradient products: ``step_weights``, and a
     newcomer written to slot ``size`` with weight −η·x_jᵀg.  Returns the new size, or
     -1 on a revisit (nothing added, so nothing to project).  The dense kernels' step;
     OS drops by ``smallest_slot``, group-aware OS by the bi-level projection."""
@@ -125,10 +128,10 @@ def advance(cols, index, weights, size, x, j, xg, gS, eta, m):
 
 @njit(cache=True, inline="always")
 def _substitute(cols, index, weights, size, capacity, x, j, xg, gS, eta, m):
-    """Spec §2.2 steps 3-6 given the gradient products; returns (size, dropped).
+    """One step of Algorithm 1 given the gradient products; returns (size, dropped).
 
     ``gS[k]`` = x_kᵀ g for the kept slots and ``xg`` = x_jᵀ g, all at the pre-step point.
-    On a revisit (spec §2.3) j steps by η from its weight and nothing is projected.
+    On a revisit j steps by η from its weight and nothing is projected.
     """
     grown = advance(cols, index, weights, size, x, j, xg, gS, eta, m)
     if grown < 0:
@@ -158,7 +161,7 @@ def vacate(cols, index, weights, last, d):
 @njit(cache=True)
 def drop_to(cols, index, weights, size, limit):
     """Drop the smallest |w| (ties: the lowest slot) until at most ``limit`` are kept;
-    returns the new size.  An adaptive budget that was lowered (issue 5) takes effect
+    returns the new size.  An adaptive budget that was lowered takes effect
     this way; the change reaches u_C with the next push."""
     while size > limit:
         d = 0
@@ -180,7 +183,7 @@ def shrink(cols, index, weights, size, limit, contribution):
 
 @njit(cache=True, inline="always")
 def recompute(weights, cols, size, contribution):
-    """contribution = X_S w_S, exactly (spec §2.2 step 1)."""
+    """contribution = X_S w_S, exactly (Algorithm 1 recomputes u at every step)."""
     if size > 0:
         _vecmat(weights[:size], cols[:size], contribution)
     else:
@@ -189,7 +192,7 @@ def recompute(weights, cols, size, contribution):
 
 @njit(cache=True, inline="always")
 def gradients(cols, size, x, u_grad, y, loss, g, gS):
-    """g = dL/du at ``u_grad`` and gS = X_Sᵀ g (spec §2.2 step 2); returns x_jᵀ g."""
+    """g = dL/du at ``u_grad`` and gS = X_Sᵀ g; returns x_jᵀ g."""
     loss_grad(loss, u_grad, y, g)
     if size > 0:
         _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
@@ -198,20 +201,21 @@ def gradients(cols, size, x, u_grad, y, loss, g, gS):
 
 @njit(cache=True, inline="always")
 def adapt_eta(step, nu):
-    """The default rule (spec §4.1 (b)): η = shrink · coef / ν_max, ν_max the running
-    max of ‖x‖²/n.  ``step`` is [eta, adaptive, coef, nu_max, shrink, f, subs]."""
-    if nu > step[3]:
-        step[3] = nu
-    if step[3] > 0.0:
-        step[0] = step[4] * step[2] / step[3]
+    """The default rule (``asyos.core.step_size``): η = shrink · coef / ν_max, ν_max
+    the running max of ‖x‖²/n; ``step`` is the step-size state."""
+    if nu > step[NU_MAX]:
+        step[NU_MAX] = nu
+    if step[NU_MAX] > 0.0:
+        step[ETA] = step[SHRINK] * step[COEF] / step[NU_MAX]
 
 
 @njit(cache=True, inline="always")
 def safeguard(step, f):
-    """Spec §4.1 (d): halve η's shrink factor whenever a step raised the loss."""
-    if f > step[5] * (1.0 + 1e-12) + 1e-15:
-        step[4] *= 0.5
-    step[5] = f
+    """A safeguard the paper does not have: halve η's shrink factor whenever a step
+    raised the loss."""
+    if f > step[LAST_LOSS] * (1.0 + 1e-12) + 1e-15:
+        step[SHRINK] *= 0.5
+    step[LAST_LOSS] = f
 
 
 @njit(cache=True, fastmath=_FAST)
@@ -219,7 +223,7 @@ def os_step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m,
             gS, contribution):
     """One OS step on feature ``j`` with column ``x``; returns (new size, dropped index).
 
-    Gradients are all taken at ``u_grad`` (spec §2.2 step 2; stale in Asy-OS, §3.2).
+    Gradients are all taken at ``u_grad`` (the pre-step point; a stale view in Asy-OS).
     ``contribution`` receives X_S w_S after the step (it may alias ``u_grad``).
     The dropped index is -1 when nothing was dropped, ``j`` on a rejection.
     """

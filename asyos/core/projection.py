@@ -1,9 +1,11 @@
-"""The exact bi-level projection of SGHT (sght spec §2.1-2.2), compiled with numba.
+"""The exact bi-level projection SGHT (Xiang et al., KDD 2014), compiled with numba.
 
 SGHT(v) keeps at most s1 entries of v, drawn from at most s2 groups, maximising the
-retained ‖x‖² (every optimal x has x_i ∈ {v_i, 0}, spec Proposition 1).  Neither greedy
-order is exact (spec §5 O3), so the support comes from the dynamic program of spec
-§2.2 over groups, with the argmax recovered by backtracking through a path table.
+retained ‖x‖² (every optimal x has x_i ∈ {v_i, 0}: Xiang et al., KDD 2014,
+Proposition 1).  Neither greedy order is exact (neither "top s1 features, then drop
+groups" nor "top s2 groups by norm, then top s1 features"), so the support comes from
+the paper's dynamic program over groups (Algorithm 3), with the argmax recovered by
+backtracking through a path table (Algorithm 4).
 
 Two kernels share the DP and the recovery: ``bilevel_keep`` sorts everything and takes
 any integer labels (a kept set of ≤ s1 + 1 features in group-aware OS);
@@ -25,7 +27,7 @@ __all__ = ["bilevel_keep", "bilevel_keep_compact", "bilevel_projection", "check_
 
 @njit(cache=True)
 def _sgss_counts(w2, starts, s1, s2):
-    """Spec §2.2, Algorithms 3-4: how many elements to take from each group.
+    """How many elements to take from each group (Xiang et al., KDD 2014, Algs. 3-4).
 
     ``w2`` holds the weights v_i² group after group (group i is
     ``w2[starts[i]:starts[i+1]]``, sorted largest first, so CH(i, t) is a prefix sum).
@@ -87,7 +89,7 @@ def bilevel_keep(v, labels, s1, s2, keep):
     short vectors with any integer labels (a kept set in group-aware OS).
 
     Elements are ordered by group, then by |v| largest first (ties to the lower
-    position), so each group's best t elements are its first t (spec §2.1).  Returns
+    position), so each group's best t elements are its first t.  Returns
     W* = Σ_{kept} v_i².
     """
     size = v.shape[0]
@@ -143,7 +145,7 @@ def check_groups(groups, n_features: int) -> tuple[np.ndarray, int]:
     """Group labels, one per feature, as compact int64 ids 0..G−1 (in sorted label
     order) and G.  Labels may be integers or strings; NaN, non-integral floats and a
     wrong length raise InputError.  Groups are disjoint by construction (one label per
-    feature), which the DP needs (spec §1)."""
+    feature), which the DP needs."""
     labels = np.asarray(groups)
     if labels.ndim != 1 or labels.shape[0] != n_features:
         raise InputError(f"groups must give one label per feature: expected "
@@ -168,11 +170,12 @@ def check_groups(groups, n_features: int) -> tuple[np.ndarray, int]:
 
 
 def bilevel_projection(v, groups, s1, s2) -> np.ndarray:
-    """SGHT(v): the closest x to v with ≤ s1 nonzeros in ≤ s2 groups (sght spec §2.1).
+    """SGHT(v): the closest x to v with ≤ s1 nonzeros in ≤ s2 groups
+    (Xiang et al., KDD 2014, problem (2)).
 
     ``groups[i]`` is feature i's group label.  Exact, by the O(s1·s2·p + p log p)
-    dynamic program of spec §2.2; among equally good supports the DP's tie rule
-    decides.  s1 = 0 or s2 = 0 gives x = 0.
+    dynamic program of the paper's Algorithms 3-4; among equally good supports the
+    DP's tie rule decides.  s1 = 0 or s2 = 0 gives x = 0.
     """
     v = np.asarray(v, dtype=np.float64)
     if v.ndim != 1:

@@ -15,7 +15,7 @@ __all__ = ["soft_threshold", "spectral_norm_sq"]
 
 
 def soft_threshold(z, t):
-    """soft(z, t) = sign(z)·max(|z| − t, 0), the prox of t‖·‖₁ (spec §6.2)."""
+    """soft(z, t) = sign(z)·max(|z| − t, 0), the prox of t‖·‖₁."""
     return np.sign(z) * np.maximum(np.abs(z) - t, 0.0)
 
 

@@ -20,7 +20,7 @@ class Selection:
     """What a baseline selected: sorted int64 indices, their weights (aligned), the
     number of iterations run, and the method's name as in the paper's legends.
     Online methods also report ``peak_active``, the most features (columns or
-    nonzero weights) they held at once, to compare memory with OS (spec §7.4)."""
+    nonzero weights) they held at once, to compare memory with OS."""
 
     selected: np.ndarray
     weights: np.ndarray
@@ -36,8 +36,9 @@ def top_s(v: np.ndarray, s: int) -> np.ndarray:
 
 def selection(indices, weights, s: int, name: str, n_iter: int,
               peak_active: int | None = None) -> Selection:
-    """The Selection of spec §5.4: the nonzeros of (indices, weights), cut to the top
-    s by |w| (ties to the lower index), sorted by index with aligned weights."""
+    """The ``Selection`` every method returns: the nonzeros of (indices, weights), cut
+    to the top s by |w| (ties to the lower index), sorted by index with aligned
+    weights."""
     indices = np.asarray(indices, dtype=np.int64)
     weights = np.asarray(weights, dtype=np.float64)
     order = np.argsort(indices, kind="stable")

@@ -1,4 +1,4 @@
-"""Pure arithmetic of splitting work among q workers (spec §3.3)."""
+"""Pure arithmetic of splitting work among q workers."""
 
 import numpy as np
 
@@ -16,7 +16,7 @@ def budget_split(s: int, q: int) -> list[int]:
 
 
 def group_owners(group_of, n_groups: int, q: int) -> np.ndarray:
-    """Worker of each group, so that shards are whole groups (issue 8): groups go,
+    """Worker of each group, so that shards are whole groups: groups go,
     largest first, to the worker with the fewest features so far (ties: the lower
     worker); every worker gets at least one group (needs q ≤ number of groups)."""
     if q > n_groups:

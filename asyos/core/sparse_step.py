@@ -1,11 +1,12 @@
-"""The OS step for sparse columns (spec §2.2; issue 6): cost ∝ the nonzeros touched.
+"""The OS step (Yang et al., KDD 2016, Algorithm 1) for sparse columns: cost ∝ nonzeros
+touched.
 
 A dense step costs O(n·s) whatever the data.  With CSC columns, every quantity the step
 needs lives on the rows where the kept columns or the newcomer are nonzero:
 
-* g = dL/du is per-sample (spec §1), so X_Sᵀ g and x_jᵀ g need g only on those rows;
+* g = dL/du is per-sample, so X_Sᵀ g and x_jᵀ g need g only on those rows;
 * u = X_S w_S changes by Σ_k Δw_k x_k, again only on those rows;
-* the loss (for the step-size safeguard, spec §4.1 (d)) changes only there too.
+* the loss (for the step-size safeguard) changes only there too.
 
 So one step costs O(nnz(X_S) + nnz(x_j)), which for text-like data (a few hundred
 nonzeros per column) is orders of magnitude below n·s.  The update rule itself is the
@@ -25,6 +26,7 @@ from numba import njit
 
 from .losses import grad_at, loss_at, loss_value
 from .os_step import adapt_eta, safeguard, smallest_slot, step_weights, vacate
+from .step_size import ADAPTIVE, ETA, LAST_LOSS, SUBSTITUTIONS
 
 
 @dataclass(frozen=True)
@@ -93,17 +95,17 @@ def sparse_steps(table, rows, vals, fill, index, weights, size, capacity, indptr
 
     Gradients are taken at ``u_grad``: the exact u = ``contribution`` in sequential OS
     (``separate`` False: they are one array), a worker's view û in Asy-OS (``separate``
-    True: û also receives the worker's own change after each step, spec §3.4
-    "others").  ``step`` is ``os_block``'s state (η, the default rule's data, the
-    substitution count); ``fill`` is the pool's used length, and the caller made room
-    for the block's nonzeros.  ``mark`` (bool, length n) must be all False; it is
-    again on return.
+    True: û also receives the worker's own change after each step: a worker always
+    sees its own pushes).  ``step`` is ``os_block``'s state (η, the default rule's
+    data, the substitution count); ``fill`` is the pool's used length, and the caller
+    made room for the block's nonzeros.  ``mark`` (bool, length n) must be all False;
+    it is again on return.
     """
     n = y.shape[0]
     inv_n = 1.0 / n
-    adaptive = step[1] != 0.0
+    adaptive = step[ADAPTIVE] != 0.0
     if adaptive:
-        step[5] = loss_value(loss, u_grad, y)
+        step[LAST_LOSS] = loss_value(loss, u_grad, y)
     for b in range(block_index.shape[0]):
         j = block_index[b]
         lo, hi = indptr[b], indptr[b + 1]
@@ -112,7 +114,7 @@ def sparse_steps(table, rows, vals, fill, index, weights, size, capacity, indptr
             for e in range(lo, hi):
                 nu += block_vals[e] * block_vals[e]
             adapt_eta(step, nu * inv_n)
-        eta = step[0]
+        eta = step[ETA]
         # g on the rows the kept columns and x_j touch; their loss before the step
         count = 0
         f_before = 0.0
@@ -160,7 +162,7 @@ def sparse_steps(table, rows, vals, fill, index, weights, size, capacity, indptr
                         u_grad[rows[e]] += change
         if drop >= 0:
             if index[drop] != j:
-                step[6] += 1.0
+                step[SUBSTITUTIONS] += 1.0
             vacate(table, index, weights, capacity, drop)
             size = capacity
         f_after = 0.0
@@ -170,7 +172,7 @@ def sparse_steps(table, rows, vals, fill, index, weights, size, capacity, indptr
             if adaptive:
                 f_after += loss_at(loss, u_grad[r], y[r])
         if adaptive:
-            safeguard(step, step[5] + (f_after - f_before) * inv_n)
+            safeguard(step, step[LAST_LOSS] + (f_after - f_before) * inv_n)
     sparse_contribution(table, rows, vals, weights, size, contribution)
     return size, fill
 

@@ -2,10 +2,11 @@
 
 ``FGMClassifier`` (squared hinge or logistic loss, two classes) and ``FGMRegressor``
 (squared loss) select features by FGM's cutting plane and predict with the model FGM
-fitted on them (spec fgm.md §2.6: every subproblem re-fits the active features, so no
-separate de-biasing step is needed).  ``polynomial_degree=2`` selects among the base
-features and their pairwise products (``InteractionStream``'s numbering) without ever
-building the product matrix; ``groups=`` selects whole groups.
+fitted on them (Tan, Tsang & Wang 2014, Section 5.3: every subproblem re-fits the
+active features, so no separate de-biasing step is needed).  ``polynomial_degree=2``
+selects among the base features and their pairwise products (``InteractionStream``'s
+numbering) without ever building the product matrix; ``groups=`` selects whole
+groups.
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ _PARAMS_DOC = """
         searched implicitly) or 3 (and the triple products, enumerated).
     fit_intercept : learn the unpenalised bias b (FGM-SHIFT).
     max_activations : cap on the activations (None: 10, or 4·⌈n/B⌉ with a budget n).
-    tol : stop when an activation lowers the objective by at most tol·F₀ (spec (38)).
+    tol : stop when an activation lowers the objective by at most tol·F₀ (Tan et
+        al., eq. (38)).
     inner_tol, max_inner : the APG subproblem's relative-decrease tolerance and cap.
     exclude_active : rank only features not yet active (B new ones per activation);
-        the default ranks all (the exact cutting plane, spec §2.2).
+        the default ranks all (the exact cutting plane).
 
     Attributes
     ----------
@@ -155,7 +157,7 @@ class FGMClassifier(ClassifierMixin, _FGM):
 
 class FGMRegressor(RegressorMixin, _FGM):
     __doc__ = ("""Least-squares regression with feature selection by FGM
-    (P = C/2·Σ(y_i − z_i)², spec §1.1).
+    (P = C/2·Σ(y_i − z_i)², our extension of the paper's losses).
 """ + _PARAMS_DOC.replace("    C : float,", "    C : float (default 1),"))
 
     def fit(self, X, y):

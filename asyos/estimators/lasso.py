@@ -1,9 +1,9 @@
 """scikit-learn fronts for the Lasso family: ``Lasso``, ``GroupLasso``, ``FusedLasso``
 and ``lasso_path``, solved by coordinate descent with gap-safe screening or SAIF
-(``asyos.baselines.cd_path``; specs ``gap_safe_screening.md`` and ``saif.md``).
+(``asyos.baselines.cd_path``; Fercoq, Gramfort & Salmon 2015, Ren et al. 2018).
 
 Objective in scikit-learn's scale, (1/(2n))‖y − Xw − b‖² + α·penalty; the solvers work
-in the ½‖·‖² scale with λ = n·α (spec §0), so ``dual_gap_`` is their gap divided by n,
+in the ½‖·‖² scale with λ = n·α, so ``dual_gap_`` is their gap divided by n,
 as scikit-learn reports it, and ``tol`` is scikit-learn's: stop when the gap ≤ tol·‖y‖²
 (½ scale).
 """
@@ -111,7 +111,7 @@ class Lasso(_ScreenedLinear):
 
 
 class GroupLasso(_ScreenedLinear):
-    """min (1/(2n))‖y − Xw − b‖² + α Σ_g w_g‖w_g‖₂ (spec §5) by block coordinate
+    """min (1/(2n))‖y − Xw − b‖² + α Σ_g w_g‖w_g‖₂ by block coordinate
     descent with the group gap-safe test or SAIF over groups.
 
     ``groups``: one label per feature (None: every feature alone, the Lasso);
@@ -149,7 +149,8 @@ class GroupLasso(_ScreenedLinear):
 
 class FusedLasso(_ScreenedLinear):
     """min (1/(2n))‖y − Xw − b‖² + α Σ_(u,v)∈E |w_u − w_v| over the edges E of a tree
-    on the features (saif spec §7), by the subtree-sum transform to a Lasso.
+    on the features, by the subtree-sum transform to a Lasso (Ren et al. 2018,
+    Section 4).
 
     ``edges``: (p − 1, 2) node pairs forming a tree (None: the chain 0–1–…–(p−1),
     the 1-D fused Lasso).  A general graph must be reduced to a spanning tree by the
@@ -203,7 +204,7 @@ def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
 
     Like ``sklearn.linear_model.lasso_path``: α sorted decreasing, by default
     ``n_alphas`` log-spaced from α_max = ‖Xᵀy‖_∞/n down to eps·α_max; each solve stops
-    at duality gap ≤ tol·‖y‖² (spec §4.1).  Returns (alphas, coefs of shape
+    at duality gap ≤ tol·‖y‖².  Returns (alphas, coefs of shape
     (p, n_alphas), dual gaps in scikit-learn's scale).
     """
     X, y = check_xy(X, y)

@@ -1,4 +1,5 @@
-"""scikit-learn estimators over Online Substitution (spec §2) and Asy-OS (spec §3).
+"""scikit-learn estimators over Online Substitution and Asy-OS (Yang, Fujimaki,
+Kusumura & Liu, KDD 2016, Algorithms 1-3).
 
 ``OnlineSubstitutionRegressor``, ``OnlineSubstitutionClassifier`` and the transformer
 ``OnlineSubstitutionSelector`` share one fitting path (``_OnlineSubstitution._select``):
@@ -6,7 +7,7 @@ the data become a feature stream (dense, scipy.sparse, or any source ``fit_strea
 accepts), the stream is centred (and scaled) column by column as it is read, and OS
 runs sequentially, in the staleness simulator, or over real ZeroMQ processes.
 
-Intercept.  Spec §1's problem has none; with ``fit_intercept=True`` (the default) the
+Intercept.  The paper's eq. (1) has none; with ``fit_intercept=True`` (the default) the
 estimators solve min_{w, b} L(Xw + b·1, y) s.t. ‖w‖₀ ≤ s, b unpenalised.  Each column
 is centred as it streams (its mean is exact: a column arrives whole), so OS runs on
 X_c = X − 1x̄ᵀ.  For the squared loss this is exact: for any w the best b is
@@ -114,9 +115,9 @@ class _OnlineSubstitution(BaseEstimator):
                          f"number of features) or a fraction in (0, 1], got {k!r}")
 
     def _seed(self) -> int | None:
-        """None: features in index order (spec §2.3); else the seed of a shuffled order
-        per epoch."""
-        if self.random_state is None:   # spec §2.3: the default stream order
+        """None: features in index order (our default); else the seed of a shuffled
+        order per epoch."""
+        if self.random_state is None:   # the default stream order
             return None
         return int(check_random_state(self.random_state).randint(2**31 - 1))
 
@@ -132,7 +133,7 @@ class _OnlineSubstitution(BaseEstimator):
         if wrapped:
             stream = Standardized(stream, center=self.fit_intercept,
                                   scale=self.standardize)
-        # spec §1 with an unpenalised b: exact by centring for the squared loss
+        # eq. (1) with an unpenalised b: exact by centring for the squared loss
         center = self.fit_intercept and loss is Loss.SQUARED
         offset = float(y.mean()) if center else 0.0
         selected, weights, history = self._run(stream, y - offset, s, loss)
@@ -260,18 +261,19 @@ def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
 class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     """Sparse linear regression by Online Substitution: at most
     ``n_features_to_select`` nonzero coefficients, found in one pass per epoch over
-    the features while holding O(n·s) of them (spec §2).
+    the features while holding O(n·s) of them (Yang et al. 2016, Algorithm 1).
 
     Parameters: ``n_features_to_select`` (s; None = half the features, or a fraction),
     ``loss`` ("squared"), ``epochs``, ``eta``/``m`` (step size and block factor;
-    "auto" = the spec §4.1 rule), ``fit_intercept`` (see the module: exact by
-    centring), ``standardize``, ``n_workers`` (1: sequential OS; more: Asy-OS),
+    "auto" = the rule of ``asyos.core.step_size``), ``fit_intercept`` (see the
+    module: exact by centring), ``standardize``, ``n_workers`` (1: sequential OS;
+    more: Asy-OS),
     ``staleness`` (τ: the delay of the simulator, None = q as in the paper; for
     ``backend="zeromq"`` the bound the server enforces, None = derived from the
     pipeline), ``budget`` (Asy-OS: "auto" = "adaptive", the server shares s by a
     global |w| threshold; "fixed" = s/q per worker, the paper), ``backend``
-    ("simulated": one process, spec §3.4; "zeromq": a loopback server and
-    ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
+    ("simulated": one process, the staleness simulator; "zeromq": a loopback server
+    and ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
     ``random_state`` (None: features in index order; else a seeded shuffled order).
 
     Fitted: ``coef_`` (p,), ``intercept_``, ``support_`` (bool mask of the selected

@@ -1,11 +1,12 @@
 """scikit-learn estimators for bi-level selection: at most s1 features in at most s2
-groups (issue 8), by batch SGHT (sght spec §2.3) or group-aware Online Substitution.
+groups, by batch SGHT (Xiang, Yang & Ye, KDD 2014, Algorithms 1-2) or group-aware
+Online Substitution.
 
 ``groups`` gives each feature's group label (None: every feature its own group, so
 the group budget is a second feature budget).  ``solver="sght"`` runs projected
-gradient with the exact bi-level projection (``variant`` picks the step scheme of
-spec §2.4); ``solver="os"`` runs group-aware OS over the columns (``epochs`` passes),
-which never holds more than s1 + 1 columns.
+gradient with the exact bi-level projection (``variant`` picks one of the paper's
+four step schemes); ``solver="os"`` runs group-aware OS over the columns (``epochs``
+passes), which never holds more than s1 + 1 columns.
 
 Intercept: with ``fit_intercept`` the columns are centred first.  For the squared loss
 this is exact (the best b for any w is ȳ − x̄ᵀw); for the classification losses the

@@ -1,5 +1,6 @@
-"""The paper's experiments (spec §5): sweeps vs p, epochs and workers, and the MPI
-speedup, each writing a CSV of every run and a figure of mean ± standard error.
+"""The experiments of Yang, Fujimaki, Kusumura & Liu (KDD 2016, Section 5): sweeps
+vs p, epochs and workers, and the MPI speedup, each writing a CSV of every run and a
+figure of mean ± standard error.
 
     python -m asyos.experiments {vs-p,vs-epochs,vs-workers,speedup} [--quick] ...
 

@@ -8,7 +8,7 @@ Lasso, FGM, Grafting, online L1/L0 coordinate descent), one uniform call
 They need scikit-learn or abess, which the core must not depend on (the import-linter
 contract keeps sklearn out of asyos.baselines), so they live here and import their
 library only when called.  Each returns a ``Selection`` cut to s features like the
-baselines of spec §6, so the experiments score them the same way.
+baselines in ``asyos.baselines``, so the experiments score them the same way.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = ["METHODS", "COMPARATORS", "available_comparators", "c_for_s", "fit_ab
 def _l1_svc(C: float):
     from sklearn.svm import LinearSVC
 
-    # Spec §6.3: LIBLINEAR -s 5 (primal L1-regularised L2-loss SVC), no bias term.
+    # LIBLINEAR -s 5 (primal L1-regularised L2-loss SVC), no bias term.
     return LinearSVC(penalty="l1", loss="squared_hinge", dual=False, C=C,
                      fit_intercept=False, tol=1e-6, max_iter=10_000, random_state=0)
 
@@ -42,8 +42,10 @@ def _c_path(X, y, s: int) -> tuple[float, np.ndarray, int]:
     """(C, coef, fits) for the smallest grid C with nnz ≥ min(s, n) (else the most
     nnz; an L1 solution has at most n nonzeros, as in ``lasso.lambda_for_s``).
 
-    The grid is the λ grid of spec §5.5 mapped by C = 1/(2nλ) (§6.3): C₀ = 1/(2nλ_max)
-    gives w = 0, then C grows by 1/0.85 per step.
+    The grid is the λ grid of ``lasso.lambda_for_s`` mapped by C = 1/(2nλ), which
+    makes LIBLINEAR's ‖w‖₁ + C·Σ_i max(0, 1 − y_i wᵀx_i)² equal to (λ‖w‖₁ + L)/λ with
+    L the squared hinge of Yang et al. (2016, eq. (3)): C₀ = 1/(2nλ_max) gives w = 0,
+    then C grows by 1/0.85 per step.
     """
     n = X.shape[0]
     lam, coef, fits = first_on_grid(
@@ -54,13 +56,13 @@ def _c_path(X, y, s: int) -> tuple[float, np.ndarray, int]:
 
 def c_for_s(X, y, s: int) -> float:
     """The C that ``fit_l1_squared_hinge`` uses: the smallest C = 1/(2nλ), λ on the
-    §5.5 grid, whose L1 squared-hinge SVC has at least min(s, n) nonzeros."""
+    λ grid, whose L1 squared-hinge SVC has at least min(s, n) nonzeros."""
     X, y, s, _ = check_problem(X, y, s, "squared_hinge")
     return _c_path(X, y, s)[0]
 
 
 def fit_l1_squared_hinge(X, y, s: int) -> Selection:
-    """Spec §6.3: sklearn LinearSVC(penalty="l1", loss="squared_hinge", dual=False,
+    """sklearn LinearSVC(penalty="l1", loss="squared_hinge", dual=False,
     fit_intercept=False), C increased on the grid until nnz ≥ s, then the top s by
     |w|.  Labels must be ±1.  ``n_iter`` = fits run along the grid."""
     X, y, s, _ = check_problem(X, y, s, "squared_hinge")

@@ -1,10 +1,11 @@
-"""FGM experiments (issue 10, spec fgm.md §4): accuracy against selected features.
+"""FGM experiments (after Tan, Tsang & Wang 2014, Section 8): accuracy against
+selected features.
 
-``fgm-synthetic``: the reference's linear synthetic study, reduced as in spec §5
-oracle 10 (X i.i.d. N(0,1), 30 true weights uniform in [−1, 1], y = sign(Xw*), 4,096
-test points): test accuracy and true features recovered vs features selected for FGM,
-OS and the L1 squared-hinge SVM (LIBLINEAR); and exact vs inexact inner solves
-(objective vs APG iterations, spec §4.3).
+``fgm-synthetic``: the paper's linear synthetic study (its Section 8.2), reduced (X
+i.i.d. N(0,1), 30 true weights uniform in [−1, 1], y = sign(Xw*), 4,096 test points):
+test accuracy and true features recovered vs features selected for FGM, OS and the
+L1 squared-hinge SVM (LIBLINEAR); and exact vs inexact inner solves (objective vs APG
+iterations, as in its Section 8.2.1).
 
 ``fgm-poly``: data that ships with scikit-learn (digits one-vs-one pairs, breast
 cancer) in the degree-2 space of ``InteractionStream``: base features scaled to [0, 1]
@@ -31,7 +32,7 @@ from .sweeps import ExperimentResult
 
 __all__ = ["fgm_poly", "fgm_synthetic"]
 
-FGM_B, FGM_C = 5, 10.0             # spec §5 oracle 10 (synthetic); B = 2 for fgm-poly
+FGM_B, FGM_C = 5, 10.0             # our synthetic setting; B = 2 for fgm-poly
 METRICS = ("accuracy", "recovered", "n_selected", "seconds")
 SETTINGS = {False: {"m": 4096, "reps": 5, "ks": [10, 20, 30, 40, 50, 60, 80, 100],
                     "poly_ks": [2, 4, 6, 10, 15, 20, 30, 40, 60], "poly_reps": 5},
@@ -107,7 +108,7 @@ def unit_synthetic(*, rep: int, seed: int, m: int, ks: list) -> list:
     for nnz, coef, _, sec in _l1_svm_path(X, y, max(ks)):
         sel = np.flatnonzero(coef)
         row("L1-SVM (liblinear)", sel, coef[sel], sec, k=nnz)
-    if rep == 0:   # spec §4.3: exact (ε_in = 1e-6) vs inexact (1e-3) inner solves
+    if rep == 0:   # exact (ε_in = 1e-6) vs inexact (1e-3) inner solves
         for eps, cap in ((1e-3, 20), (1e-6, 2000)):
             res = fgm(space, yy, loss="squared_hinge", B=FGM_B, C=FGM_C,
                       max_activations=10, tol=0.0, inner_tol=eps, max_inner=cap)

@@ -25,7 +25,7 @@ from ..errors import InputError
 __all__ = ["Unit", "run_units", "write_csv", "summarize", "format_table",
            "problem_seed", "single_threaded_blas", "ERROR_COLUMN", "BLAS_ENV"]
 
-# The error metric of each task (spec §5.4), named as in the CSV and metrics.evaluate.
+# The error metric of each task (the paper's), named as in the CSV and metrics.evaluate.
 ERROR_COLUMN = {"regression": "recovery_error", "classification": "test_error"}
 
 

@@ -1,12 +1,13 @@
-"""The SGHT paper's simulation (sght spec §4.3, Table 3): bi-level and group selection.
+"""The SGHT paper's simulation (Xiang, Yang & Ye, KDD 2014, Section 5.3 and Table 3):
+bi-level and group selection.
 
 y = A x̄ + ε with A ∈ ℝ^{100×200} standard normal, 20 groups of 10, groups 0-5 active:
 case 1 (bi-level) puts each active group's value on 3 random positions (18 features),
-case 2 (group) on all 10 (60 features).  [I] choices the paper leaves open: a group's
-value is ±U[1, 5] (random sign), ε ~ N(0, 2²), a 1000-sample test set.  Each method
-is tuned by 5-fold cross-validation on the training data (validation MSE of its own
-prediction) over the paper's grids, then scored on the groups and features it selects
-(NO = selected, FP, FN) and its test MSE; ``seconds`` includes the CV.
+case 2 (group) on all 10 (60 features).  Our choices where the paper is silent: a
+group's value is ±U[1, 5] (random sign), ε ~ N(0, 2²), a 1000-sample test set.  Each
+method is tuned by 5-fold cross-validation on the training data (validation MSE of its
+own prediction) over the paper's grids, then scored on the groups and features it
+selects (NO = selected, FP, FN) and its test MSE; ``seconds`` includes the CV.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ METRICS = ("grp_NO", "grp_FP", "grp_FN", "feat_NO", "feat_FP", "feat_FN", "test_
 
 
 def grids(quick: bool) -> dict:
-    """The paper's grids (spec §4.3); --quick keeps every other value."""
+    """The paper's grids (its Section 5.3); --quick keeps every other value."""
     s2 = [2, 4, 6, 8, 10]
     pairs = [(k * s, s) for s in s2 for k in (2, 4, 6, 8, 10)]  # s1 ∈ {2..10}·s2
     grid = {"pairs": pairs, "features": list(range(6, 61, 6)), "groups": s2,
@@ -47,7 +48,7 @@ def grids(quick: bool) -> dict:
 
 
 def make_case(case: int, seed) -> tuple:
-    """(X, y, X_test, y_test, groups, x̄) of spec §4.3 for ``case`` 1 or 2."""
+    """(X, y, X_test, y_test, groups, x̄) of the simulation for ``case`` 1 or 2."""
     rng = np.random.default_rng(seed)
     groups = np.repeat(np.arange(P // GROUP_SIZE), GROUP_SIZE)
     w = np.zeros(P)

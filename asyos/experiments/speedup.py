@@ -1,5 +1,6 @@
-"""Fig. 3 of the paper: training error vs time and speedup of real MPI runs (§5.7),
-beside a speedup predicted by the virtual-clock simulator (spec §3.4).
+"""Fig. 3 of Yang, Fujimaki, Kusumura & Liu (KDD 2016, Section 5.3): training error
+vs time and speedup of real MPI runs, beside a speedup predicted by the virtual-clock
+simulator (docs/algorithms.md, "Asy-OS: staleness and budgets").
 
 Protocol: n = 1000, p = 8192, s = 64 (regression) or 32 (classification), 2 scans.  The
 problem of each repetition is drawn once (``asyos.datasets``, n = 1000 exactly), saved
@@ -108,7 +109,7 @@ def _trace(result: dict, clock: str = "seconds") -> tuple[list, list]:
 
 # ------------------------------------------------------------------ the cost model
 def fit_cost_model(runs: list[dict], n: int, s: int) -> tuple[float, float]:
-    """Fit (a, c_comm) of the virtual clock from measured runs (spec §3.4).
+    """Fit (a, c_comm) of the virtual clock from measured runs.
 
     Model: one worker iteration on a worker holding |S(t)| columns costs
         T_iter = a · n · (|S(t)| + 2) + c_comm   seconds,
@@ -245,7 +246,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     max_workers = min(os.cpu_count() or 1, 4) if max_workers is None else max_workers
     if max_workers < 1:
         raise InputError(f"max-workers must be >= 1, got {max_workers}")
-    reps = (2 if quick else 10) if reps is None else reps   # the paper: 10 (§5.7)
+    reps = (2 if quick else 10) if reps is None else reps   # the paper: 10
     if reps < 1:
         raise InputError(f"reps must be >= 1, got {reps}")
     p = (4096 if quick else 8192) if p is None else p

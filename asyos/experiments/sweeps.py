@@ -1,9 +1,10 @@
-"""Figs. 1 and 2 of the paper: recall and error vs p, vs epochs, vs workers (spec §5.5).
+"""Figs. 1 and 2 of Yang, Fujimaki, Kusumura & Liu (KDD 2016): recall and error vs p,
+vs epochs, vs workers (the paper's Section 5).
 
 Each sweep is a list of ``runner.Unit``s, one per (task, p, repetition): a unit draws
 the paper's problem once (``asyos.datasets``, n = paper_n(s, p), σ = 0.1, seed
 [seed, rep]), runs its methods on it, and scores each selection with
-``asyos.metrics.evaluate`` (refit, recall, recovery or test error; spec §5.4).
+``asyos.metrics.evaluate`` (refit, recall, recovery or test error, as in the paper).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ LOSS = {"regression": "squared", "classification": "squared_hinge"}
 ONLINE = ("Grafting", "L1 coordinate descent", "L0 coordinate descent")
 METRICS = ("recall", "recovery_error", "test_error", "seconds")
 
-# Paper protocol (spec §5.1, §5.2, §5.5) and the few-minute --quick version.
+# Paper protocol (its Section 5) and the few-minute --quick version.
 SETTINGS = {
     False: {"s": 100, "reps": 30,
             "vs-p": {"regression": list(range(2000, 6001, 500)),
@@ -70,7 +71,7 @@ class ExperimentResult:
 
 
 def make_problem(task: str, p: int, s: int, seed, n: int | None = None):
-    """The paper's synthetic problem (spec §5.1/§5.2); n None: paper_n(s, p)."""
+    """The paper's synthetic problem (its Section 5); n None: paper_n(s, p)."""
     if task == "regression":
         return make_regression(p=p, s=s, n=n, noise=0.1, seed=seed)
     if task == "classification":
@@ -83,7 +84,7 @@ def _os(X, y, s, *, loss, epochs):
 
 
 def method_table(task: str, names: Sequence[str] | None = None) -> dict:
-    """Legend name → f(X, y, s, *, loss, epochs): OS, the baselines of spec §6 and the
+    """Legend name → f(X, y, s, *, loss, epochs): OS, the paper's baselines and the
     installed third-party comparators (which ignore loss and epochs).
 
     ``names``: only these, among those that apply to ``task`` (a comparator for the
@@ -174,7 +175,8 @@ def unit_methods(*, experiment, task, p, s, rep, seed, epochs_list, names) -> li
 
 
 # (budget, delay): the paper's setting first; τ = 0 separates the cost of staleness
-# from the cost of the budgets, "adaptive" is issue 5's global-threshold budgets.
+# from the cost of the budgets; "adaptive" is the server's global |w| threshold
+# (docs/algorithms.md, "Asy-OS: staleness and budgets").
 VARIANTS = (("fixed", "q"), ("fixed", 0), ("adaptive", "q"), ("adaptive", 0))
 
 

@@ -1,8 +1,9 @@
-"""FGM's subproblem (spec §2.3–2.4): the primal MKL problem on the activated blocks,
+"""FGM's subproblem (Tan, Tsang & Wang 2014, eq. (31)): the primal MKL problem on the
+activated blocks,
 
     min_{w_1..w_t, b}  F(w, b) = ½ (Σ_h ‖w_h‖₂)² + P(Σ_h X_h w_h + b),
 
-solved by the modified accelerated proximal gradient of the reference (Algorithms 3-4).
+solved by their modified accelerated proximal gradient (Algorithms 3-4).
 
 P(z) = C·Σ_i ℓ(z_i) is the loss with the weight C folded in; with the per-sample losses
 of ``core.losses`` (a mean over the n samples) that is P = C·n·L(z), so every loss code
@@ -22,14 +23,14 @@ from ..core.losses import loss_grad, loss_value
 
 __all__ = ["apg", "block_norms", "prox_squared_l21", "subproblem_objective"]
 
-ETA = 0.6          # spec §1.6 [code]: backtracking factor
+ETA = 0.6          # backtracking factor (the authors' released code)
 MAX_TRIALS = 60    # backtracking trials per step (0.6^-60 ≈ 2e13: τ can grow that far)
 
 
 @njit(cache=True)
 def prox_squared_l21(o, lam, out):
-    """Spec §2.4 (Algorithm 3, Proposition 1): a = argmin_{a ≥ 0} ½‖a − o‖² + λ/2 (Σa)²
-    for the block norms o; the block prox is then w_h = (a_h/o_h)·u_h.
+    """Tan et al., Algorithm 3 and Proposition 1: a = argmin_{a ≥ 0} ½‖a − o‖² +
+    λ/2 (Σa)² for the block norms o; the block prox is then w_h = (a_h/o_h)·u_h.
 
     Sort o decreasingly into ō, ρ = the largest j with ō_j > λ/(1+jλ)·Σ_{i≤j} ō_i,
     ζ = λ/(1+ρλ)·Σ_{i≤ρ} ō_i and a_h = max(o_h − ζ, 0).
@@ -59,14 +60,14 @@ def block_norms(w, starts):
 
 @njit(cache=True)
 def subproblem_objective(rows, starts, y, code, C, w, b):
-    """F(w, b) of spec §2.3 (31), computed directly from the cached columns."""
+    """F(w, b) of Tan et al., eq. (31), computed directly from the cached columns."""
     z = np.dot(w, rows) + b
     return C * y.shape[0] * loss_value(code, z, y) + 0.5 * np.sum(block_norms(w, starts)) ** 2
 
 
 @njit(cache=True)
 def _block_products(rows, starts, p):
-    """(t, n) array of the per-block predictions p_h'x_ih (spec §2.5 cache)."""
+    """(t, n) array of the per-block predictions p_h'x_ih (Tan et al., Section 5.5)."""
     t = starts.shape[0] - 1
     out = np.empty((t, rows.shape[1]))
     for h in range(t):
@@ -85,7 +86,7 @@ def _block_dots(starts, p, q):
 
 @njit(cache=True)
 def _bias_step(code, C, y, zu, c, grad_buf):
-    """Spec §2.4 (36): one steepest-descent step on b from c with an Armijo search;
+    """Tan et al., eq. (36): one steepest-descent step on b from c (Armijo);
     zu are the predictions without the bias.  The first trial is 1/(C·n), the inverse
     of b's Lipschitz bound."""
     n = y.shape[0]
@@ -103,8 +104,9 @@ def _bias_step(code, C, y, zu, c, grad_buf):
 
 @njit(cache=True)
 def apg(rows, starts, y, code, C, w, b, tau, fit_b, eps_in, max_iter):
-    """Spec §2.4 (Algorithm 4): FISTA on (31) with a backtracked τ, a block-coordinate
-    Armijo step on the bias, and a function-value restart [conv].
+    """Tan et al., Algorithm 4: FISTA on (31) with a backtracked τ, a block-coordinate
+    Armijo step on the bias, and a function-value restart (our convention: the paper
+    describes none).
 
     ``rows`` (k, n) are the cached columns, ``starts`` the block offsets (t + 1), ``w``
     (k,) and ``b`` the warm start.  Stops when the relative decrease of F is at most
@@ -127,7 +129,7 @@ def apg(rows, starts, y, code, C, w, b, tau, fit_b, eps_in, max_iter):
         beta = (t_old - 1.0) / t_cur
         v = w + beta * (w - w_old)
         c = b + beta * (b - b_old) if fit_b else b
-        # spec §2.5: the per-block products v_h'x_ih and g_h'x_ih serve every trial
+        # Section 5.5: the per-block products v_h'x_ih and g_h'x_ih serve every trial
         VX = _block_products(rows, starts, v)
         zv = VX.sum(axis=0) + c
         P_v = scale * loss_value(code, zv, y)
@@ -159,7 +161,7 @@ def apg(rows, starts, y, code, C, w, b, tau, fit_b, eps_in, max_iter):
             u[starts[h]:starts[h + 1]] *= sc[h]
         b_new = _bias_step(code, C, y, z - c, c, grad_buf) if fit_b else c
         F_new = scale * loss_value(code, z - c + b_new, y) + reg
-        if F_new > F_k:                       # spec §2.4 restart [conv]
+        if F_new > F_k:                       # restart (our convention)
             if beta == 0.0:
                 break                         # a plain step cannot descend: converged
             w_old = w.copy()

@@ -1,12 +1,13 @@
-"""The feature generating machine (FGM; Tan, Tsang & Wang 2014; spec ``fgm.md``).
+"""The feature generating machine (FGM; Tan, Tsang & Wang, JMLR 2014, Algorithm 1).
 
 A cutting-plane method: each activation adds the B candidates (features or groups) with
-the largest gradient scores c_j² (the most violated constraint, spec §2.2), then the
-subproblem on every activated block is re-solved in the primal by the accelerated
-proximal gradient of ``fgm_apg`` (spec §2.3-2.4).  Only the activated columns are ever
-held (a compact (k, n) cache, spec §2.5), so FGM selects from spaces too large to
-store: a feature stream read block by block, or the degree-2 products of
-``InteractionStream``, searched without building them (``fgm_search``).
+the largest gradient scores c_j² (the most violated constraint, their Algorithm 2 and
+eq. (27)), then the subproblem on every activated block is re-solved in the primal by
+the accelerated proximal gradient of ``fgm_apg`` (their Section 5.2, Algorithms 3-4).
+Only the activated columns are ever held (a compact (k, n) cache, their Section 5.5),
+so FGM selects from spaces too large to store: a feature stream read block by block,
+or the degree-2 products of ``InteractionStream``, searched without building them
+(``fgm_search``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ from .search import (
 
 __all__ = ["FGMResult", "dual_value", "fgm", "fit_fgm", "make_space"]
 
-ETA2 = 0.36         # spec §2.4 [code]: τ shrinks by η² when a new activation starts
+ETA2 = 0.36         # τ shrinks by η² when a new activation starts (authors' code)
 DEFAULT_C = {Loss.SQUARED: 1.0, Loss.SQUARED_HINGE: 10.0, Loss.LOGISTIC: 10.0}
 
 
@@ -50,13 +51,13 @@ class FGMResult:
     """A fitted FGM: the selection, its model, and how the run went."""
 
     selected: np.ndarray        # sorted feature numbers (of the mapped space) with w ≠ 0
-    weights: np.ndarray         # aligned; a feature in several blocks: the sum (§2.2)
+    weights: np.ndarray         # aligned; a feature in several blocks: the sum
     intercept: float
     n_features: int             # dimension of the space selected from
     blocks: list = field(default_factory=list)      # candidate ids of each activation
     objective: list = field(default_factory=list)   # F_0 (no feature), F_1, ..., F_t
     dual: list = field(default_factory=list)        # D(α) at each search (exact mode)
-    violations: list = field(default_factory=list)  # ½(Σ new scores − θ), spec §2.2
+    violations: list = field(default_factory=list)  # ½(Σ new scores − θ), for (37)
     apg_iterations: list = field(default_factory=list)  # per activation
     stop: str = ""              # which rule ended the run
     seconds: float = 0.0
@@ -64,8 +65,8 @@ class FGMResult:
 
     @property
     def gap(self) -> float:
-        """Relative duality gap (F − D)/F after the last search (spec §5 oracle 4): a
-        certificate of global optimality of §1.4 when there is no intercept."""
+        """Relative duality gap (F − D)/F after the last search: a certificate of
+        global optimality (docs/algorithms.md, "FGM") when there is no intercept."""
         if not self.dual:
             return math.nan
         F = self.objective[len(self.dual) - 1]      # D[k] is at the α of F[k]
@@ -74,7 +75,7 @@ class FGMResult:
 
 def dual_value(loss: Loss, r: np.ndarray, y: np.ndarray, C: float,
                top_sum: float) -> float:
-    """D(α) = h(α) − ½ top_B(c(α)²) of spec §2.6, α read off r = −∂P/∂z (§1.1)."""
+    """D(α) = h(α) − ½ top_B(c(α)²) (Tan et al., Lemma 1), α read off r = −∂P/∂z."""
     if loss is Loss.SQUARED:
         return float(r @ y - r @ r / (2.0 * C)) - 0.5 * top_sum
     alpha = r * y
@@ -85,7 +86,8 @@ def dual_value(loss: Loss, r: np.ndarray, y: np.ndarray, C: float,
 
 
 class _Cache:
-    """The activated columns (spec §2.5), one row each, grown by doubling."""
+    """The activated columns (Tan et al., Section 5.5), one row each, grown by
+    doubling."""
 
     def __init__(self, n: int):
         self._rows = np.zeros((0, n))
@@ -115,12 +117,12 @@ class _Cache:
 
 
 def _gradient_weights(code: int, z, y, C: float) -> np.ndarray:
-    """r = −∂P/∂z = α⊙y (spec §1.1), with P = C·n·L."""
+    """r = −∂P/∂z = α⊙y, with P = C·n·L."""
     return -C * len(y) * loss_grad(code, np.ascontiguousarray(z), y, np.empty(len(y)))
 
 
 def _best_constant(code: int, y, C: float) -> float:
-    """The bias of the model with no feature (spec §2.1 [conv]): argmin_b P(b·1)."""
+    """The bias of the model with no feature (our convention): argmin_b P(b·1)."""
     f = lambda b: loss_value(code, np.full(len(y), b), y)  # noqa: E731
     lo, hi = float(y.min()) - 1.0, float(y.max()) + 1.0
     return float(minimize_scalar(f, bounds=(lo, hi), method="bounded",
@@ -131,11 +133,11 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
         n_select: int | None = None, max_activations: int | None = None,
         tol: float = 1e-3, inner_tol: float = 1e-3, max_inner: int = 20,
         fit_intercept: bool = False, exclude_active: bool = False) -> FGMResult:
-    """Run FGM (spec §2.1, Algorithm 1) on a space of ``fgm_search`` (``make_space``).
+    """Run FGM (Tan et al., Algorithm 1) on a space of ``fgm_search`` (``make_space``).
 
     Each activation ranks the candidates by c_j² at the current model and activates
     the best B as one new block (exact mode: active candidates compete too, so a block
-    may recombine them; ``exclude_active`` ranks only new ones, spec §2.2).  Stops when
+    may recombine them; ``exclude_active`` ranks only new ones).  Stops when
     no constraint is violated (37), when F falls by at most ``tol``·F_0 (38), after
     ``max_activations`` (default 10, or 4·⌈n_select/B⌉ with a budget), or once
     ``n_select`` candidates are active: the activation that reaches the budget keeps
@@ -158,14 +160,14 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
     cache = _Cache(n)
     active = np.zeros(0, dtype=np.int64)          # sorted active candidate ids
     w = np.zeros(0)
-    tau = 0.1 * n * C                             # spec §1.6 τ₀ [code]
+    tau = 0.1 * n * C                             # τ₀ of the authors' code
     result.stop = "max_activations"
     for t in range(max_activations):
         ids, scores = space.top(r, B, active if exclude_active else active[:0])
         starts = np.asarray(cache.starts, dtype=np.int64)
         held = block_scores(cache.rows, starts, r)
         theta = held.max() if held.size else 0.0
-        violation = 0.5 * (scores.sum() - theta)                      # spec §2.2
+        violation = 0.5 * (scores.sum() - theta)                      # for (37)
         result.violations.append(float(violation))
         if not exclude_active:
             result.dual.append(dual_value(loss, r, y, C, float(scores.sum())))
@@ -196,7 +198,7 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
             break
     features, inverse = np.unique(cache.features, return_inverse=True)
     weights = np.zeros(features.size)
-    np.add.at(weights, inverse, w)                 # repeated features add up (§2.2)
+    np.add.at(weights, inverse, w)                 # repeated features add up
     nonzero = weights != 0.0
     result.selected, result.weights = features[nonzero], weights[nonzero]
     result.intercept = float(b)
@@ -238,8 +240,9 @@ def _check_groups(groups, m: int) -> list:
 
 def make_space(X, *, groups=None, degree: int = 1):
     """The candidate space for X (checked): an array or scipy.sparse matrix, or a
-    ``FeatureStream``; ``groups`` (spec §3.1) or ``degree=2`` (the implicit products of
-    spec §3.3; degree 3 enumerates ``InteractionStream``'s columns block by block)."""
+    ``FeatureStream``; ``groups`` (Tan et al., Section 4.2) or ``degree=2`` (the
+    implicit products of their Section 6.2; degree 3 enumerates
+    ``InteractionStream``'s columns block by block)."""
     degree = check_int("degree", degree, 1, 4)
     if degree > 1:
         if groups is not None:
@@ -288,13 +291,12 @@ def fit_fgm(X, y, s: int, loss="squared", *, B: int = 5, C: float | None = None,
             max_activations: int | None = None, tol: float = 0.0,
             inner_tol: float = 1e-3, max_inner: int = 20,
             exclude_active: bool = False) -> Selection:
-    """FGM behind the common baseline interface (spec §5.4 of asyos): at most ``s``
-    features of X (or of its degree-``degree`` products), numbered as in
-    ``InteractionStream``.
+    """FGM behind the common baseline interface: at most ``s`` features of X (or of
+    its degree-``degree`` products), numbered as in ``InteractionStream``.
 
     ``tol`` defaults to 0 here so that the run goes on until the budget s is met (or no
-    constraint is violated); C defaults to the spec's value for the loss (10 for
-    classification, 1 for squared loss).  ``n_iter`` counts activations.
+    constraint is violated); C defaults to 10 for classification (the authors' MATLAB
+    default) and 1 for squared loss.  ``n_iter`` counts activations.
     """
     if degree == 1 and not isinstance(X, FeatureStream):
         X, y, s, loss = check_problem(X, y, s, loss)

@@ -1,4 +1,5 @@
-"""FGM's worst-case analysis (spec §2.2, Algorithm 2) over the spaces it selects from.
+"""FGM's worst-case analysis (Tan, Tsang & Wang 2014, Algorithm 2) over the spaces it
+selects from.
 
 The most violated constraint is d = 1 on the B candidates with the largest scores
 s = c², c = Xᵀr the loss gradient (r = −∂P/∂z).  A *space* says what the candidates
@@ -6,10 +7,12 @@ are and how to score them:
 
 - ``ArraySpace``: the columns of a dense or scipy.sparse X (one BLAS/sparse pass);
 - ``StreamSpace``: the columns of any ``FeatureStream``, block by block (out of core);
-- ``GroupSpace``: groups of another space's features (spec §1.5, §3.1), s_g = ‖c_G‖²,
-  disjoint or overlapping (a shared feature is copied into each chosen group's block);
+- ``GroupSpace``: groups of another space's features (Tan et al., Sections 2.3, 4.2
+  and 4.3), s_g = ‖c_G‖², disjoint or overlapping (a shared feature is copied into
+  each chosen group's block);
 - ``PolynomialSpace``: the degree-2 products of ``InteractionStream``, scored from
-  M = Xᵀ diag(r) X block by block without building a product column (spec §3.3).
+  M = Xᵀ diag(r) X block by block without building a product column (Tan et al.,
+  Section 6.2).
 
 Every space pushes its scores into one size-B min-heap (a compiled kernel), so memory is
 O(B) beyond what the scores themselves need.  Ties go to the lower candidate number.
@@ -126,7 +129,7 @@ class _Space:
         return heap.result()
 
     def scores(self, r: np.ndarray) -> np.ndarray:
-        """The score of every candidate (spec §2.2 (27)): s_j = c_j², c = Xᵀr."""
+        """The score of every candidate (Tan et al., eq. (27)): s_j = c_j², c = Xᵀr."""
         c = self.correlations(r)
         return c * c
 
@@ -161,8 +164,8 @@ class ArraySpace(_Space):
 
 
 class StreamSpace(_Space):
-    """The columns of a ``FeatureStream``, scored block by block (spec §2.2: streamable
-    by feature blocks), so X never has to fit in memory."""
+    """The columns of a ``FeatureStream``, scored block by block, so X never has to
+    fit in memory."""
 
     def __init__(self, stream: FeatureStream):
         self.stream = stream
@@ -187,12 +190,13 @@ class StreamSpace(_Space):
 
 
 class GroupSpace(_Space):
-    """Groups of the features of ``base`` (spec §1.5, §3.1): candidate g scores
+    """Groups of the features of ``base`` (Tan et al., eq. (28)): candidate g scores
     ‖c_{G_g}‖², computed from the one gradient c = Xᵀr of the base space.
 
     ``groups`` is a list of nonempty int arrays (checked by the caller).  Overlapping
-    groups are the augmented-X construction of §3.1 done implicitly: a shared feature
-    keeps one c_j, and only the chosen groups' columns are copied into the cache.
+    groups are the augmented-X construction of Tan et al. done implicitly: a shared
+    feature keeps one c_j, and only the chosen groups' columns are copied into the
+    cache.
     """
 
     def __init__(self, base: _Space, groups: list):
@@ -204,7 +208,7 @@ class GroupSpace(_Space):
         self._starts = np.cumsum([0, *(len(g) for g in groups)]).astype(np.int64)
 
     def scores(self, r):
-        """‖c_G‖² per group (spec §1.5 (18))."""
+        """‖c_G‖² per group."""
         c = self.base.correlations(r)
         return np.add.reduceat(c[self._members] ** 2, self._starts[:-1])
 
@@ -219,7 +223,7 @@ class GroupSpace(_Space):
 
 class PolynomialSpace(_Space):
     """The degree-2 space of ``InteractionStream`` (base features, then the products
-    x_i·x_j, i ≤ j, in its numbering), searched implicitly (spec §3.3, Algorithm 5).
+    x_i·x_j, i ≤ j, in its numbering), searched implicitly (Tan et al., Algorithm 5).
 
     Scores: base feature j, (f_jᵀr)²; product (i, j), (M_ij)² with M = Xᵀ diag(r) X,
     computed for a (b × b) block of base features at a time by one BLAS call, so the
@@ -242,7 +246,7 @@ class PolynomialSpace(_Space):
         for i0 in range(0, d, step):
             left = base[i0:i0 + step] * r                     # rows of diag(r)·X_I
             for j0 in range(i0, d, step):
-                M = left @ base[j0:j0 + step].T               # spec §3.3: X_Iᵀ diag(r) X_J
+                M = left @ base[j0:j0 + step].T               # X_Iᵀ diag(r) X_J
                 heap.size = push_pairs(heap.scores, heap.ids, heap.size, M, i0, j0, d,
                                        heap.skip)
         return heap.result()
@@ -252,7 +256,8 @@ class PolynomialSpace(_Space):
 
 
 def block_scores(rows: np.ndarray, starts: np.ndarray, r: np.ndarray) -> np.ndarray:
-    """Σ_{j∈S_h} c_j² of every cached block h (θ of spec §2.2), from the cache alone."""
+    """Σ_{j∈S_h} c_j² of every cached block h (the θ of the violation), from the
+    cache alone."""
     c2 = (rows @ r) ** 2
     return np.add.reduceat(c2, starts[:-1]) if starts.size > 1 else np.zeros(0)
 

@@ -2,7 +2,7 @@
 
 OS reads a column at a time, so on disk each feature should be one contiguous run of n
 values: a Fortran-order (n, p) ``.npy`` (``NpyStream``'s fast layout).  Converting must
-not need the whole matrix in memory (spec issue 6: p ~ 10⁶), so it is an out-of-core
+not need the whole matrix in memory (p may be ~ 10⁶), so it is an out-of-core
 transpose in bounded memory:
 
 1. text and svmlight inputs are parsed in chunks of rows into a temporary file of raw

@@ -163,8 +163,9 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
 
 
 def load_groups(path) -> np.ndarray:
-    """Group labels, one per feature (issue 8): ``.npy`` (integers or strings, never
-    unpickled) or a text file with one label per line (kept as strings)."""
+    """Group labels, one per feature (for group-aware OS): ``.npy`` (integers or
+    strings, never unpickled) or a text file with one label per line (kept as
+    strings)."""
     path = _existing(path)
     try:
         if path.suffix.lower() == ".npy":

@@ -1,6 +1,6 @@
 """The Lasso family: L1-penalised least squares (and L1 classification by FISTA) by
 coordinate descent with gap-safe screening (Ndiaye et al., 2017) or SAIF (Ren et al.,
-2020), warm-started paths, the fused Lasso by a change of variables, and λ chosen for
+2018), warm-started paths, the fused Lasso by a change of variables, and λ chosen for
 a given number of features.  The mathematics is in docs/algorithms.md.
 
 ``path``: checks, the design (dense, sparse, or a fused transform) and the warm-started

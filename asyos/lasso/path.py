@@ -1,6 +1,7 @@
 """The Lasso / group Lasso path by coordinate descent: no screening, gap-safe dynamic
-screening (``screening.py``) or SAIF (``saif.py``), warm-started along λ (spec
-``gap_safe_screening.md`` §4.1, ``saif.md`` §4 "warm starts along a path").
+screening (``screening.py``) or SAIF (``saif.py``), warm-started along λ (sequential
+gap-safe screening, Fercoq, Gramfort & Salmon 2015; SAIF's warm starts, Ren et al.
+2018, Section 5.3).
 
 Python prepares a ``Design`` once (column or group norms, the unit layout) and checks
 the inputs; the kernels trust it.  Scale: ½‖y − Xβ‖² + λ Σ_g w_g‖β_g‖ (λ = n·α).
@@ -21,9 +22,9 @@ __all__ = ["SCREENINGS", "Design", "PathResult", "check_xy", "make_design",
            "solve_path"]
 
 SCREENINGS = ("none", "gap_safe", "saif")
-M0 = 10          # saif §4: the initial active set holds the top-m0 features
-ALPHA0 = 0.5     # saif §2.4 [I]: the first ADD/DEL balls are shrunk by α0
-F_GAP = 10       # spec §4 [I]: epochs between two gap checks
+M0 = 10          # SAIF's initial active set: the top-m0 features by score
+ALPHA0 = 0.5     # α0 shrinks the first ADD/DEL balls (Ren et al., Section 2.2; ours)
+F_GAP = 10       # epochs between two gap checks (our value)
 
 
 def check_xy(X, y) -> tuple[object, np.ndarray]:
@@ -60,7 +61,7 @@ class Design:
     """X laid out for the kernels: ``M`` the (p, n) C-ordered transpose or a CSC
     triple, columns permuted by ``order`` so each unit (group) is contiguous,
     ``gptr`` the unit bounds, ``w`` the weights, ``lip`` = ‖X_g‖₂² (the block step and
-    spec (G10)) and ``unit_norm`` = ‖X_g‖₂/w_g."""
+    the group sphere test) and ``unit_norm`` = ‖X_g‖₂/w_g."""
 
     M: object
     n: int
@@ -79,7 +80,7 @@ class Design:
         return out
 
     def lam_max(self, y: np.ndarray) -> float:
-        """The smallest λ with β* = 0: max_g ‖X_gᵀy‖/w_g (spec §1, §5)."""
+        """The smallest λ with β* = 0: max_g ‖X_gᵀy‖/w_g."""
         return float(self.scores(y).max())
 
 
@@ -92,7 +93,7 @@ def _spectral_sq(block) -> float:
 def make_design(X, groups=None, weights=None) -> Design:
     """The ``Design`` of checked X.  ``groups``: a label per column (None: every
     column is its own unit with w = 1, the Lasso); ``weights``: one per distinct
-    label, in sorted label order (default √|g|, spec §5)."""
+    label, in sorted label order (default √|g|)."""
     n, p = X.shape
     if groups is None:
         order = np.arange(p)
@@ -124,9 +125,9 @@ def make_design(X, groups=None, weights=None) -> Design:
 @dataclass(frozen=True, eq=False)
 class PathResult:
     """Per λ: coefficients (original column order), the full-problem duality gap
-    (½‖·‖² scale, spec O7), epochs, units kept at exit (|S| or |A|), full scans of X
-    (SAIF's ADD/certificate scans; gap checks for the CD solvers), and the mask of
-    units kept at exit (every other one is certified zero)."""
+    (½‖·‖² scale, over all units), epochs, units kept at exit (|S| or |A|), full
+    scans of X (SAIF's ADD/certificate scans; gap checks for the CD solvers), and the
+    mask of units kept at exit (every other one is certified zero)."""
 
     coefs: np.ndarray
     gaps: np.ndarray
@@ -139,12 +140,12 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
                screening: str = "saif", max_epochs: int = 10_000,
                coef0=None) -> PathResult:
     """Solve at each λ of ``lams`` (in the given order, warm-starting each from the
-    last) until the full duality gap ≤ tol·‖y‖² (scikit-learn's rule, spec §0).
+    last) until the full duality gap ≤ tol·‖y‖² (scikit-learn's rule).
 
     Sequential screening: each λ starts from every unit, screened at once with the
-    warm-start residual (gap-safe, spec §4.1), or, for SAIF, from the last support,
-    the top-m0 scores and the strong-rule set |x_gᵀr| ≥ 2λ_t − λ_{t−1} [I] (any
-    start is safe: SAIF only uses it as its first A).
+    warm-start residual (gap-safe sequential), or, for SAIF, from the last support,
+    the top-m0 scores and the strong-rule set |x_gᵀr| ≥ 2λ_t − λ_{t−1} (Tibshirani et
+    al. 2012; our addition: any start is safe, as SAIF only uses it as its first A).
     """
     lams = np.asarray(lams, dtype=np.float64)
     eps = tol * float(y @ y)
@@ -188,7 +189,7 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
 
 def _saif_start(d: Design, beta, scores, lam, prev, live) -> np.ndarray:
     """SAIF's first active set at λ: the units of the warm start's support, the top
-    M0 scores, and the strong rule's survivors (spec saif §4, §5.3 of the paper)."""
+    M0 scores, and the strong rule's survivors (Ren et al. 2018, Section 5.3)."""
     nonzero = np.add.reduceat((beta != 0.0).astype(np.int64), d.gptr[:-1]) > 0
     top = min(M0, len(live))
     ranked = live[np.argpartition(-scores[live], top - 1)[:top]] if top else live

@@ -1,11 +1,13 @@
-"""SAIF: safe active incremental feature selection (spec ``saif.md``), and the fused
-Lasso reduced to a Lasso by the tree transform of its §7.
+"""SAIF: safe active incremental feature selection (Ren, Huang, Huang & Qian 2018,
+Algorithms 1-2), and the fused Lasso reduced to a Lasso by the tree transform of
+their Section 4 (Theorems 6-7).
 
 SAIF solves the problem restricted to a small active set A, and touches the other
 features only through one scan per outer round, which both recruits violators (ADD)
-and certifies the full problem.  So its cost scales with |A|, not with p (spec §6),
-where dynamic screening pays O(np) per epoch until the gap is small.  It runs on the
-same units (features or groups) and kernels as ``screening.gap_safe_cd``.
+and certifies the full problem.  So its cost scales with |A|, not with p (Ren et
+al., Theorem 5), where dynamic screening pays O(np) per epoch until the gap is small.
+It runs on the same units (features or groups) and kernels as
+``screening.gap_safe_cd``.
 """
 
 from __future__ import annotations
@@ -28,13 +30,13 @@ from .screening import (
 
 __all__ = ["ZETA", "fused_design", "fused_coef", "saif_cd"]
 
-ZETA = 0.3   # [I] an inner solve stops at ζ × the last full gap (or at eps)
+ZETA = 0.3   # ours: an inner solve stops at ζ × the last full gap (or at eps)
 
 
 @njit(cache=True)
 def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, eps,
             max_epochs, f_gap, alpha0, gap0, scores):
-    """SAIF on units[:n_act] = A (``in_act`` mirrors it; β is zero outside A), spec §4.
+    """SAIF on units[:n_act] = A (``in_act`` mirrors it; β is zero outside A).
 
     Each round: CD on A, with the sub-problem's gap sphere (radius α·√(2G_A)/λ)
     deleting units every ``f_gap`` epochs (DEL), until G_A ≤ max(eps, ζ·last full
@@ -42,9 +44,9 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
     progress), or ≤ eps once ADD has stopped; then one scan of all units gives the full
     gap (stop when ≤ eps) and, while adding, the ADD test on R with α = 1 (Theorem 1c:
     nothing can violate → ADD stops, α = 1) or the m_k = |A| surest violators under
-    the α-ball (spec §3).  ``gap0`` is the full gap at the start (from the caller's
-    scan).  Returns (|A|, full gap, epochs, scans); ``scores`` holds every unit's
-    ‖X_gᵀr‖/w_g at the last scan.
+    the α-ball (Ren et al., Section 2.1).  ``gap0`` is the full gap at the start
+    (from the caller's scan).  Returns (|A|, full gap, epochs, scans); ``scores``
+    holds every unit's ‖X_gᵀr‖/w_g at the last scan.
     """
     n_groups = gptr.shape[0] - 1
     buf = np.empty(np.max(gptr[1:] - gptr[:-1]))
@@ -70,7 +72,7 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
         if last_full <= eps or epochs >= max_epochs:
             return n_act, last_full, epochs, scans
         if not is_add:      # A certified, but the full gap is not there yet: add
-            is_add = True       # again, and solve the sub-problem tighter (spec §4)
+            is_add = True       # again, and solve the sub-problem tighter
             eps_in = target = 0.1 * min(eps_in, gap)
             continue
         radius = math.sqrt(2.0 * gap) / lam
@@ -87,7 +89,7 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
         target = max(eps_in, ZETA * last_full)
         if worst <= 1.0 + MARGIN:           # Theorem 1c: θ*_A = θ*, A is complete
             is_add, alpha, target = False, 1.0, eps_in
-        elif n_cand == 0:   # [I] no sure violator: shrink the ball, trust it more
+        elif n_cand == 0:   # ours: no sure violator: shrink the ball, trust it more
             target = ZETA * min(target, gap)
             alpha = min(1.0, 2.0 * alpha)
         if n_cand > max(1, n_act):          # the m_k = max(1, |A|) largest s_g
@@ -121,7 +123,8 @@ def _tree_order(p: int, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def fused_design(X: np.ndarray, y: np.ndarray, edges: np.ndarray):
-    """The Lasso equivalent to min ½‖y − Xβ‖² + λ Σ_(u,v)∈tree |β_u − β_v| (spec §7).
+    """The Lasso equivalent to min ½‖y − Xβ‖² + λ Σ_(u,v)∈tree |β_u − β_v| (Ren et
+    al., eq. (17)).
 
     β = Tz with z_v = β_v − β_parent(v) and z_root = β_root (Theorem 6): the columns of
     XT are subtree sums, built by one bottom-up pass.  The root coordinate is not

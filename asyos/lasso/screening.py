@@ -1,10 +1,11 @@
 """Coordinate descent for the Lasso and group Lasso with gap-safe dynamic screening.
 
-Spec: ``gap_safe_screening.md``.  Everything works on *units*: groups of contiguous
-columns with a weight w_g; the Lasso is the case of singletons with w = 1 (spec §5,
-"a group of size 1 with w = 1 must reproduce the Lasso"), so one set of kernels serves
-both, dense or sparse.  Scale: ½‖y − Xβ‖² + λ Σ_g w_g‖β_g‖ (spec §0); the fronts map
-scikit-learn's α to λ = n·α.
+The Gap Safe rules of Fercoq, Gramfort & Salmon (2015), for groups those of Ndiaye,
+Fercoq, Gramfort & Salmon (2017), applied dynamically as in Bonnefoy et al. (2014).
+Everything works on *units*: groups of contiguous columns with a weight w_g; the
+Lasso is the case of singletons with w = 1 (a group of size 1 with w = 1 reproduces
+the Lasso exactly), so one set of kernels serves both, dense or sparse.  Scale:
+½‖y − Xβ‖² + λ Σ_g w_g‖β_g‖; the fronts map scikit-learn's α to λ = n·α.
 
 A design ``M`` is either the (p, n) C-ordered transpose of X (each column contiguous,
 so x_jᵀv is one BLAS call) or a CSC triple (data, indices, indptr); ``col_dot`` and
@@ -21,7 +22,7 @@ from numba.extending import overload
 
 __all__ = ["MARGIN", "col_axpy", "col_dot", "gap_safe_cd", "unit_scores"]
 
-MARGIN = 1e-9   # spec §4 / saif §4: a sphere test must pass by τ (round-off safeguard)
+MARGIN = 1e-9   # ours: a sphere test must pass by τ (round-off safeguard)
 
 
 def col_dot(M, j, v):
@@ -75,7 +76,7 @@ def _col_axpy(M, j, a, v):
 
 @njit(cache=True)
 def cd_epoch(M, beta, r, lam, gptr, w, lip, units, n_units, buf):
-    """One cyclic block-CD epoch over units[:n_units] (spec §4, §5 block update):
+    """One cyclic block-CD epoch over units[:n_units] (block soft-thresholding):
     z = β_g + X_gᵀr/L_g, β_g ← max(0, 1 − λw_g/(L_g‖z‖))·z, r updated incrementally."""
     for k in range(n_units):
         g = units[k]
@@ -128,8 +129,8 @@ def penalty(beta, gptr, w, units, n_units):
 
 @njit(cache=True)
 def duality_gap(y, r, lam, pen, scale):
-    """P(β) − D(θ) with θ = r/scale (spec (G3), §2(a)), expanded so it costs two dot
-    products: D(θ) = t·rᵀy − ½t²‖r‖² with t = λ/scale.  Clamped at 0 (spec §4)."""
+    """P(β) − D(θ) with θ = r/scale (the rescaled residual), expanded so it costs two
+    dot products: D(θ) = t·rᵀy − ½t²‖r‖² with t = λ/scale.  Clamped at 0 (round-off)."""
     rr = np.dot(r, r)
     t = lam / scale
     return max(0.0, 0.5 * rr + lam * pen - t * np.dot(r, y) + 0.5 * t * t * rr)
@@ -138,9 +139,10 @@ def duality_gap(y, r, lam, pen, scale):
 @njit(cache=True)
 def sphere_screen(M, beta, r, gptr, unit_norm, units, n_units, score, scale, radius,
                   alive):
-    """Drop every unit with ‖X_gᵀθ‖/w_g + ρ‖X_g‖₂/w_g < 1 − τ (spec (G9), (G10)),
-    θ = r/scale; a dropped nonzero unit is zeroed and its part put back into r.
-    Compacts units[:n_units] and score alike; returns the new count."""
+    """Drop every unit with ‖X_gᵀθ‖/w_g + ρ‖X_g‖₂/w_g < 1 − τ (the Gap Safe sphere
+    test; ‖X_g‖₂ is the spectral norm), θ = r/scale; a dropped nonzero unit is zeroed
+    and its part put back into r.  Compacts units[:n_units] and score alike; returns
+    the new count."""
     keep = 0
     for k in range(n_units):
         g = units[k]
@@ -159,7 +161,7 @@ def sphere_screen(M, beta, r, gptr, unit_norm, units, n_units, score, scale, rad
 
 @njit(cache=True)
 def full_gap(M, y, r, beta, lam, gptr, w, units, n_units, scores):
-    """The full-problem certificate (spec O7): θ rescaled over *all* units, one pass;
+    """The full-problem certificate: θ rescaled over *all* units, one pass;
     scores (length G) receives ‖X_gᵀr‖/w_g of every unit.  β must vanish outside
     units[:n_units]."""
     every = np.arange(gptr.shape[0] - 1)
@@ -171,12 +173,12 @@ def full_gap(M, y, r, beta, lam, gptr, w, units, n_units, scores):
 @njit(cache=True)
 def gap_safe_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_units, eps,
                 max_epochs, f_gap, screen, alive, scores):
-    """Block CD on units[:n_units] until the duality gap ≤ eps (spec §4).
+    """Block CD on units[:n_units] until the duality gap ≤ eps.
 
     With ``screen`` the gap sphere B(θ, √(2G)/λ) removes units at the start (Gap Safe
-    sequential, §4.1: the warm-start residual at this λ) and every ``f_gap`` epochs;
+    sequential: the warm-start residual at this λ) and every ``f_gap`` epochs;
     without it this is plain CD with the same gap checks.  The gap is the reduced
-    problem's (θ rescaled over the surviving units, §2); exit needs the full
+    problem's (θ rescaled over the surviving units); exit needs the full
     certificate too (the same number when nothing was removed), else the reduced
     target is tightened tenfold.
     Returns (surviving units, full-problem gap, epochs run); ``scores`` holds every

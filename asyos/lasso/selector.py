@@ -1,5 +1,5 @@
 """LASSO by SAIF (squared loss) or FISTA, and the λ rule every L1 baseline shares
-(spec §6.2, §5.5).
+(the L1 baselines of Yang, Fujimaki, Kusumura & Liu, KDD 2016, Section 5).
 
 The batch L1 baseline: min_w f(w) + λ‖w‖₁ with all p columns in memory.  The user gives
 only s, so λ comes from a warm-started geometric path (``lambda_for_s``); Grafting and
@@ -21,19 +21,19 @@ from .path import make_design, solve_path
 __all__ = ["LAMBDA_RATIO", "fista", "fit_lasso", "lambda_for_s", "lambda_max",
            "lasso_objective"]
 
-LAMBDA_RATIO = 0.85     # spec §5.5: λ_k = λ_max · 0.85^k
+LAMBDA_RATIO = 0.85     # our λ grid: λ_k = λ_max · 0.85^k
 MAX_GRID_STEPS = 100    # 0.85^100 ≈ 1e-7: far below any λ that selects s ≤ n features
 
 
 def lambda_max(X, y, loss) -> float:
-    """‖Xᵀ dL/du(0)‖_∞ (spec §5.5): the smallest λ at which w = 0 is optimal."""
+    """‖Xᵀ dL/du(0)‖_∞: the smallest λ at which w = 0 is optimal."""
     loss = Loss.parse(loss)
     g = loss_grad(int(loss), np.zeros(len(y)), y, np.empty(len(y)))
     return float(np.max(np.abs(X.T @ g)))
 
 
 def lasso_objective(X, y, w, lam: float, loss="squared") -> float:
-    """f(w) + λ‖w‖₁ with f = L(Xw, y) of spec §1 (squared: (1/(2n))‖Xw − y‖²)."""
+    """f(w) + λ‖w‖₁ with f = L(Xw, y) (squared: (1/(2n))‖Xw − y‖²)."""
     loss = Loss.parse(loss)
     u = np.ascontiguousarray(X @ w, dtype=np.float64)
     return float(loss_value(int(loss), u, y) + lam * np.abs(w).sum())
@@ -41,7 +41,7 @@ def lasso_objective(X, y, w, lam: float, loss="squared") -> float:
 
 def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
           max_iter: int = 2000, tol: float = 1e-6, prox=None) -> tuple[np.ndarray, int]:
-    """min_w f(w) + λ‖w‖₁ by FISTA (spec §6.2); returns (w, iterations run).
+    """min_w f(w) + λ‖w‖₁ by FISTA (Beck & Teboulle 2009); returns (w, iterations run).
 
     X, y are taken as given (callers check them).  Step 1/L with L = curv·‖X‖₂²/n
     (``lip`` if known, so a path computes it once).  Stops when ‖Δw‖ ≤ tol·‖w‖ or
@@ -84,7 +84,7 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
 
 
 def first_on_grid(lam_max: float, s: int, solve) -> tuple[float, np.ndarray, int]:
-    """Walk the λ grid of §5.5, λ_max·0.85^k, calling ``solve(λ)`` (warm starts are
+    """Walk the λ grid λ_max·0.85^k, calling ``solve(λ)`` (warm starts are
     the caller's); return (λ, coefficients, grid points tried) of the first λ whose
     solution has ≥ s nonzeros, else of the one with the most (the larger λ on ties)."""
     lam, best = lam_max, None
@@ -101,10 +101,10 @@ def first_on_grid(lam_max: float, s: int, solve) -> tuple[float, np.ndarray, int
 
 def _path(X, y, s: int, loss: Loss, max_iter: int,
           tol: float) -> tuple[float, np.ndarray, int]:
-    """Walk the λ grid of §5.5 with warm starts; return (λ, w, total iterations).
+    """Walk the λ grid with warm starts; return (λ, w, total iterations).
 
     λ is the largest grid value with nnz(w) ≥ min(s, n): an L1 solution has at most
-    n nonzeros, so for n < s (the privacy protocol, §5.3) the path stops where it
+    n nonzeros, so for n < s (the paper's privacy protocol) the path stops where it
     saturates rather than chasing the spurious tiny weights of ever slower solves at
     λ → 0.  Should no grid value get there, the one with the most nonzeros is
     returned (the larger λ on ties).
@@ -133,26 +133,27 @@ def _path(X, y, s: int, loss: Loss, max_iter: int,
 def _saif(design, y, lam: float, max_epochs: int, tol: float,
           w0=None) -> tuple[np.ndarray, int]:
     """The squared-loss LASSO at λ (1/(2n) scale) by SAIF: CD epochs until the
-    duality gap ≤ tol·‖y‖² (``screening.md`` §0: the CD works at n·λ)."""
+    duality gap ≤ tol·‖y‖² (the CD works in the ½‖·‖² scale, at n·λ)."""
     res = solve_path(design, y, [design.n * lam], tol, "saif", max_epochs, w0)
     return res.coefs[0], int(res.epochs[0])
 
 
 def lambda_for_s(X, y, s: int, loss="squared", max_iter: int = 2000,
                  tol: float = 1e-6) -> float:
-    """The λ of spec §5.5: the largest λ_max·0.85^k whose LASSO solution (warm-started
-    FISTA along the grid) has at least s nonzeros (at least n if n < s, the most an
-    L1 solution can have).  Grafting and online L1 coordinate descent use this λ
-    too.  For the squared loss each grid point is solved by SAIF (``saif.py``) and
-    ``tol`` is its relative duality gap; the other losses use FISTA."""
+    """The λ rule of Yang et al. (2016, Section 5) on our grid: the largest
+    λ_max·0.85^k whose LASSO solution (warm-started FISTA along the grid) has at least
+    s nonzeros (at least n if n < s, the most an L1 solution can have).  Grafting and
+    online L1 coordinate descent use this λ too.  For the squared loss each grid point
+    is solved by SAIF (``saif.py``) and ``tol`` is its relative duality gap; the other
+    losses use FISTA."""
     X, y, s, loss = check_problem(X, y, s, loss)
     return _path(X, y, s, loss, max_iter, tol)[0]
 
 
 def fit_lasso(X, y, s: int, loss="squared", lam: float | None = None,
               max_iter: int = 2000, tol: float = 1e-6) -> Selection:
-    """LASSO (spec §6.2): f(w) + λ‖w‖₁ by SAIF for the squared loss, FISTA for the
-    others; selection = supp(w), cut to the top s by |w| (§5.4).
+    """LASSO: f(w) + λ‖w‖₁ by SAIF for the squared loss, FISTA for the
+    others; selection = supp(w), cut to the top s by |w|.
 
     ``lam=None`` takes λ from the path of ``lambda_for_s`` (its solution, so the path is
     walked once); a given λ is solved from w = 0.  ``n_iter`` counts CD epochs

@@ -1,14 +1,17 @@
-"""SGHT: projected gradient onto {≤ s1 features in ≤ s2 groups} (sght spec §2.3-2.4).
+"""SGHT: projected gradient onto {≤ s1 features in ≤ s2 groups} (Xiang, Yang & Ye,
+KDD 2014, Algorithms 1-2).
 
 The batch bi-level baseline.  Each step projects w − ∇f(w)/L exactly with the DP of
 ``core/projection.py``; L comes from a backtracking line search started at the
-Barzilai-Borwein estimate (or a constant), as in the paper's four variants (spec §2.4):
+Barzilai-Borwein estimate (or a constant), as in the paper's four variants (its
+Section 2 and Table 1):
 
     ISTA     BB start, sufficient decrease (4)     ISTA-L   BB start, Lipschitz test (3)
     FISTA    BB start, Lipschitz test at u_m       FISTA-C  constant start, as FISTA
 
-f is the mean loss L(Xw, y) of spec §1 of asyos (squared, squared hinge, logistic), so
-L ≈ 1 for columns with ‖x‖²/n ≈ 1: the spec's floor L ≥ 1 is in the same units.
+f is the mean loss L(Xw, y) used throughout asyos (squared, squared hinge, logistic),
+so L ≈ 1 for columns with ‖x‖²/n ≈ 1: the floor L ≥ 1 of the BB start is in the same
+units.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from ..errors import InputError
 __all__ = ["VARIANTS", "SGHTPath", "fit_sght", "sght_solve"]
 
 VARIANTS = ("ISTA", "ISTA-L", "FISTA", "FISTA-C")
-DELTA = 1e-5          # spec §2.4 [I]: δ of the sufficient-decrease test
+DELTA = 1e-5          # δ of the sufficient-decrease test (ours: the paper gives none)
 MAX_BACKTRACKS = 100  # η = 2: L grows by 2^100, far past any Lipschitz constant
 
 
@@ -59,14 +62,15 @@ class _Problem:
         return float(loss_value(self.code, u, self.y)), self.X.T @ self._g
 
     def project(self, v) -> np.ndarray:
-        """SGHT(v), sght spec §2.2."""
+        """SGHT(v): the exact DP of Xiang et al. (Algorithms 3-4)."""
         bilevel_keep_compact(v, self.group_of, self.n_groups, self.s1, self.s2,
                              self._keep)
         return np.where(self._keep, v, 0.0)
 
 
 def _start_l(variant, z, grad, z_old, grad_old) -> float:
-    """Spec §2.4: L_k = max(1, α_k), α_k = ΔgᵀΔz/‖Δz‖² (BB), or 1 for FISTA-C."""
+    """Xiang et al., Section 2.1: L_k = max(1, α_k), α_k = ΔgᵀΔz/‖Δz‖² (BB), or 1
+    for FISTA-C."""
     if variant == "FISTA-C" or z_old is None:
         return 1.0
     dz = z - z_old
@@ -77,7 +81,8 @@ def _start_l(variant, z, grad, z_old, grad_old) -> float:
 
 
 def _line_search(problem, variant, z, fz, grad, w_prev, f_prev, L, eta):
-    """Grow L by η until the test of spec §2.4 holds; returns (w, f(w), L)."""
+    """Grow L by η until the test (3) or (4) of Xiang et al. holds; returns
+    (w, f(w), L)."""
     for _ in range(MAX_BACKTRACKS):
         w = problem.project(z - grad / L)
         fw = problem.value(w)
@@ -95,7 +100,8 @@ def _line_search(problem, variant, z, fz, grad, w_prev, f_prev, L, eta):
 
 def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
                max_iter=1000, tol=1e-6) -> SGHTPath:
-    """Spec §2.3-2.4 from w = 0: returns the iterate and its objective history.
+    """Xiang et al., Algorithm 1 (ISTA) or 2 (FISTA) from w = 0: returns the iterate
+    and its objective history.
 
     Stops when the relative change of the objective is ≤ ``tol``, or when it stops
     decreasing (FISTA is not monotone on a nonconvex set; the better iterate is kept),
@@ -112,7 +118,7 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     w = w_old = np.zeros(X.shape[1])
     f = problem.value(w)
     path = SGHTPath(w=w, objective=[f])
-    alpha_old, alpha = 0.0, 1.0          # FISTA's α_{m−2}, α_{m−1} (spec Algorithm 2)
+    alpha_old, alpha = 0.0, 1.0          # FISTA's α_{m−2}, α_{m−1} (Algorithm 2)
     z_old = grad_old = None
     for it in range(1, int(max_iter) + 1):
         z = w
@@ -138,8 +144,9 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
 
 def fit_sght(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
              max_iter=1000, tol=1e-6) -> Selection:
-    """SGHT (sght spec §2.3): at most ``s1`` features from at most ``s2`` groups
-    (``groups[j]``: feature j's label).  Selection = the nonzeros of the final iterate."""
+    """SGHT (Xiang et al., Algorithm 1): at most ``s1`` features from at most ``s2``
+    groups (``groups[j]``: feature j's label).  Selection = the nonzeros of the final
+    iterate."""
     path = sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
                       max_iter=max_iter, tol=tol)
     selected = np.flatnonzero(path.w).astype(np.int64)

@@ -1,4 +1,5 @@
-"""Asy-OS run plan and bookkeeping shared by every transport (spec §3).
+"""Asy-OS run plan and bookkeeping shared by every transport
+(Yang et al., KDD 2016, Algorithms 2-3).
 
 A transport builds an ``AsyConfig``, runs ``ServerState`` on the server and
 ``worker_loop`` on each worker, feeds each push to a ``ServerMonitor`` and finally asks
@@ -121,7 +122,7 @@ class AsyConfig:
 
     @property
     def group_budgets(self) -> list[int] | None:
-        """s2_t, Σ_t s2_t = s2 (issue 8), or None without groups."""
+        """s2_t, Σ_t s2_t = s2, or None without groups."""
         return None if self.s2 is None else budget_split(self.s2, self.n_workers)
 
     def groups(self, t: int, group_of) -> tuple | None:
@@ -133,7 +134,7 @@ class AsyConfig:
         return group_of, self.group_budgets[t]
 
     def step(self, n_samples: int, nu_max: float) -> tuple[float, float]:
-        """(η, m) fixed for the whole run: the sequential rule at ν_max (spec §4.1).
+        """(η, m) fixed for the whole run: the sequential rule at ν_max.
 
         Asy-OS cannot adapt η step by step (workers would disagree), so ν_max is the
         largest ‖x‖²/n of the workers' first blocks, agreed before the first pull.
@@ -169,9 +170,10 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
 
 
 def worker_shard(stream, q: int, t: int, group_of=None):
-    """Worker t's shard: the features j ≡ t (mod q) (spec §3.3), or, with ``group_of``
-    (checked compact group ids), the whole groups ``shards.group_owners`` gives it
-    (issue 8).  Every transport and the simulator call this, so all shard alike."""
+    """Worker t's shard: the features j ≡ t (mod q) (a static shard: the paper only
+    says "from the pool"), or, with ``group_of`` (checked compact group ids), the
+    whole groups ``shards.group_owners`` gives it.  Every transport and the simulator
+    call this, so all shard alike."""
     if group_of is None:
         return stream.shard(q, t)
     owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
@@ -261,7 +263,7 @@ class ServerMonitor:
 
 
 def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None) -> int | None:
-    """Fail loudly when the assembled w breaks ≤ s features or ≤ s2 groups (issue 8);
+    """Fail loudly when the assembled w breaks ≤ s features or ≤ s2 groups;
     returns the number of groups kept (None without labels)."""
     if selected.size > config.s:
         raise RuntimeError(f"the workers kept {selected.size} features, more than "

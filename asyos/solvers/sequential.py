@@ -1,4 +1,5 @@
-"""Sequential Online Substitution over a feature stream (spec §2, Algorithm 1).
+"""Sequential Online Substitution over a feature stream
+(Yang et al., KDD 2016, Algorithm 1).
 
 Drives the compiled kernel block by block and epoch by epoch.  Holds y, u and the kept
 set: O(n·s) memory whatever p is; X is never held.
@@ -11,7 +12,7 @@ import numpy as np
 from ..core.kept_set import kept_set, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
-from ..core.step_size import StepSize
+from ..core.step_size import ETA, SUBSTITUTIONS, StepSize
 from ..core.validate import check_at_least, check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
@@ -29,12 +30,12 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     s : int, the feature budget (1 ≤ s ≤ p)
     loss : "squared", "squared_hinge" or "logistic"
     eta : "auto" (default rule, ``asyos.core.step_size``) or a positive number
-    m : "auto" or a block factor ≥ 1: kept coefficients step by η/m (spec §2.2)
+    m : "auto" or a block factor ≥ 1: kept coefficients step by η/m
     epochs : passes over the stream
     standardize : centre and scale each column as it arrives (weights then refer to
         standardized features; ``mean``/``scale`` map them back)
     progress : callable(k) told after every k feature steps
-    groups, s2 : group-aware OS (issue 8): ``groups[j]`` is feature j's group label,
+    groups, s2 : group-aware OS: ``groups[j]`` is feature j's group label,
         and the kept set holds at most ``s`` features in at most ``s2`` groups (the
         bi-level projection of SGHT on each arrival; ``core/group_step.py``)
     """
@@ -58,7 +59,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     next_trace = trace_every
     start = time.perf_counter()
     for epoch in range(epochs):
-        before = state[6]
+        before = state[SUBSTITUTIONS]
         for block_index, block in blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
             result.n_steps += len(block_index)
@@ -72,11 +73,11 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
                 progress(len(block_index))
         result.objective_per_epoch.append(float(loss_value(int(loss), kept.contribution,
                                                            y)))
-        result.substitutions_per_epoch.append(int(state[6] - before))
+        result.substitutions_per_epoch.append(int(state[SUBSTITUTIONS] - before))
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
-    result.eta = float(state[0])
+    result.eta = float(state[ETA])
     result.m = m
     result.kept_bytes = kept.nbytes
     if standardize:

@@ -1,6 +1,6 @@
 """The feature stream: columns of X, feature by feature, in blocks.
 
-OS (spec §2) touches one feature at a time, so the solver never needs X in memory: a
+OS touches one feature at a time, so the solver never needs X in memory: a
 stream hands it blocks of columns, each block a C-contiguous (b, n) array (float64, or
 float32 with ``dtype="float32"``) whose
 row k is column ``indices[k]`` of X.  Ordering (optionally a per-epoch shuffle),
@@ -132,7 +132,7 @@ class FeatureStream:
 
     def kept_set(self, capacity: int):
         """An empty kept set that reads this stream's ``step_blocks``: dense columns
-        here; a sparse stream's keeps only the nonzeros (cost ∝ nnz, issue 6)."""
+        here; a sparse stream's keeps only the nonzeros (cost ∝ nnz)."""
         return KeptSet(self.n_samples, capacity, self.dtype)
 
     def step_blocks(self, epoch: int = 0) -> Iterator:
@@ -152,7 +152,7 @@ class FeatureStream:
         return self._finish(index, self._read(index))
 
     def shard(self, q: int, t: int) -> FeatureStream:
-        """Shard t of q: ``feature_indices()[t::q]`` of this stream (spec: j mod q).
+        """Shard t of q: ``feature_indices()[t::q]`` of this stream.
 
         Shards are disjoint and cover every feature once; a shard keeps this stream's
         block_size, shuffle and seed, and a shuffled shard shuffles within itself.
@@ -241,7 +241,7 @@ class Shard(FeatureStream):
 
 class GroupShard(Shard):
     """The features of ``parent`` whose group worker t owns: ``owner[feature] == t``
-    (group-aware Asy-OS, issue 8: a shard is a set of whole groups)."""
+    (group-aware Asy-OS: a shard is a set of whole groups)."""
 
     def __init__(self, parent: FeatureStream, owner: np.ndarray, t: int):
         super().__init__(parent, 1, t)

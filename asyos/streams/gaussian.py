@@ -1,9 +1,9 @@
 """A Gaussian design generated column by column: X never exists anywhere.
 
 Column j is ``default_rng([seed, j]).standard_normal(n)``, so any process can produce
-any column, in any order, in O(n) memory: the synthetic problems of the paper (spec
-§5.1) at any p, and Asy-OS workers that generate only their own shard (spec §7.1.2:
-"the stream can regenerate column j from rng(seed, j)").
+any column, in any order, in O(n) memory: the synthetic problems of the paper
+(Yang et al., KDD 2016, Section 5) at any p, and Asy-OS workers that generate only
+their own shard.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 OS chooses among the d base features, their d(d+1)/2 pairwise products (squares
 included) and, with ``degree=3``, the d(d+1)(d+2)/6 triple products, without ever
-materialising them (issue 6): only the d base columns are held, O(n·d), and a block of
+materialising them: only the d base columns are held, O(n·d), and a block of
 products is computed when it is read.  d = 2000 gives 2,003,000 features.
 
 Feature numbering, lexicographic within each degree: 0..d-1 are the base features;

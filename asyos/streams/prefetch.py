@@ -1,4 +1,4 @@
-"""Read the next block while the kernel works on this one (issue 6: I/O overlapped).
+"""Read the next block while the kernel works on this one.
 
 A stream's blocks come from disk (page faults of a memory map), a generator or a
 random number generator; the OS kernel releases the GIL (``nogil``), and so do numpy's

@@ -19,7 +19,7 @@ class SparseStream(FeatureStream):
 
     The matrix is converted to CSC once (column slicing is then O(nnz of the columns)).
     OS reads it through ``step_blocks``: ``CSCBlock``s for ``SparseKeptSet``, whose
-    steps cost O(nnz) instead of O(n·s) (issue 6).  ``blocks`` (for the baselines and
+    steps cost O(nnz) instead of O(n·s).  ``blocks`` (for the baselines and
     refits) densifies just b columns: memory O(nnz + b·n), never O(n·p).  scipy is
     imported only here, and only when such a stream is made.
     """

@@ -39,13 +39,13 @@ class Standardized(FeatureStream):
     """Any stream, with each column centred and scaled so that ‖x‖²/n = 1.
 
     Standardizing puts every feature on the same footing for the step size and the
-    substitution rule (spec §2.2) without a preprocessing pass: the statistics of a
+    substitution rule without a preprocessing pass: the statistics of a
     column are computed from the column itself as it arrives.  Weights learned on
     the standardized features map back with ``coef_raw = w / scale`` (and an
     intercept shift of ``-Σ coef_raw·mean``), using ``stats``.
     Order, shuffling and sharding are the wrapped stream's.  ``center=False`` or
     ``scale=False`` leave out that half (the estimators centre without scaling to fit
-    an intercept, spec §1 has none).
+    an intercept; the paper's model has none).
     """
 
     def __init__(self, stream: FeatureStream, *, center: bool = True,

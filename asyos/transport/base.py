@@ -53,11 +53,11 @@ class NodeShare:
 
     The OS kernel's gemvs (numba calls SciPy's OpenBLAS) start as many threads as the
     node has cores.  With several ranks per node those threads fight each other and
-    the server (measured: 3 ranks on 2 cores ran 6 BLAS threads, and a worker's step
-    took 93 µs instead of 80), so each process takes ``cores // processes`` of them,
-    the usual MPI+BLAS rule; an explicit ``threads`` wins.  A waiting process spins for long only when no process goes
-    without a core; on a full node it spins 50 µs (an answer already on its way is
-    caught without a sleep's latency) and then sleeps (docs/benchmarks.md, issue 3).
+    the server, so each process takes ``cores // processes`` of them, the usual
+    MPI+BLAS rule; an explicit ``threads`` wins.  A waiting process spins for long only
+    when no process goes without a core; on a full node it spins briefly (an answer
+    already on its way is caught without a sleep's latency) and then sleeps.  The
+    measurements behind both rules are in docs/benchmarks.md ("Asy-OS over MPI").
     """
 
     threads: int
@@ -88,3 +88,13 @@ def blas_threads_in_use() -> int:
 
     return max((pool["num_threads"] for pool in threadpool_info()
                 if pool["user_api"] == "blas"), default=1)
+
+
+def launched_by_mpi() -> bool:
+    """True when started by mpiexec/mpirun with more than one process."""
+    for name in ("PMI_SIZE", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS", "PMIX_SIZE"):
+        value = os.environ.get(name)
+        if value and value.isdigit() and int(value) > 1:
+            return True
+    return False
+

@@ -86,7 +86,7 @@ class _Workers:
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epochs=2,
                  eta="auto", m="auto", staleness="auto", budget="auto",
                  timeout: float = 300.0) -> FitResult:
-    """Asy-OS (spec §3) with ``n_workers`` worker processes over loopback ZeroMQ;
+    """Asy-OS with ``n_workers`` worker processes over loopback ZeroMQ;
     returns its result (as ``asyos server`` writes it)."""
     config = AsyConfig.build(s, n_workers, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=staleness, n_features=stream.n_features,

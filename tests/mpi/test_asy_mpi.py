@@ -74,8 +74,9 @@ def test_invariants_of_every_run(staleness, window, batch):
     (0, "auto", "auto"), (2, "auto", "auto"), (2, 3, 2), ("auto", "auto", "auto"),
     (None, "auto", "auto"), (None, 3, 5)])
 def test_adaptive_budgets_keep_every_invariant(staleness, window, batch):
-    """Issue 5 over MPI: budgets follow the weights; the server refuses a push or a
-    FINAL whose kept set is over what the worker may hold, and those sum to ≤ s."""
+    """Adaptive budgets over MPI: budgets follow the weights; the server refuses a
+    push or a FINAL whose kept set is over what the worker may hold, and those sum to
+    ≤ s."""
     X, y = _small(seed=3)
     s = max(8, Q)
     payload = _run(X, y, s, staleness=staleness, window=window, batch=batch,
@@ -187,7 +188,8 @@ def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch):
 
 @pytest.mark.mpi(min_size=5)
 def test_quality_close_to_sequential_on_the_paper_protocol():
-    """Issue 3: p = 8192, s = 64, n = 1000, q = 4: recall within 0.08 of OS."""
+    """The paper's MPI protocol (p = 8192, s = 64, n = 1000), q = 4: recall within
+    0.08 of OS."""
     if Q != 4:
         pytest.skip("runs with q = 4 workers")
     problem = make_regression(p=8192, s=64, n=1000, seed=0)
@@ -213,7 +215,7 @@ def test_fewer_than_two_ranks_is_refused():
 @pytest.mark.mpi(min_size=3)
 @pytest.mark.parametrize("window, batch", [("auto", "auto"), (3, 2)])
 def test_the_simulator_replays_a_real_tau_zero_run(window, batch):
-    """Simulator with τ = 0 on the order MPI recorded = that MPI run (issue 5), also
+    """Simulator with τ = 0 on the order MPI recorded = that MPI run, also
     when the MPI workers pipelined their steps."""
     from asyos.solvers.simulator import fit_simulated
 

@@ -1,5 +1,5 @@
 """Asy-OS over ZeroMQ: the same ``ServerState`` and ``worker_loop`` as MPI, for machines
-that come and go (spec §3.1–3.4).
+that come and go (Yang et al., KDD 2016, Algorithms 2-3).
 
 The server binds a ROUTER socket; each worker connects a DEALER, says HELLO with its
 shard, and receives its whole configuration (loss, η, m, epochs, budget, pipeline, y,

@@ -40,7 +40,7 @@ class ZmqServer:
                  record_order: bool = False, group_of=None):
         check_bind(bind, keys)
         self.y, self.config, self.record_order = y, config, record_order
-        self.group_of = group_of     # group-aware Asy-OS (issue 8): checked ids or None
+        self.group_of = group_of     # group-aware Asy-OS: checked ids or None
         self.fingerprint = np.zeros(0, np.int64) if group_of is None else \
             group_fingerprint(group_of)
         self.timeouts = timeouts or Timeouts()

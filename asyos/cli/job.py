@@ -1,0 +1,93 @@
+"""What ``asyos run`` and ``asyos server`` share around a run: opening the data (or
+the embedded synthetic problem) and writing the results with their context."""
+
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..core.losses import Loss
+from ..core.validate import check_labels
+from ..datasets import stream_problem
+from ..errors import InputError
+from ..io.data import load_features, load_groups, load_labels
+from ..io.results import write_result
+from ..solvers.result import FitResult
+from ..streams import FeatureStream, InteractionStream
+
+log = logging.getLogger("asyos.run")
+
+
+@dataclass
+class Job:
+    """What a run works on, loaded from the arguments (the same on every rank)."""
+
+    stream: FeatureStream
+    y: np.ndarray
+    truth: object          # the synthetic Problem, or None for user data
+    s: int
+    loss: Loss
+    source: str
+    groups: np.ndarray | None = None   # one label per feature (--groups)
+
+
+def load_job(args) -> Job:
+    """Open the data (or generate the synthetic problem) and validate the labels."""
+    if args.data is None:
+        if args.degree != 1:
+            raise InputError("--degree expands the columns of --data; give --data")
+        kind = args.synthetic or "regression"
+        s = 100 if args.sparsity is None else args.sparsity
+        problem = stream_problem(kind, p=args.features, s=s, n=args.samples,
+                                 seed=args.seed, shuffle=args.shuffle, dtype=args.dtype)
+        stream = problem.stream
+        default_loss = "squared" if kind == "regression" else "squared_hinge"
+        y, truth, source = problem.y, problem, f"synthetic {kind}"
+    else:
+        if args.synthetic:
+            raise InputError("give either --data or --synthetic, not both")
+        if args.sparsity is None:
+            raise InputError("-s/--sparsity is required with --data")
+        stream, y = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
+                                  seed=args.seed, dtype=args.dtype,
+                                  label_column=args.label_column)
+        if args.labels is not None:
+            y = load_labels(args.labels)
+        if y is None:
+            raise InputError(f"{args.data}: no labels; give --labels")
+        s, default_loss, truth, source = args.sparsity, "squared", None, str(args.data)
+    loss = Loss.parse(args.loss or default_loss)
+    log.info("%s: n = %d, p = %d, s = %d, loss = %s", source, stream.n_samples,
+             stream.n_features, s, loss.name.lower())
+    groups = None if args.groups is None else load_groups(args.groups)
+    return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source,
+               groups)
+
+
+def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: int,
+           s: int, loss: Loss, truth=None) -> FitResult:
+    """Add what every results file carries (data, config, truth), and write it."""
+    context = result.context
+    context["data"] = {"source": source, "n_samples": n_samples,
+                       "n_features": n_features}
+    context["config"] = {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
+                         "eta": args.eta, "m": args.m,
+                         **{name: getattr(args, name, None) for name in (
+                             "standardize", "shuffle", "seed", "staleness", "window",
+                             "batch", "simulate", "delay", "random_delay", "budget", "dtype",
+                             "degree", "groups", "group_sparsity")}}
+    if truth is not None:
+        context["truth"] = {"support": truth.support, **truth.evaluate(result.selected)}
+    if args.out:
+        write_result(args.out, result)
+        log.info("wrote %s and its arrays", args.out)
+    return result
+
+
+def finish_job(args, job: Job, result: FitResult) -> FitResult:
+    if isinstance(job.stream, InteractionStream):   # "x4*x11" says more than 151
+        result.context["feature_names"] = job.stream.names(result.selected)
+    return finish(args, result, source=job.source, n_samples=job.stream.n_samples,
+                  n_features=job.stream.n_features, s=job.s, loss=job.loss,
+                  truth=job.truth)
+

@@ -1,0 +1,46 @@
+"""The human-readable summary of a run, printed by ``asyos run`` and ``asyos server``."""
+
+import sys
+
+from ..solvers.result import FitResult
+
+
+def report(result: FitResult | None, out=None) -> None:
+    """Human-readable summary on stdout (nothing on MPI worker ranks)."""
+    if result is None:
+        return
+    out = sys.stdout if out is None else out
+    config, data = result.config, result.data
+    print(f"OS on {data['source']}: n = {data['n_samples']}, "
+          f"p = {data['n_features']}, s = {config['s']}, "
+          f"loss = {config['loss']}, epochs = {config['epochs']}", file=out)
+    print("objective per epoch: "
+          + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
+          + f" (final {result.objective:.6g})", file=out)
+    if result.asy is not None:
+        asy = result.asy
+        stale = asy["staleness"]
+        simulated = asy.get("transport") == "simulator"
+        limit = f"delay {config.get('delay') or asy['n_workers']}" + \
+            (", random" if config.get("random_delay") else "") if simulated \
+            else f"bound {stale.get('bound')}"
+        budgets = asy["budgets"] if asy.get("budget") != "adaptive" else \
+            f"adaptive (kept at the end {[w['kept'] for w in asy['workers']]})"
+        if "group_budgets" in asy:
+            budgets = f"{budgets}, group budgets {asy['group_budgets']} " \
+                f"({asy['groups_kept']} groups kept)"
+        print(f"Asy-OS{' (simulated)' if simulated else ''}: {asy['n_workers']} workers, "
+              f"budgets {budgets}; staleness max {stale['max']} mean "
+              f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
+              f"{asy['u_check_max_abs_diff']:.2e}", file=out)
+    print(f"step size eta = {result.eta:.4g}, m = {result.m:.4g}; "
+          f"{1e6 * result.seconds / max(result.n_steps, 1):.1f} us per feature step",
+          file=out)
+    truth = result.context.get("truth")
+    if truth:
+        extra = {k: v for k, v in truth.items() if k not in ("support", "recall")}
+        print(f"recall of the true support: {truth['recall']:.3f}  "
+              + "  ".join(f"{k} = {v:.4g}" for k, v in extra.items()), file=out)
+    names = result.context.get("feature_names") or [str(j) for j in result.selected]
+    print(f"selected {result.selected.size} features: " + " ".join(names), file=out)
+
