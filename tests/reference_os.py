@@ -8,6 +8,8 @@ takes a plain gradient step, and the newcomer takes the dropped feature's slot; 
 drop the newcomer, then the lowest slot.
 """
 
+from itertools import combinations
+
 import numpy as np
 
 
@@ -72,3 +74,13 @@ def toy_problem(loss, n=50, p=70, s=6, seed=0):
     if loss != "squared":
         y = np.where(y >= 0, 1.0, -1.0)
     return X, y
+
+
+def brute_force(v, groups, s1, s2):
+    """The bi-level projection's oracle: max Σ_{i∈S} v_i² over |S| ≤ s1 meeting ≤ s2 groups, by enumeration."""
+    best = 0.0
+    for size in range(min(s1, len(v)) + 1):
+        for subset in combinations(range(len(v)), size):
+            if len({groups[i] for i in subset}) <= s2:
+                best = max(best, float(sum(v[i] ** 2 for i in subset)))
+    return best

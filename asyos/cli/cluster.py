@@ -18,6 +18,7 @@ from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
+from ..io.results import check_out
 from ..solvers.asy import AsyConfig, worker_shard
 from ..solvers.result import FitResult
 from .job import finish
@@ -127,6 +128,8 @@ def _shard(text: str) -> tuple[int, int]:
 def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
 
+    if args.out:
+        check_out(args.out)
     truth = None
     if args.labels is not None:
         if args.sparsity is None:
@@ -209,12 +212,14 @@ def run_worker(args) -> None:
 
 def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="where to write the keys")
+    parser.add_argument("--force", action="store_true",
+                        help="replace keys already in the directory")
 
 
 def make_keys(args) -> None:
     from ..transport.zeromq import make_keys as create
 
-    directory = create(args.directory)
+    directory = create(args.directory, force=args.force)
     print(f"CURVE keys in {directory}: keep server.key_secret on the server; give "
           "workers client.key_secret and server.key; the server accepts the public "
           f"keys in {directory / 'clients'}")

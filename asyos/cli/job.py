@@ -11,7 +11,7 @@ from ..core.validate import check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
-from ..io.results import write_result
+from ..io.results import check_finite, write_result
 from ..solvers.result import FitResult
 from ..streams import FeatureStream, InteractionStream
 
@@ -66,7 +66,9 @@ def load_job(args) -> Job:
 
 def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: int,
            s: int, loss: Loss, truth=None) -> FitResult:
-    """Add what every results file carries (data, config, truth), and write it."""
+    """Add what every results file carries (data, config, truth), and write it; a
+    diverged run is an error (exit 2), never a result."""
+    check_finite(result)
     context = result.context
     context["data"] = {"source": source, "n_samples": n_samples,
                        "n_features": n_features}

@@ -14,6 +14,7 @@ import sys
 
 from ..core.projection import group_constraint
 from ..errors import InputError
+from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..solvers.sequential import fit_os
@@ -120,6 +121,8 @@ def run_mpi(args) -> FitResult | None:
 
     def open_job():
         nonlocal job, s2
+        if args.out and MPI.COMM_WORLD.Get_rank() == 0:   # the server writes them
+            check_out(args.out)
         job = load_job(args)
         group_of, s2 = group_constraint(job.groups, args.group_sparsity,
                                         job.stream.n_features) or (None, None)
@@ -176,6 +179,8 @@ def run(args) -> FitResult | None:
             raise InputError("--simulate runs in one process; start it without mpirun")
     if launched_by_mpi():
         return run_mpi(args)
+    if args.out:
+        check_out(args.out)
     apply_blas_threads(args.blas_threads)
     if args.simulate is not None:
         return run_simulated(args)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from numba import njit
 
-from ..errors import AsyosError
+from ..errors import AsyosError, InputError
 from .shards import budget_split
 
 
@@ -49,6 +49,12 @@ class ProtocolError(AsyosError):
     Raised before any state changes; carriers report it (MPI ends the job, ZeroMQ
     resynchronises the worker).
     """
+
+
+class NonFiniteUpdate(ProtocolError, InputError):
+    """A worker's push or kept set holds NaN or inf: its steps diverged (the data's
+    scale or the step size).  Every carrier ends the run with this one line (exit 2):
+    resending or resynchronising would compute the same numbers again."""
 
 
 class DuplicatePush(ProtocolError):
@@ -151,7 +157,9 @@ class ServerState:
             raise ProtocolError(f"worker {worker}: {name} must be float64 of length "
                                 f"{self.u.size}, got {values.dtype} {values.shape}")
         if not all_finite(values):
-            raise ProtocolError(f"worker {worker}: {name} contains NaN or inf")
+            raise NonFiniteUpdate(f"worker {worker}: {name} contains NaN or inf (its "
+                                  "steps diverged: try a smaller --eta, or "
+                                  "--standardize)")
         return values
 
     # -- the credit gate --------------------------------------------------------------
@@ -305,7 +313,9 @@ class ServerState:
             raise ProtocolError(f"worker {worker}: {selected.size} indices but "
                                 f"{weights.size} weights")
         if not all_finite(weights):
-            raise ProtocolError(f"worker {worker}: weights contain NaN or inf")
+            raise NonFiniteUpdate(f"worker {worker}: weights contain NaN or inf (its "
+                                  "steps diverged: try a smaller --eta, or "
+                                  "--standardize)")
         if self.granted is not None and selected.size > self.held(worker):
             raise ProtocolError(f"worker {worker} keeps {selected.size} features, over "
                                 f"the {self.held(worker)} it may hold")

@@ -301,7 +301,7 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
     (``expected_failed_checks``): it asserts accuracy > 0.83 on two-feature blobs that
     need both features, and the default keeps half of them, one (0.685 on its binary
     problem, like any one-feature linear rule there); with ``n_features_to_select=2``
-    the check passes (tests/test_estimators.py).
+    the check passes (tests/estimators/test_estimators.py).
     """
 
     _losses = CLASSIFICATION_LOSSES

@@ -2,12 +2,23 @@
 
 The JSON holds the selection, its history (objective per epoch, the trace of loss vs
 steps and seconds, Asy-OS per-worker and staleness statistics), the configuration and
-the package versions; the ``.npz`` (same name, suffix ``.npz``) holds the arrays
-exactly (selected indices, weights, standardization statistics).  ``schema_version``
-lets readers evolve: ``load_result`` reads version 1 (JSON only) and 2.
+the package versions; the ``.npz`` holds the arrays exactly (selected indices, weights,
+standardization statistics).  ``schema_version`` lets readers evolve: ``load_result``
+reads version 1 (JSON only) and 2.
+
+The two files are one unit: the ``.npz`` is named by the hash of its content
+(``results.<sha256[:16]>.npz`` beside ``results.json``), the JSON records that hash,
+and the JSON's atomic rename is the only commit.  An interrupted write leaves the
+previous result whole; the loader refuses arrays whose hash does not match; the
+previous run's arrays are removed once the new JSON is in place.  Both files are
+fsynced, and a temporary file never outlives a failed write.
 """
 
+import hashlib
+import io
 import json
+import math
+import os
 import platform
 from pathlib import Path
 
@@ -46,9 +57,28 @@ def _plain(value):
     raise TypeError(f"not JSON serialisable: {type(value).__name__}")
 
 
-def arrays_path(path) -> Path:
-    """The ``.npz`` that goes with the results JSON ``path``."""
-    return Path(path).with_suffix(".npz")
+def check_out(path) -> Path:
+    """``--out``, checked before any work: a JSON file name in a directory that exists
+    and that we may write to."""
+    path = Path(path)
+    if path.suffix.lower() == ".npz":
+        raise InputError(f"{path}: the results file is JSON (its arrays go to a .npz "
+                         "beside it); give another name")
+    if path.is_dir():
+        raise InputError(f"--out {path} is a directory; give a file name such as "
+                         f"{path / 'results.json'}")
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"--out {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"--out {path}: directory {parent} is not writable")
+    return path
+
+
+def arrays_path(path, digest: str) -> Path:
+    """The ``.npz`` that goes with the results JSON ``path`` and has hash ``digest``."""
+    path = Path(path)
+    return path.with_name(f"{path.stem}.{digest[:16]}.npz")
 
 
 def _arrays(result: FitResult) -> dict[str, np.ndarray]:
@@ -59,27 +89,68 @@ def _arrays(result: FitResult) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _replace(path: Path, write) -> None:
-    """Write through a temporary file and rename, so readers never see half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "wb") as f:
-        write(f)
-    tmp.replace(path)
+def _replace(path: Path, data: bytes) -> None:
+    """Write ``data`` through a temporary file, fsync it, rename it over ``path`` and
+    fsync the directory, so readers see the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    directory = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(directory)
+    finally:
+        os.close(directory)
+
+
+def check_finite(result: FitResult) -> None:
+    """A diverged run is an error, never a result with NaN in it."""
+    values = [result.objective, *result.objective_per_epoch]
+    if not (all(math.isfinite(v) for v in values if v is not None)
+            and np.all(np.isfinite(np.asarray(result.weights, dtype=np.float64)))):
+        raise InputError(f"the run diverged: objective {result.objective!r}, weights "
+                         "with NaN or inf; nothing written (try a smaller --eta, or "
+                         "--standardize)")
 
 
 def write_result(path, result: FitResult) -> None:
     """Write ``result`` (plus schema and versions) to ``path``, and its arrays to
-    the ``.npz`` beside it."""
-    path = Path(path)
-    if path.suffix.lower() == ".npz":
-        raise InputError(f"{path}: the results file is JSON (its arrays go to a .npz "
-                         "beside it); give another name")
-    npz = arrays_path(path)
+    the hash-named ``.npz`` beside it (see the module docstring)."""
+    path = check_out(path)
+    check_finite(result)
+    buffer = io.BytesIO()
+    np.savez(buffer, **_arrays(result))
+    arrays = buffer.getvalue()
+    digest = hashlib.sha256(arrays).hexdigest()
+    npz = arrays_path(path, digest)
+    previous = _arrays_of(path)
     document = {"schema_version": SCHEMA_VERSION, **result.to_document(),
-                "arrays": npz.name, "versions": package_versions()}
-    _replace(npz, lambda f: np.savez(f, **_arrays(result)))
-    text = json.dumps(document, indent=1, default=_plain).encode()
-    _replace(path, lambda f: f.write(text))
+                "arrays": npz.name, "arrays_sha256": digest,
+                "versions": package_versions()}
+    text = json.dumps(document, indent=1, default=_plain, allow_nan=False).encode()
+    _replace(npz, arrays)
+    try:
+        _replace(path, text)
+    except BaseException:   # interrupted: the previous result stays whole, alone
+        if npz != previous:
+            npz.unlink(missing_ok=True)
+        raise
+    if previous is not None and previous != npz:
+        previous.unlink(missing_ok=True)
+
+
+def _arrays_of(path: Path) -> Path | None:
+    """The arrays file an existing results JSON at ``path`` names, if any."""
+    try:
+        name = json.loads(path.read_text()).get("arrays")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return path.with_name(name) if isinstance(name, str) and "/" not in name else None
 
 
 def read_result(path) -> dict:
@@ -102,9 +173,14 @@ def load_result(path) -> FitResult:
                          f"asyos reads 1 and {SCHEMA_VERSION})")
     selected = weights = None
     if version >= 2 and document.get("arrays"):
-        npz = path.with_name(document["arrays"])
+        npz = path.with_name(str(document["arrays"]))
         if npz.is_file():   # exact floats; the JSON copy is the fallback
-            with np.load(npz, allow_pickle=False) as arrays:
+            data = npz.read_bytes()
+            digest = document.get("arrays_sha256")
+            if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+                raise InputError(f"{npz} does not belong to {path} (its hash differs "
+                                 "from the one the results record)")
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
                 selected, weights = arrays["selected"], arrays["weights"]
     return FitResult.from_document(document, selected, weights, path=path,
                                    schema_version=int(version))

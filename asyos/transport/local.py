@@ -1,7 +1,8 @@
 """Asy-OS over ZeroMQ on this machine: a loopback server here, q worker processes.
 
 The real transport end to end (separate processes, TCP on 127.0.0.1, the wire format,
-``ZmqServer`` and ``python -m asyos.worker``) without a launcher script: what the
+``ZmqServer`` and ``ZmqWorker`` processes started by ``zeromq.process``) without a
+launcher script: what the
 estimators' ``backend="zeromq"`` runs.  The workers are other processes, so they
 cannot share an in-memory array: the stream is written once to a temporary
 feature-major ``.npy`` that every worker maps (O(n·p) disk, O(block) memory).  The run
@@ -10,7 +11,6 @@ seconds pass.
 """
 
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -22,7 +22,7 @@ from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..streams import FeatureStream
 from .base import NodeShare
-from .zeromq import ZmqServer
+from .zeromq import ZmqServer, process
 
 LOOPBACK = "tcp://127.0.0.1:*"   # any free port
 
@@ -45,17 +45,12 @@ class _Workers:
     def __init__(self, endpoint: str, data: Path, stream: FeatureStream, q: int,
                  logs: Path, deadline: float, timeout: float):
         self.deadline, self.timeout = deadline, timeout
-        order = ["--shuffle", "--seed", str(stream.seed)] if stream.shuffle else []
         self.logs = [logs / f"worker{t}.log" for t in range(q)]
-        self.procs = []
-        for t in range(q):
-            with open(self.logs[t], "wb") as log:
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "asyos.worker", "--connect", endpoint,
-                     "--data", str(data), "--shard", f"{t}/{q}", "--dtype",
-                     stream.dtype.name, "--server-timeout", str(timeout),
-                     "--blas-threads", str(NodeShare.of(q).threads), *order],
-                    stdout=subprocess.DEVNULL, stderr=log))
+        self.procs = [process.start(endpoint, data, t, q, dtype=stream.dtype.name,
+                                    shuffle=stream.shuffle, seed=stream.seed,
+                                    timeout=timeout, threads=NodeShare.of(q).threads,
+                                    log=self.logs[t])
+                      for t in range(q)]
 
     def check(self) -> None:
         for t, proc in enumerate(self.procs):

@@ -19,7 +19,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..core.kept_set import warm_up
-from ..core.server_state import ProtocolError
+from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers import messages
 from ..solvers.asy import AsyConfig, first_block_nu, worker_shard
@@ -130,6 +130,8 @@ def serve(comm, server: AsyServer, share: NodeShare) -> FitResult:
             raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
         try:
             replies = server.handle(worker, envelope.body)
+        except NonFiniteUpdate:
+            raise   # the user's to fix: exit 2
         except (ProtocolError, TypeError) as exc:
             raise WorkerFailed(f"worker {worker} (rank {source}): {exc}") from None
         for target, reply in replies:

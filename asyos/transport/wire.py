@@ -199,6 +199,19 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     return layouts[kind]
 
 
+def max_frames() -> int:
+    """The most frames a valid message has: its header and the longest layout."""
+    return 1 + max(len(_layout(kind, Limits(1))) for kind in Kind)
+
+
+def max_bytes(limits: Limits) -> int:
+    """The most bytes a valid message can carry under ``limits``: a receiver checks
+    this before it parses, and stops reading a message that exceeds it."""
+    return HEADER.size + max(sum(most if dtype == "bytes" else 8 * most
+                                 for dtype, _, most in _layout(kind, limits))
+                             for kind in Kind)
+
+
 def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
     if kind == Kind.PUSH:
         return m.Push(seq, a, *arrays[:2], *arrays[2:], position=b, more=more)

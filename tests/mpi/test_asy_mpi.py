@@ -1,4 +1,4 @@
-"""Asy-OS over real MPI ranks.  Run by tests/test_mpi.py as
+"""Asy-OS over real MPI ranks.  Run by tests/transport/test_mpi.py as
 ``mpiexec -n N python -m mpi4py -m pytest --with-mpi tests/mpi`` for several N."""
 
 import numpy as np

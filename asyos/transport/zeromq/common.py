@@ -3,10 +3,14 @@
 import logging
 import os
 import random
+import shutil
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InputError
+from .. import wire
 
 log = logging.getLogger("asyos.zeromq")
 
@@ -44,21 +48,87 @@ class Dropper:
 
 
 # -- security ------------------------------------------------------------------------------
-def make_keys(directory) -> Path:
+def receive(socket, limits, *, flags: int = 0, envelope: int = 0):
+    """One multipart message, read frame by frame: (frames, None), or (None, reason)
+    when it has more frames or bytes than any valid message (``wire.max_frames``,
+    ``wire.max_bytes``; ``envelope``: routing frames before the header).  The rest of
+    an oversized message is read and dropped at once, so a flood of frames costs no
+    memory."""
+    most_frames = envelope + wire.max_frames()
+    most_bytes = wire.max_bytes(limits) + 1024 * envelope
+    frames, size, reason = [], 0, None
+    frame = socket.recv(flags, copy=False)
+    while True:
+        size += len(frame.buffer)
+        if reason is None:
+            if len(frames) >= most_frames:
+                reason = f"more than {most_frames - envelope} frames"
+            elif size > most_bytes:
+                reason = f"more than {most_bytes} bytes"
+            else:
+                frames.append(frame)
+        if not frame.more:
+            break
+        frame = socket.recv(copy=False)
+    return (frames, None) if reason is None else (frames[:envelope], reason)
+
+
+class LogLimit:
+    """Warnings about bad messages, rate-limited: the first ``first`` are logged, then
+    one line per ``every`` seconds counts the rest, so a flood cannot fill the disk."""
+
+    def __init__(self, logger, first: int = 10, every: float = 10.0):
+        self.logger, self.first, self.every = logger, first, every
+        self.count, self.unlogged, self.last = 0, 0, 0.0
+
+    def warning(self, message: str, *args) -> None:
+        self.count += 1
+        now = time.monotonic()
+        if self.count <= self.first:
+            self.logger.warning(message, *args)
+            self.last = now
+            return
+        self.unlogged += 1
+        if now - self.last >= self.every:
+            self.logger.warning("%d more bad messages dropped (%d in all); the last: "
+                                + message, self.unlogged, self.count, *args)
+            self.unlogged, self.last = 0, now
+
+
+KEY_FILES = ("server.key", "server.key_secret", "client.key_secret",
+             "clients/client.key")
+
+
+def make_keys(directory, force: bool = False) -> Path:
     """``asyos keys DIR``: a server key pair and one client key pair, CURVE (zmq.auth).
 
     DIR/server.key_secret stays on the server, DIR/client.key_secret goes to the
     workers with DIR/server.key; DIR/clients/ holds the public keys the server accepts.
+    The keys are made in a private (0700) directory inside DIR, the secrets made 0600
+    there, and only then renamed into place: no other user can read a secret at any
+    moment.  Existing keys are kept unless ``force``.
     """
     import zmq.auth
 
     directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise InputError(f"{directory} is a file; give a directory for the keys")
+    existing = [name for name in KEY_FILES if (directory / name).exists()]
+    if existing and not force:
+        raise InputError(f"{directory} already holds keys ({', '.join(existing)}); "
+                         "give --force to replace them")
     (directory / "clients").mkdir(parents=True, exist_ok=True)
-    zmq.auth.create_certificates(directory, "server")
-    public, _ = zmq.auth.create_certificates(directory, "client")
-    Path(public).replace(directory / "clients" / "client.key")
-    for secret in directory.glob("*.key_secret"):
-        secret.chmod(0o600)
+    private = Path(tempfile.mkdtemp(prefix=".keys-", dir=directory))   # mode 0700
+    try:
+        zmq.auth.create_certificates(private, "server")
+        zmq.auth.create_certificates(private, "client")
+        for secret in private.glob("*.key_secret"):
+            secret.chmod(0o600)
+        (private / "client.key").replace(directory / "clients" / "client.key")
+        for name in ("server.key", "server.key_secret", "client.key_secret"):
+            (private / name).replace(directory / name)
+    finally:
+        shutil.rmtree(private, ignore_errors=True)
     return directory
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 
-from ...core.server_state import ProtocolError, ServerState
+from ...core.server_state import NonFiniteUpdate, ProtocolError, ServerState
 from ...errors import InputError
 from ...solvers import messages
 from ...solvers.asy import AsyConfig, group_fingerprint
@@ -18,11 +18,13 @@ from ...solvers.result import FitResult
 from ..wire import Limits, WireError, decode, encode
 from .common import (
     Dropper,
+    LogLimit,
     Timeouts,
     check_bind,
     load_keys,
     log,
     main_thread,
+    receive,
 )
 
 
@@ -57,6 +59,7 @@ class ZmqServer:
                                     group_of=group_of)
         self.state = self.server.state
         self.limits = Limits(n, max(config.capacities), config.batch, self.run_id)
+        self.bad = LogLimit(log)   # malformed or refused messages
         self.identity: list[bytes | None] = [None] * q
         # configuration tags: (this server's random boot id, joins) per worker; a
         # worker's message with another tag predates its last (re)configuration
@@ -174,7 +177,7 @@ class ZmqServer:
         self.lost_at.pop(worker, None)
 
     def _refuse(self, identity: bytes, reason: str) -> None:
-        log.warning("refused a peer: %s", reason)
+        self.bad.warning("refused a peer: %s", reason)
         self.refused += 1
         frames = encode(messages.Refuse(reason), 0, run_id=self.run_id)
         self.socket.send_multipart([identity, *frames])
@@ -246,7 +249,7 @@ class ZmqServer:
         try:
             envelope = decode(frames, self.limits)
         except WireError as exc:
-            log.warning("dropped a malformed message: %s", exc)
+            self.bad.warning("dropped a malformed message: %s", exc)
             self.refused += 1
             return
         t, body = envelope.worker, envelope.body
@@ -278,6 +281,11 @@ class ZmqServer:
         self.active[t] = True
         try:
             self._send_all(self.server.handle(t, body))
+        except NonFiniteUpdate as exc:   # recomputing would give the same numbers
+            for worker, peer in enumerate(self.identity):
+                if peer is not None:
+                    self._refuse(peer, str(exc))
+            raise
         except ProtocolError as exc:   # e.g. a view this server never sent
             log.info("resynchronising worker %d: %s", t, exc)
             self.refused += 1
@@ -343,10 +351,14 @@ class ZmqServer:
             return False
         while True:
             try:
-                frames = self.socket.recv_multipart(zmq.NOBLOCK, copy=False)
+                frames, oversized = receive(self.socket, self.limits, flags=zmq.NOBLOCK,
+                                            envelope=1)
             except zmq.Again:
                 return True
-            if not self.drop():
+            if oversized:
+                self.refused += 1
+                self.bad.warning("dropped a message with %s", oversized)
+            elif not self.drop():
                 self._handle(bytes(frames[0].buffer), frames[1:])
 
     def _linger(self) -> None:

@@ -21,10 +21,12 @@ from ..base import blas_threads_in_use
 from ..wire import PARAMS, Limits, WireError, decode, encode
 from .common import (
     Dropper,
+    LogLimit,
     Timeouts,
     load_keys,
     load_server_public,
     log,
+    receive,
 )
 
 
@@ -65,6 +67,7 @@ class ZmqWorker:
         self.socket.connect(connect)
         self.endpoint = connect
         self.limits = Limits(self.n)
+        self.bad = LogLimit(log)
         self.run_id = 0
         self.tag = 0       # from the last CONFIG; sent back in every message
         self.last_heard = self.last_sent = time.monotonic()
@@ -89,13 +92,16 @@ class ZmqWorker:
         if not self.socket.poll(int(timeout * 1000)):
             self._check_server()
             return None
-        frames = self.socket.recv_multipart(copy=False)
+        frames, oversized = receive(self.socket, self.limits)
+        if oversized:
+            self.bad.warning("dropped a message from the server with %s", oversized)
+            return None
         if self.drop():
             return None
         try:
             envelope = decode(frames, self.limits)
         except WireError as exc:
-            log.warning("dropped a malformed message from the server: %s", exc)
+            self.bad.warning("dropped a malformed message from the server: %s", exc)
             return None
         self.last_heard = time.monotonic()
         if isinstance(envelope.body, messages.Refuse):

@@ -6,7 +6,7 @@ import pytest
 import reference_os as ref
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_projection import brute_force
+from reference_os import brute_force
 
 from asyos import InputError, fit_os
 from asyos.core.kept_set import GroupKeptSet

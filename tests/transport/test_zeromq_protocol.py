@@ -172,3 +172,33 @@ def test_after_the_run_a_late_final_still_gets_its_done(server):
     lingering.join(timeout=30)
     assert not lingering.is_alive() and not stranger.poll(0)
     assert server.state.clock == 0
+
+
+def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, caplog):
+    """A message with a million empty frames, and many bad messages: each is dropped
+    before it is parsed or kept, the run goes on, and the log stays short."""
+    sock = _socket(server)
+    joined = _joined(server, sock)
+    caplog.set_level("WARNING", logger="asyos")
+    sock.send_multipart([b""] * 1_000_000)
+    start = time.monotonic()
+    for _ in range(200):
+        server.step(0.01)
+        if server.refused:
+            break
+    assert server.refused == 1 and time.monotonic() - start < 30
+    assert "more than 5 frames" in caplog.text
+    stranger = _socket(server)   # one oversized frame: ZeroMQ cuts the peer off
+    stranger.send_multipart([*encode(msg.Pull(), 0, run_id=joined[0], tag=joined[1]),
+                             b"x" * (1 << 20)])
+    for _ in range(3000):
+        sock.send_multipart([b"garbage"])
+    deadline = time.monotonic() + 60
+    while server.refused < 3001 and time.monotonic() < deadline:
+        server.step(0.01)
+    for _ in range(20):
+        server.step(0.01)
+    assert server.refused == 3001
+    assert len(caplog.records) <= 12          # 10 lines, then counts
+    [view] = _exchange(server, sock, _push(joined, 1, np.ones(N)))  # still serving
+    assert view.kind == Kind.VIEW and view.body.through == 1

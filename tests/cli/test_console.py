@@ -18,7 +18,7 @@ from asyos.cli.main import build_parser, main
 from asyos.cli.run import main as run_main
 from asyos.io.config import config_arguments
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120   # hang guard, not a speed assertion
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -65,7 +65,8 @@ def test_run_reads_the_config_and_the_command_line_overrides_it(sequential):
     assert "INFO synthetic regression: n = 99, p = 300, s = 10" in proc.stderr
     assert "selected 10 features" in proc.stdout
     loaded = load_result(d / "r.json")
-    assert loaded.context["schema_version"] == 2 and (d / "r.npz").is_file()
+    assert loaded.context["schema_version"] == 2
+    assert [f.name for f in d.glob("r.*.npz")] == [result["arrays"]]
     np.testing.assert_array_equal(loaded.selected, result["selected"])
     np.testing.assert_array_equal(loaded.weights, result["weights"])   # exact
 
@@ -116,8 +117,21 @@ def test_server_and_workers_from_one_config_then_plot_and_inspect(tmp_path, caps
 def test_keys_and_convert(tmp_path):
     proc = _asyos("keys", tmp_path / "keys")
     assert proc.returncode == 0, proc.stderr
-    assert {"server.key", "server.key_secret", "client.key_secret"} <= {
-        p.name for p in (tmp_path / "keys").iterdir()}
+    keys = tmp_path / "keys"
+    assert sorted(p.name for p in keys.iterdir()) == [
+        "client.key_secret", "clients", "server.key", "server.key_secret"]
+    assert [p.name for p in (keys / "clients").iterdir()] == ["client.key"]
+    for secret in keys.glob("*.key_secret"):
+        assert secret.stat().st_mode & 0o777 == 0o600
+    before = (keys / "server.key_secret").read_bytes()
+    again = _asyos("keys", keys)   # existing keys are kept unless --force
+    assert again.returncode == 2 and again.stderr.count("\n") == 1
+    assert "already holds keys" in again.stderr
+    assert (keys / "server.key_secret").read_bytes() == before
+    assert _asyos("keys", keys, "--force").returncode == 0
+    assert (keys / "server.key_secret").read_bytes() != before
+    not_a_directory = _asyos("keys", keys / "server.key")
+    assert not_a_directory.returncode == 2 and "is a file" in not_a_directory.stderr
     table = np.arange(12.0).reshape(4, 3)
     np.savetxt(tmp_path / "d.csv", table, delimiter=",")
     (tmp_path / "c.toml").write_text("label-column = 0\nquiet = true\ndtype = 'float32'\n")

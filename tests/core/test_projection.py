@@ -1,24 +1,14 @@
 """The bi-level projection (the DP of Xiang, Yang & Ye, KDD 2014, Algorithms 3-4)
 against brute force and its own facts (their Lemma 1 and Proposition 1)."""
 
-from itertools import combinations
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_os import brute_force
 
 from asyos import InputError, bilevel_projection
-
-
-def brute_force(v, groups, s1, s2):
-    """max Σ_{i∈S} v_i² over |S| ≤ s1 meeting ≤ s2 groups, by enumeration."""
-    best = 0.0
-    for size in range(min(s1, len(v)) + 1):
-        for subset in combinations(range(len(v)), size):
-            if len({groups[i] for i in subset}) <= s2:
-                best = max(best, float(sum(v[i] ** 2 for i in subset)))
-    return best
 
 
 @st.composite

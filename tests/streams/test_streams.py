@@ -361,7 +361,7 @@ def test_npy_stream_memory_does_not_grow_with_p(tmp_path):
     out[:] = 1.5  # ~100 MB on disk, all pages real
     out.flush()
     del out
-    root = str(Path(__file__).resolve().parents[1])
+    root = str(Path(__file__).resolve().parents[2])
 
     def grown_mb(mode, shuffle="0"):
         done = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(path), mode,

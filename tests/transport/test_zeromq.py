@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120
 PROBLEM = ["-p", "3000", "-s", "20", "--seed", "8", "--samples", "528"]
 PLAIN = ["--window", "1", "--batch", "1"]     # one round trip per step: ~1 ms here

@@ -18,7 +18,7 @@ from asyos.experiments import sweeps
 from asyos.experiments.runner import mean_se
 from asyos.solvers.result import FitResult
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TINY = dict(ps=[300, 400], s=10, reps=2, progress=False)
 
 

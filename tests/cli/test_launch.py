@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 LAUNCH = ROOT / "launch.sh"
 TIMEOUT = 120  # hang guard only
 FAST = 30      # usage errors start no process

@@ -1,0 +1,52 @@
+"""A loopback worker process: what ``transport.local.fit_loopback`` starts, one per
+shard.  Its whole job travels as one JSON argument, so the transport starts its own
+workers without going through the command-line front (``asyos worker``)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from ...errors import InputError
+from ...solvers.asy import worker_shard
+from ...streams import NpyStream
+from ..base import NodeShare
+from .common import Timeouts
+from .worker import ServerGone, ZmqWorker
+
+
+def start(endpoint: str, data: Path, t: int, q: int, *, dtype: str, shuffle: bool,
+          seed: int, timeout: float, threads: int, log: Path) -> subprocess.Popen:
+    """Start worker ``t`` of ``q`` on its shard of the feature-major ``data``; its
+    stderr goes to ``log``."""
+    job = {"endpoint": endpoint, "data": str(data), "t": t, "q": q, "dtype": dtype,
+           "shuffle": shuffle, "seed": seed, "timeout": timeout, "threads": threads}
+    with open(log, "wb") as err:
+        return subprocess.Popen([sys.executable, "-m", __name__, json.dumps(job)],
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def main(argv=None) -> int:
+    job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    NodeShare.of(1, job["threads"]).apply()
+    try:
+        stream = NpyStream(job["data"], shuffle=job["shuffle"], seed=job["seed"],
+                           dtype=job["dtype"])
+        worker = ZmqWorker(job["endpoint"], worker_shard(stream, job["q"], job["t"]),
+                           job["t"], job["q"],
+                           timeouts=Timeouts(server_timeout=job["timeout"]))
+    except InputError as exc:
+        print(f"asyos: error: {exc}", file=sys.stderr)
+        return 2
+    try:
+        worker.run()
+    except ServerGone as exc:
+        print(f"asyos: error: shard {job['t']}/{job['q']}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        worker.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

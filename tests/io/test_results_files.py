@@ -1,0 +1,110 @@
+"""The results files are one unit, written only for a finite result, to an ``--out``
+checked before any work."""
+
+import json
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from asyos import load_result
+from asyos.errors import InputError
+from asyos.io import results
+from asyos.io.results import check_out, write_result
+from asyos.solvers.result import FitResult
+
+
+def _result(weights, objective=1.0) -> FitResult:
+    weights = np.asarray(weights, dtype=np.float64)
+    return FitResult(selected=np.arange(weights.size), weights=weights,
+                     objective=objective, objective_per_epoch=[objective])
+
+
+def _cli(*args):
+    return subprocess.run([sys.executable, "-m", "asyos.run", "-p", "300", "-s", "10",
+                           "--quiet", *args], capture_output=True, text=True,
+                          timeout=120)
+
+
+def test_a_second_write_replaces_the_first_as_one_unit(tmp_path):
+    out = tmp_path / "r.json"
+    write_result(out, _result([1.0, 2.0]))
+    write_result(out, _result([3.0, 4.0, 5.0]))
+    npz = sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".npz")
+    assert npz == [json.loads(out.read_text())["arrays"]]   # the old arrays are gone
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["r.json", *npz])
+    np.testing.assert_array_equal(load_result(out).weights, [3.0, 4.0, 5.0])
+
+
+def test_an_interrupted_write_leaves_the_previous_result_whole(tmp_path, monkeypatch):
+    out = tmp_path / "r.json"
+    write_result(out, _result([1.0, 2.0]))
+    before = sorted(p.name for p in tmp_path.iterdir())
+    real = results._replace
+
+    def interrupted(path, data):
+        if path.suffix == ".json":
+            raise KeyboardInterrupt   # SIGINT between the arrays and the JSON
+        real(path, data)
+
+    monkeypatch.setattr(results, "_replace", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_result(out, _result([7.0, 8.0, 9.0]))
+    assert sorted(p.name for p in tmp_path.iterdir()) == before   # nothing left over
+    np.testing.assert_array_equal(load_result(out).weights, [1.0, 2.0])
+
+
+def test_arrays_of_another_run_are_refused(tmp_path):
+    out = tmp_path / "r.json"
+    write_result(out, _result([1.0, 2.0]))
+    npz = tmp_path / json.loads(out.read_text())["arrays"]
+    other = tmp_path / "other.json"
+    write_result(other, _result([5.0, 6.0]))
+    npz.write_bytes((tmp_path / json.loads(other.read_text())["arrays"]).read_bytes())
+    with pytest.raises(InputError, match="does not belong to"):
+        load_result(out)
+
+
+@pytest.mark.parametrize("weights, objective", [([1.0, np.nan], 1.0),
+                                                ([1.0, 2.0], float("inf"))])
+def test_a_diverged_run_is_never_written(tmp_path, weights, objective):
+    out = tmp_path / "r.json"
+    with pytest.raises(InputError, match="diverged"):
+        write_result(out, _result(weights, objective))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_out_is_checked_before_any_work(tmp_path):
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(InputError, match="does not exist"):
+        check_out(tmp_path / "missing" / "r.json")
+    with pytest.raises(InputError, match="is a directory"):
+        check_out(tmp_path / "dir")
+    with pytest.raises(InputError, match="JSON"):
+        check_out(tmp_path / "r.npz")
+    for out, message in ((tmp_path / "missing" / "r.json", "does not exist"),
+                         (tmp_path / "dir", "is a directory")):
+        start = time.monotonic()
+        proc = _cli("-p", "200000", "--out", str(out))   # minutes of work if it ran
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr
+        assert time.monotonic() - start < 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
+    assert list((tmp_path / "dir").iterdir()) == []
+
+
+def test_a_diverging_cli_run_exits_2_with_one_line(tmp_path):
+    X = np.random.default_rng(0).standard_normal((50, 20))
+    X[:, 3] *= 1e200                  # finite, but any step on it overflows
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", X[:, 0] + X[:, 1])
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--data",
+                           str(tmp_path / "X.npy"), "--labels", str(tmp_path / "y.npy"),
+                           "-s", "4", "--eta", "1", "--quiet", "--out",
+                           str(tmp_path / "r.json")], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "diverged" in proc.stderr
+    assert not (tmp_path / "r.json").exists()

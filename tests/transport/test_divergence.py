@@ -1,0 +1,58 @@
+"""A diverging run (finite data, a step size far too large) ends with one line naming
+the worker and exit status 2 on every carrier; nothing non-finite is written."""
+
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+from test_mpi import MPIEXEC, ROOT, _mpiexec
+
+import asyos
+from asyos.errors import InputError
+
+
+def _diverging(tmp_path):
+    X = np.random.default_rng(0).standard_normal((40, 12))
+    X[:, 3] *= 1e200                  # finite, but a step of η = 1 on it overflows
+    np.save(tmp_path / "X.npy", np.asfortranarray(X))
+    np.save(tmp_path / "y.npy", X[:, 0] - X[:, 1])
+    return X, X[:, 0] - X[:, 1]
+
+
+def _args(tmp_path):
+    return ["--data", str(tmp_path / "X.npy"), "--labels", str(tmp_path / "y.npy"),
+            "-s", "4", "--eta", "1", "--quiet", "--out", str(tmp_path / "r.json")]
+
+
+def _one_line_exit_2(proc, tmp_path):
+    assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("asyos")]
+    assert len(lines) == 1 and ("NaN or inf" in lines[0] or "diverged" in lines[0])
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_simulated(tmp_path):
+    _diverging(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--simulate", "2",
+                           *_args(tmp_path)], capture_output=True, text=True, timeout=120)
+    _one_line_exit_2(proc, tmp_path)
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
+def test_mpi(tmp_path):
+    _diverging(tmp_path)
+    proc = _mpiexec(3, "-m", "asyos.run", *_args(tmp_path), cwd=ROOT)
+    _one_line_exit_2(proc, tmp_path)
+    assert "worker" in proc.stderr
+
+
+def test_zeromq_ends_instead_of_looping(tmp_path):
+    X, y = _diverging(tmp_path)
+    start = time.monotonic()
+    with pytest.raises(InputError, match=r"worker \d: .*NaN or inf"):
+        asyos.OnlineSubstitutionRegressor(n_features_to_select=4, n_workers=2,
+                                          backend="zeromq", eta=1.0, timeout=120,
+                                          fit_intercept=False).fit(X, y)
+    assert time.monotonic() - start < 60
