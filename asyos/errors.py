@@ -12,3 +12,9 @@ class AsyosError(Exception):
 
 class InputError(AsyosError, ValueError):
     """Bad user input: data, labels or parameters. CLI exit status 2."""
+
+
+class PartialRun(AsyosError):
+    """An Asy-OS run that ended without some of its shards (lost and not replaced).
+    Its results are written, marked ``partial``, but it is not a success: the CLI
+    exits with status 3 unless the user accepted partial results."""

@@ -16,10 +16,10 @@ from ..core.losses import Loss
 from ..core.projection import check_groups, group_constraint
 from ..core.validate import check_at_least, check_labels
 from ..datasets import stream_problem
-from ..errors import InputError
+from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import check_out
-from ..solvers.asy import AsyConfig, worker_shard
+from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from .job import finish
 from .options import LOSS_NAMES, add_protocol_arguments, apply_blas_threads, module_main
@@ -84,6 +84,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
                         help="continue the run saved in --checkpoint")
     parser.add_argument("--heartbeat-timeout", type=float,
                         help="seconds of silence before a worker is lost (default 10)")
+    parser.add_argument("--allow-partial", action="store_true", help="a run that "
+                        "lost shards ends with status 0, not 3 (its results are "
+                        "marked partial either way)")
     parser.add_argument("--replace-timeout", type=float, help="seconds to wait for "
                         "a replacement of a lost shard before ending without it "
                         "(default 30)")
@@ -161,12 +164,17 @@ def run_server(args) -> FitResult:
         result = server.serve()
     finally:
         server.close()
+    result = finish(args, result, source=source, n_samples=len(y),
+                    n_features=server.server.monitor.n_features, s=s, loss=loss,
+                    truth=truth)
     lost = result.asy["lost_shards"]
     if lost:
-        print(f"asyos: warning: shards {', '.join(lost)} were lost and not replaced; "
-              "the results use their last acknowledged state", file=sys.stderr)
-    return finish(args, result, source=source, n_samples=len(y),
-                  n_features=server.server.monitor.n_features, s=s, loss=loss, truth=truth)
+        message = (f"shards {', '.join(lost)} were lost and not replaced: the results "
+                   "use their last acknowledged state and are marked partial")
+        if not args.allow_partial:
+            raise PartialRun(f"{message} (--allow-partial accepts them)")
+        print(f"asyos: warning: {message}", file=sys.stderr)
+    return result
 
 
 def _groups(path, s2, n_features):
@@ -199,7 +207,7 @@ def run_worker(args) -> None:
     group_of = None
     if args.groups is not None:   # s2_t comes from the server, which checks the labels
         group_of, _ = check_groups(load_groups(args.groups), stream.n_features)
-    worker = ZmqWorker(args.connect, worker_shard(stream, q, t, group_of), t, q,
+    worker = ZmqWorker(args.connect, stream, t, q,
                        timeouts=_timeouts(args), keys=args.keys, group_of=group_of)
     try:
         worker.run()

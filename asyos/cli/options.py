@@ -9,7 +9,7 @@ import sys
 
 from ..core.losses import Loss
 from ..core.validate import check_at_least
-from ..errors import InputError
+from ..errors import InputError, PartialRun
 from ..io.config import config_arguments
 from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER
 from ..transport.base import NodeShare
@@ -112,12 +112,16 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
 
 
 def guarded(action) -> int:
-    """Run ``action``; bad input → one line on stderr and exit status 2."""
+    """Run ``action``; bad input → one line on stderr and exit status 2; a run that
+    lost shards → one line and status 3."""
     try:
         action()
     except InputError as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)
         return 2
+    except PartialRun as exc:
+        print(f"asyos: error: {exc}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("asyos: interrupted", file=sys.stderr)
         return 130

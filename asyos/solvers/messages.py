@@ -86,13 +86,15 @@ class Done:
 @dataclass(frozen=True)
 class Hello:
     """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
-    block (for the step size), and the fingerprint of its group labels (or empty)."""
+    block (for the step size), the fingerprint of its group labels (or empty), and p
+    of the data it read its shard from (every worker must have read the same)."""
 
     shards: int
     shard_size: int
     n_samples: int
     nu: float
     groups: np.ndarray = field(default_factory=_ints)
+    n_features: int = 0
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.validate import check_at_least, check_labels
+from ..errors import PartialRun
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..streams import FeatureStream
@@ -101,4 +102,7 @@ def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epoc
             server.close()
             if workers is not None:   # finished workers exit at once; after an error
                 workers.stop(5.0 if result is not None else 0.0)   # none waits
+    if result.asy["lost_shards"]:
+        raise PartialRun(f"Asy-OS over ZeroMQ lost shards "
+                         f"{', '.join(result.asy['lost_shards'])}")
     return result

@@ -144,7 +144,7 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
              "short": np.array([4])}[fingerprint]
     try:
         [reply] = _exchange(server, _socket(server),
-                            encode(msg.Hello(1, 12, N, 1.0, frame)))
+                            encode(msg.Hello(1, 12, N, 1.0, frame, 12)))
     finally:
         server.close()
     if refused is None:

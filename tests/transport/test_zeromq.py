@@ -177,20 +177,22 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain8):
     assert result["truth"]["recall"] >= plain8["truth"]["recall"] - 0.05 - SLACK
 
 
-def test_a_lost_shard_without_replacement_is_reported(tmp_path):
+@pytest.mark.parametrize("accept", [False, True])
+def test_a_lost_shard_without_replacement_is_not_a_success(tmp_path, accept):
+    """Exit status 3 and results marked partial; 0 with --allow-partial."""
     port = _port()
     server = _server(tmp_path, port, "--heartbeat-timeout", "1", "--replace-timeout",
-                     "1", *PLAIN)
+                     "1", *PLAIN, *(["--allow-partial"] if accept else []))
     workers = [_worker(port, t) for t in range(2)]
     log = []
     _wait_for(lambda: _logged(log, server, "all 2 shards here"))
     time.sleep(0.3)
     workers[0].send_signal(signal.SIGKILL)
     (rc, out, err), _ = _wait(server, workers[1])
-    assert rc == 0, err
-    assert "shards 0/2 were lost" in err
+    assert rc == (0 if accept else 3), err
+    assert "shards 0/2 were lost" in err and "marked partial" in err
     result = _result(tmp_path)
-    assert result["asy"]["lost_shards"] == ["0/2"]
+    assert result["asy"]["lost_shards"] == ["0/2"] and result["asy"]["partial"]
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
 
 

@@ -54,7 +54,7 @@ def _push(joined, seq, delta, more=True, version=0):
 
 
 def _hello(worker=0, n=N):
-    return encode(msg.Hello(1, 5, n, 1.0, NO_GROUPS), worker)
+    return encode(msg.Hello(1, 5, n, 1.0, NO_GROUPS, 5), worker)
 
 
 def _joined(server, sock):
@@ -202,3 +202,30 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
     assert len(caplog.records) <= 12          # 10 lines, then counts
     [view] = _exchange(server, sock, _push(joined, 1, np.ones(N)))  # still serving
     assert view.kind == Kind.VIEW and view.body.through == 1
+
+
+@pytest.mark.parametrize("hello, problem", [
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6), None),          # shard 0 of p = 6, q = 2
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5), "p = 5 features, the other workers 6"),
+    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6), "2 features, but shard 1 of p = 6 has 3"),
+])
+def test_workers_that_read_other_data_are_refused(hello, problem):
+    """Worker 0 read p = 6; worker 1 must have read the same p, and its shard must be
+    shard 1 of it."""
+    config = AsyConfig.build(2, 2, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
+                             staleness=None)
+    server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                       timeouts=Timeouts(heartbeat_timeout=60))
+    try:
+        first = _socket(server)
+        assert _exchange(server, first, encode(msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6),
+                                               0)) == []   # waits for shard 1
+        replies = _exchange(server, _socket(server), encode(hello, 1))
+    finally:
+        server.close()
+    if problem is None:
+        assert [r.kind for r in replies] == [Kind.CONFIG]
+    else:
+        [refusal] = replies
+        assert refusal.kind == Kind.REFUSE and problem in refusal.body.reason
+        assert "run id" not in refusal.body.reason

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 
 from ...errors import InputError
-from ...solvers.asy import worker_shard
 from ...streams import NpyStream
 from ..base import NodeShare
 from .common import Timeouts
@@ -32,8 +31,7 @@ def main(argv=None) -> int:
     try:
         stream = NpyStream(job["data"], shuffle=job["shuffle"], seed=job["seed"],
                            dtype=job["dtype"])
-        worker = ZmqWorker(job["endpoint"], worker_shard(stream, job["q"], job["t"]),
-                           job["t"], job["q"],
+        worker = ZmqWorker(job["endpoint"], stream, job["t"], job["q"],
                            timeouts=Timeouts(server_timeout=job["timeout"]))
     except InputError as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)

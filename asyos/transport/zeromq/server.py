@@ -51,6 +51,7 @@ class ZmqServer:
         n, q = y.shape[0], config.n_workers
         self.nu: dict[int, float] = {}
         self.shard_sizes: dict[int, int] = {}
+        self.data_features: int | None = None   # p, as the first HELLO reports it
         self.run_id = random.getrandbits(63) or 1
         if resume:
             self._resume()
@@ -191,7 +192,7 @@ class ZmqServer:
         if q != self.config.n_workers or not 0 <= t < q:
             return self._refuse(identity, f"shard {t}/{q} does not fit this run of "
                                 f"{self.config.n_workers} workers")
-        mismatch = self._groups_mismatch(hello.groups)
+        mismatch = self._groups_mismatch(hello.groups) or self._data_mismatch(t, hello)
         if mismatch:
             return self._refuse(identity, f"shard {t}/{q}: {mismatch}")
         record = self.state.workers[t]
@@ -206,6 +207,7 @@ class ZmqServer:
             return self._send(t, messages.Done())
         self.nu[t] = hello.nu
         self.shard_sizes[t] = hello.shard_size
+        self.data_features = hello.n_features
         if not self.server.started and len(self.nu) == len(self.state.workers):
             self._start()
         elif self.server.started:
@@ -213,6 +215,23 @@ class ZmqServer:
                 log.info("shard %d/%d joins at push %d, position %d", t, q,
                          record.messages, record.position)
             self._send_config(t)
+
+    def _data_mismatch(self, t: int, hello: messages.Hello) -> str | None:
+        """Why a worker's data does not fit the others': every worker must have read
+        the same p (the first accepted HELLO fixes it), and shard t of p has a known
+        size."""
+        p = hello.n_features
+        if p < 1:
+            return f"reports p = {p} features"
+        if self.data_features is not None and p != self.data_features:
+            return (f"the worker read data with p = {p} features, the other workers "
+                    f"{self.data_features}: give every worker the same data")
+        if self.group_of is None:
+            expected = len(range(t, p, self.config.n_workers))
+            if hello.shard_size != expected:
+                return (f"{hello.shard_size} features, but shard {t} of p = {p} has "
+                        f"{expected}")
+        return None
 
     def _groups_mismatch(self, theirs: np.ndarray) -> str | None:
         """Why a worker's group labels (HELLO's fingerprint) do not fit this run."""
@@ -375,8 +394,8 @@ class ZmqServer:
 
     def _result(self) -> FitResult:
         result = self.server.result("zeromq")
-        result.asy.update(lost_shards=[f"{t}/{self.config.n_workers}"
-                                       for t in self.state.lost_workers],
+        lost = [f"{t}/{self.config.n_workers}" for t in self.state.lost_workers]
+        result.asy.update(lost_shards=lost, partial=bool(lost),
                           dropped_messages=self.drop.dropped,
                           refused_messages=self.refused)
         return result

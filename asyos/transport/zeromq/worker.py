@@ -15,7 +15,7 @@ from ...core.kept_set import warm_up
 from ...core.losses import Loss
 from ...errors import InputError
 from ...solvers import messages
-from ...solvers.asy import first_block_nu, group_fingerprint
+from ...solvers.asy import first_block_nu, group_fingerprint, worker_shard
 from ...solvers.worker_loop import WorkerDriver, worker_loop
 from ..base import blas_threads_in_use
 from ..wire import PARAMS, Limits, WireError, decode, encode
@@ -44,13 +44,15 @@ class ServerGone(RuntimeError):
 class ZmqWorker:
     """Drive shard ``t`` of ``q`` over a DEALER socket."""
 
-    def __init__(self, connect: str, shard, t: int, q: int, *,
+    def __init__(self, connect: str, data, t: int, q: int, *,
                  timeouts: Timeouts | None = None, keys=None, group_of=None):
-        """``shard``: ``solvers.asy.worker_shard`` of the worker's data (whole groups
-        when ``group_of``, the checked group ids, is given)."""
-        self.shard, self.t, self.q = shard, t, q
+        """``data``: the worker's feature stream, of which it works on shard ``t``
+        (``solvers.asy.worker_shard``: whole groups when ``group_of``, the checked
+        group ids, is given); the server checks that every worker read the same p."""
+        self.shard, self.t, self.q = worker_shard(data, q, t, group_of), t, q
+        self.data_features = data.n_features
         self.group_of = group_of
-        self.n = shard.n_samples
+        self.n = data.n_samples
         self.timeouts = timeouts or Timeouts()
         self.drop = Dropper()
         self.context = zmq.Context.instance()
@@ -127,7 +129,7 @@ class ZmqWorker:
             if envelope is not None and isinstance(envelope.body, messages.Done):
                 return
             self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
-                                      fingerprint))
+                                      fingerprint, self.data_features))
             deadline = time.monotonic() + self.timeouts.resend_after
             envelope = None
             while envelope is None and time.monotonic() < deadline:
