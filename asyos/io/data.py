@@ -9,6 +9,7 @@ extra: scikit-learn); ``.h5``/``.hdf5`` — a 2-D dataset, named ``file.h5:NAME`
 Labels can come from any of these.
 """
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -54,7 +55,9 @@ def split_hdf5(path, default: str) -> tuple[Path, str | None]:
 def _load_text(path: Path) -> np.ndarray:
     delimiter = "\t" if path.suffix == ".tsv" else ","
     try:
-        table = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
+        with warnings.catch_warnings():   # an empty table is reported below, once
+            warnings.simplefilter("ignore", UserWarning)
+            table = np.loadtxt(path, delimiter=delimiter, ndmin=2, dtype=np.float64)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read as a numeric table ({exc})") from None
     if table.size == 0:

@@ -182,5 +182,11 @@ def load_result(path) -> FitResult:
                                  "from the one the results record)")
             with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
                 selected, weights = arrays["selected"], arrays["weights"]
-    return FitResult.from_document(document, selected, weights, path=path,
-                                   schema_version=int(version))
+    try:
+        result = FitResult.from_document(document, selected, weights, path=path,
+                                         schema_version=int(version))
+        if result.selected.ndim != 1 or result.weights.shape != result.selected.shape:
+            raise ValueError("selected and weights must be vectors of one length")
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        raise InputError(f"{path}: malformed results file ({exc})") from None
+    return result

@@ -222,3 +222,21 @@ def test_inspect_and_load_result_read_schema_1(tmp_path, capsys):
     (tmp_path / "new.json").write_text(json.dumps({**legacy, "schema_version": 9}))
     assert main(["inspect", str(tmp_path / "new.json")]) == 2
     assert "unknown results schema_version 9" in capsys.readouterr().err
+
+
+def test_more_bad_input_gets_one_line_and_status_2(tmp_path):
+    (tmp_path / "bad.json").write_text('{"schema_version": 2, "selected": "x", '
+                                       '"weights": 5}')
+    (tmp_path / "c.csv").write_text("# only a comment\n")
+    (tmp_path / "ck.npz").write_bytes(b"truncated")
+    cases = [
+        (["worker", "--connect", "garbage", "--shard", "0/1"], "not a ZeroMQ endpoint"),
+        (["inspect", tmp_path / "bad.json"], "malformed results file"),
+        (["run", "--data", tmp_path / "c.csv", "-s", "1", "--quiet"], "no data rows"),
+        (["server", "--workers", "1", "-s", "5", "--checkpoint", tmp_path / "ck.npz",
+          "--resume"], "not a whole asyos checkpoint"),
+    ]
+    for args, message in cases:
+        proc = _asyos(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr

@@ -114,8 +114,9 @@ class ZmqServer:
             state = ServerState.restore(arrays)
             self.run_id = int(arrays["run_id"])
             eta, m = (float(v) for v in arrays["step"])
-        except (OSError, ValueError, KeyError) as exc:
-            raise InputError(f"cannot resume from {self.checkpoint_path}: {exc}") from None
+        except (OSError, ValueError, KeyError, EOFError) as exc:
+            raise InputError(f"cannot resume from {self.checkpoint_path}: not a whole "
+                             f"asyos checkpoint ({str(exc).split('.')[0]})") from None
         if state.u.size != self.y.shape[0] or \
                 len(state.workers) != self.config.n_workers:
             raise InputError(f"{self.checkpoint_path} is for another run (n or q differ)")

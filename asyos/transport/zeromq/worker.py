@@ -66,7 +66,12 @@ class ZmqWorker:
             server_public, _ = load_server_public(keys)
             self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
             self.socket.curve_serverkey = server_public
-        self.socket.connect(connect)
+        try:
+            self.socket.connect(connect)
+        except zmq.ZMQError as exc:
+            self.socket.close(linger=0)
+            raise InputError(f"--connect {connect!r} is not a ZeroMQ endpoint ({exc}); "
+                             "e.g. tcp://192.0.2.10:5555") from None
         self.endpoint = connect
         self.limits = Limits(self.n)
         self.bad = LogLimit(log)
