@@ -78,6 +78,11 @@ class WireError(AsyosError):
     """A malformed, truncated, oversized or out-of-protocol message."""
 
 
+class ForeignRun(WireError):
+    """A well-formed message of another run (e.g. from a worker of a server that was
+    restarted without its checkpoint)."""
+
+
 @dataclass(frozen=True)
 class Limits:
     """What the handshake fixed; every frame is checked against it."""
@@ -245,8 +250,9 @@ def decode(frames, limits: Limits) -> Envelope:
     if kind not in _KIND_OF:
         raise WireError(f"unknown message kind {kind}")
     kind = _KIND_OF[kind]
-    if limits.run_id and run_id != limits.run_id and kind != Kind.HELLO:
-        raise WireError(f"run id {run_id:#x} is not this run's ({limits.run_id:#x})")
+    if limits.run_id and run_id != limits.run_id and kind != Kind.HELLO and \
+            not (kind == Kind.REFUSE and run_id == 0):   # a refusal names no run
+        raise ForeignRun(f"run id {run_id:#x} is not this run's")
     layout = _layout(kind, limits)
     if len(frames) != 1 + len(layout):
         raise WireError(f"{kind.name} has {len(frames) - 1} data frames, expected "

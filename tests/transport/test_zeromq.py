@@ -196,7 +196,7 @@ def test_a_lost_shard_without_replacement_is_not_a_success(tmp_path, accept):
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
 
 
-@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM])
+@pytest.mark.parametrize("how", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain, how):
     port = _port()
     checkpoint = tmp_path / "ck.npz"
@@ -210,8 +210,9 @@ def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain, how):
     time.sleep(0.3)
     server.send_signal(how)
     code = server.wait(GUARD)
-    if how == signal.SIGTERM:   # saves on the way out: the checkpoint is fresh
-        assert code == 143 and time.time() - checkpoint.stat().st_mtime < 5
+    if how != signal.SIGKILL:   # saves on the way out: the checkpoint is fresh
+        assert code == {signal.SIGTERM: 143, signal.SIGINT: 130}[how]
+        assert time.time() - checkpoint.stat().st_mtime < 5
     assert not (tmp_path / "r.json").exists()
     resumed = _server(tmp_path, port, *args, "--resume")
     (rc, out, err), *rest = _wait(resumed, *workers)
@@ -376,3 +377,23 @@ def test_adaptive_budgets_over_zeromq_let_a_strong_shard_keep_its_features(tmp_p
     else:
         assert found >= 5 and kept[0] > 4, (found, kept)
         assert result["asy"]["staleness"]["max"] <= 8
+
+
+def test_workers_of_a_killed_server_are_told_by_a_fresh_one(tmp_path):
+    """A server restarted without --resume runs a new run: the old run's workers are
+    refused with one line (and exit) instead of waiting forever."""
+    port = _port()
+    server = _server(tmp_path, port, *PLAIN, "--epochs", "50")
+    workers = [_worker(port, t) for t in range(2)]
+    log = []
+    _wait_for(lambda: _logged(log, server, "all 2 shards here"))
+    time.sleep(0.3)
+    server.kill()
+    server.wait(GUARD)
+    fresh = _server(tmp_path, port, *PLAIN)
+    outcomes = _wait(*workers)
+    fresh.kill()
+    fresh.wait(GUARD)
+    for rc, out, err in outcomes:
+        assert rc == 2, err
+        assert "another run" in err and err.count("asyos: error") == 1

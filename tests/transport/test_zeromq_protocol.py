@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import zmq
 
+from asyos.errors import InputError
 from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig
 from asyos.transport.wire import HEADER, MAGIC, PROTOCOL, Kind, Limits, decode, encode
@@ -85,7 +86,7 @@ def test_a_duplicated_push_is_applied_once(server):
     (lambda run: [b"garbage bytes"], False),
     (lambda run: [HEADER.pack(MAGIC, 9, int(Kind.PULL), 0, 0, run, 0, 0, 0)], False),
     (lambda run: [HEADER.pack(MAGIC, PROTOCOL, 77, 0, 0, run, 0, 0, 0)], False),
-    (lambda run: encode(msg.Pull(), 0, run_id=run + 1), False),          # other run
+    (lambda run: encode(msg.Pull(), 0, run_id=run + 1), True),           # other run
     (lambda run: [HEADER.pack(MAGIC, PROTOCOL, int(Kind.PUSH), 0, 0, run, 1, 0, 0),
                   np.ones(2).tobytes()], False),                          # truncated
     (lambda run: _hello(n=N + 1), True),
@@ -229,3 +230,25 @@ def test_workers_that_read_other_data_are_refused(hello, problem):
         [refusal] = replies
         assert refusal.kind == Kind.REFUSE and problem in refusal.body.reason
         assert "run id" not in refusal.body.reason
+
+
+def test_a_checkpoint_is_written_at_start_and_resumes_only_its_own_run(tmp_path):
+    checkpoint = tmp_path / "ck.npz"
+    y = np.linspace(-1, 1, N)
+
+    def server(s=2, labels=y, resume=False):
+        config = AsyConfig.build(s, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                                 staleness=None)
+        return ZmqServer("tcp://127.0.0.1:0", labels, config, checkpoint=checkpoint,
+                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60))
+
+    first = server()
+    try:
+        _joined(first, _socket(first))   # the run starts: a checkpoint exists at once
+        assert checkpoint.is_file()
+    finally:
+        first.close()
+    server(resume=True).close()   # the same run resumes
+    for other, what in ((dict(s=3), "settings"), (dict(labels=-y), "labels")):
+        with pytest.raises(InputError, match=f"another run: its {what}"):
+            server(resume=True, **other)

@@ -1,5 +1,6 @@
 """The Asy-OS server over ZeroMQ: a ROUTER socket in front of ``ServerState``."""
 
+import hashlib
 import os
 import random
 import signal
@@ -15,7 +16,7 @@ from ...solvers import messages
 from ...solvers.asy import AsyConfig, group_fingerprint
 from ...solvers.asy_server import AsyServer
 from ...solvers.result import FitResult
-from ..wire import Limits, WireError, decode, encode
+from ..wire import ForeignRun, Limits, WireError, decode, encode
 from .common import (
     Dropper,
     LogLimit,
@@ -120,11 +121,27 @@ class ZmqServer:
         if state.u.size != self.y.shape[0] or \
                 len(state.workers) != self.config.n_workers:
             raise InputError(f"{self.checkpoint_path} is for another run (n or q differ)")
+        for key, what in (("fingerprint_labels", "labels"),
+                          ("fingerprint_config", "settings (-s, --loss, --epochs, "
+                           "--eta, --m, --budget, --group-sparsity)")):
+            if key not in arrays or not np.array_equal(arrays[key],
+                                                       self._fingerprint()[key]):
+                raise InputError(f"{self.checkpoint_path} is for another run: its {what} "
+                                 "differ from this server's")
         self.server = AsyServer(self.y, self.config, state=state,
                                 record_order=self.record_order, group_of=self.group_of)
         self.server.start(int(arrays["n_features"]), eta, m)
         self.server.monitor.per_epoch = arrays["per_epoch"].tolist()
         log.info("resumed run %#x at clock %d", self.run_id, state.clock)
+
+    def _fingerprint(self) -> dict[str, np.ndarray]:
+        """What a checkpoint belongs to: the labels, the user's configuration, and p
+        (hashes, so a resume can say which one differs)."""
+        c = self.config
+        settings = repr((c.s, c.n_workers, int(c.loss), c.epochs, c.eta, c.m, c.s2,
+                         c.budget))
+        return {"fingerprint_labels": _digest(self.y.tobytes()),
+                "fingerprint_config": _digest(settings.encode())}
 
     def save_checkpoint(self) -> None:
         """Write the state atomically: a temp file, fsync, rename."""
@@ -134,7 +151,8 @@ class ZmqServer:
         tmp = path.with_name(path.name + ".tmp")
         with open(tmp, "wb") as f:
             monitor = self.server.monitor
-            np.savez(f, **self.state.snapshot(), run_id=np.array(self.run_id),
+            np.savez(f, **self.state.snapshot(), **self._fingerprint(),
+                     run_id=np.array(self.run_id),
                      step=np.array([self.server.step_size, self.server.m]),
                      n_features=np.array(monitor.n_features),
                      per_epoch=np.array(monitor.per_epoch))
@@ -179,9 +197,11 @@ class ZmqServer:
         self.lost_at.pop(worker, None)
 
     def _refuse(self, identity: bytes, reason: str) -> None:
+        """Tell a peer why it is refused; a refusal names no run (run id 0), so a
+        stranger learns nothing it could use."""
         self.bad.warning("refused a peer: %s", reason)
         self.refused += 1
-        frames = encode(messages.Refuse(reason), 0, run_id=self.run_id)
+        frames = encode(messages.Refuse(reason), 0, run_id=0)
         self.socket.send_multipart([identity, *frames])
 
     # -- receiving ------------------------------------------------------------------------
@@ -189,7 +209,7 @@ class ZmqServer:
         q = hello.shards
         if hello.n_samples != self.y.shape[0]:
             return self._refuse(identity, f"shard {t}/{q} has n = {hello.n_samples} "
-                                f"samples, the labels have {self.y.shape[0]}")
+                                "samples, which the labels do not have")
         if q != self.config.n_workers or not 0 <= t < q:
             return self._refuse(identity, f"shard {t}/{q} does not fit this run of "
                                 f"{self.config.n_workers} workers")
@@ -264,10 +284,14 @@ class ZmqServer:
                  len(self.state.workers), p, self.server.eta, self.server.m)
         for worker in range(len(self.state.workers)):
             self._send_config(worker)
+        self.save_checkpoint()   # a run that has started can always be resumed
 
     def _handle(self, identity: bytes, frames) -> None:
         try:
             envelope = decode(frames, self.limits)
+        except ForeignRun:   # a worker of an earlier server: it must start again
+            return self._refuse(identity, "this server runs another run (restarted "
+                                "without --resume?): start the worker again to join it")
         except WireError as exc:
             self.bad.warning("dropped a malformed message: %s", exc)
             self.refused += 1
@@ -299,8 +323,11 @@ class ZmqServer:
                 self._repeat_config(t)   # it still works from the old one
             return None
         self.active[t] = True
+        finished = self.state.workers[t].finished
         try:
             self._send_all(self.server.handle(t, body))
+            if self.state.workers[t].finished and not finished:
+                self.save_checkpoint()   # a resume need not wait for it again
         except NonFiniteUpdate as exc:   # recomputing would give the same numbers
             for worker, peer in enumerate(self.identity):
                 if peer is not None:
@@ -339,7 +366,8 @@ class ZmqServer:
         ``check()``, when given, runs after every step and may raise to end the run
         (a deadline, a worker process that died: ``transport.local``).
         """
-        previous = signal.signal(signal.SIGTERM, self._on_sigterm) \
+        signals = (signal.SIGTERM, signal.SIGINT)
+        previous = [signal.signal(s, self._on_signal) for s in signals] \
             if main_thread() else None
         try:
             while not self.step():
@@ -348,7 +376,8 @@ class ZmqServer:
             self._linger()
         finally:
             if previous is not None:
-                signal.signal(signal.SIGTERM, previous)
+                for s, handler in zip(signals, previous):
+                    signal.signal(s, handler)
         self.save_checkpoint()
         return self._result()
 
@@ -357,8 +386,10 @@ class ZmqServer:
         self._receive(timeout)
         now = time.monotonic()
         self._check_liveness(now)
-        if self._stop:
+        if self._stop:   # SIGTERM/SIGINT, acted on between messages
             self.save_checkpoint()
+            if self._stop == signal.SIGINT:
+                raise KeyboardInterrupt
             raise SystemExit(143)
         if now - self._last_checkpoint > self.checkpoint_every:
             self.save_checkpoint()
@@ -390,8 +421,8 @@ class ZmqServer:
         while self._receive(quiet) and time.monotonic() < deadline:
             pass
 
-    def _on_sigterm(self, signum, frame) -> None:
-        self._stop = True
+    def _on_signal(self, signum, frame) -> None:
+        self._stop = signum
 
     def _result(self) -> FitResult:
         result = self.server.result("zeromq")
@@ -405,3 +436,7 @@ class ZmqServer:
         self.socket.close(linger=0)
         if self._auth is not None:
             self._auth.stop()
+
+
+def _digest(data: bytes) -> np.ndarray:
+    return np.frombuffer(hashlib.sha256(data).digest()[:8], dtype=np.int64).copy()
