@@ -130,6 +130,7 @@ def _shard(text: str) -> tuple[int, int]:
 
 def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
+    from ..transport.zeromq.common import secret_path, write_secret
 
     if args.out:
         check_out(args.out)
@@ -157,6 +158,10 @@ def run_server(args) -> FitResult:
                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                        resume=args.resume, record_order=args.record_order,
                        group_of=group_of)
+    secret = None
+    if args.keys is None:   # loopback: workers prove they can read the run's secret
+        secret = secret_path(server.endpoint)
+        server.secret = write_secret(secret)
     try:
         if not args.quiet:
             print(f"asyos server on {server.endpoint}: waiting for {args.workers} "
@@ -164,6 +169,8 @@ def run_server(args) -> FitResult:
         result = server.serve()
     finally:
         server.close()
+        if secret is not None:
+            secret.unlink(missing_ok=True)
     result = finish(args, result, source=source, n_samples=len(y),
                     n_features=server.server.monitor.n_features, s=s, loss=loss,
                     truth=truth)
@@ -190,6 +197,7 @@ def _groups(path, s2, n_features):
 
 def run_worker(args) -> None:
     from ..transport.zeromq import ServerGone, ZmqWorker
+    from ..transport.zeromq.common import is_loopback, secret_path
 
     t, q = _shard(args.shard)
     apply_blas_threads(args.blas_threads)
@@ -207,7 +215,9 @@ def run_worker(args) -> None:
     group_of = None
     if args.groups is not None:   # s2_t comes from the server, which checks the labels
         group_of, _ = check_groups(load_groups(args.groups), stream.n_features)
-    worker = ZmqWorker(args.connect, stream, t, q,
+    secret = secret_path(args.connect) if args.keys is None and \
+        is_loopback(args.connect) else None
+    worker = ZmqWorker(args.connect, stream, t, q, secret_file=secret,
                        timeouts=_timeouts(args), keys=args.keys, group_of=group_of)
     try:
         worker.run()

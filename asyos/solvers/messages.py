@@ -86,8 +86,9 @@ class Done:
 @dataclass(frozen=True)
 class Hello:
     """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
-    block (for the step size), the fingerprint of its group labels (or empty), and p
-    of the data it read its shard from (every worker must have read the same)."""
+    block (for the step size), the fingerprint of its group labels (or empty), p of
+    the data it read its shard from (every worker must have read the same), and the
+    run's secret on loopback (empty with CURVE keys)."""
 
     shards: int
     shard_size: int
@@ -95,6 +96,7 @@ class Hello:
     nu: float
     groups: np.ndarray = field(default_factory=_ints)
     n_features: int = 0
+    token: str = ""
 
 
 @dataclass(frozen=True)

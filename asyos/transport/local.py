@@ -24,6 +24,7 @@ from ..solvers.result import FitResult
 from ..streams import FeatureStream
 from .base import NodeShare
 from .zeromq import ZmqServer, process
+from .zeromq.common import write_secret
 
 LOOPBACK = "tcp://127.0.0.1:*"   # any free port
 
@@ -44,13 +45,13 @@ class _Workers:
     steps."""
 
     def __init__(self, endpoint: str, data: Path, stream: FeatureStream, q: int,
-                 logs: Path, deadline: float, timeout: float):
+                 logs: Path, deadline: float, timeout: float, secret: Path):
         self.deadline, self.timeout = deadline, timeout
         self.logs = [logs / f"worker{t}.log" for t in range(q)]
         self.procs = [process.start(endpoint, data, t, q, dtype=stream.dtype.name,
                                     shuffle=stream.shuffle, seed=stream.seed,
                                     timeout=timeout, threads=NodeShare.of(q).threads,
-                                    log=self.logs[t])
+                                    log=self.logs[t], secret=secret)
                       for t in range(q)]
 
     def check(self) -> None:
@@ -92,11 +93,12 @@ def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epoc
     with tempfile.TemporaryDirectory(prefix="asyos-zmq-") as tmp:
         data = Path(tmp) / "X.npy"
         spool(stream, data)
-        server = ZmqServer(LOOPBACK, y, config)
+        secret = Path(tmp) / "run.secret"   # in the run's private (0700) directory
+        server = ZmqServer(LOOPBACK, y, config, secret=write_secret(secret))
         workers, result = None, None
         try:
             workers = _Workers(server.endpoint, data, stream, config.n_workers,
-                               Path(tmp), time.monotonic() + timeout, timeout)
+                               Path(tmp), time.monotonic() + timeout, timeout, secret)
             result = server.serve(check=workers.check)
         finally:
             server.close()

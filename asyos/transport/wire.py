@@ -50,6 +50,7 @@ TAG_LIMIT = 1 << 31
 PARAMS = ("loss", "epochs", "budget", "batch", "eta", "m", "staleness",
           "group_budget", "adaptive")
 REASON_LIMIT = 4096
+TOKEN_LIMIT = 64    # a run secret: 32 random bytes in hex
 
 
 class Kind(IntEnum):
@@ -129,7 +130,8 @@ def _fields(message) -> tuple[int, int, int, list]:
             message.selected, message.weights, message.contribution, message.seconds]
     if isinstance(message, m.Hello):
         return message.shard_size, message.shards, message.n_samples, [
-            np.array([message.nu]), message.groups, np.array([message.n_features])]
+            np.array([message.nu]), message.groups, np.array([message.n_features]),
+            message.token.encode()[:TOKEN_LIMIT]]
     if isinstance(message, m.Config):
         return message.last_push, message.position, message.y.shape[0], [
             message.params, message.y, message.selected, message.weights]
@@ -192,7 +194,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     n, k, b = limits.n, limits.budget, limits.batch
     f8, i8 = "<f8", "<i8"
     layouts = {
-        Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1)],
+        Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT)],
         Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
@@ -227,7 +229,8 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
     if kind == Kind.FINAL:
         return m.Final(seq, a, *arrays, blas_threads=b)
     if kind == Kind.HELLO:
-        return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1], int(arrays[2][0]))
+        return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1], int(arrays[2][0]),
+                       arrays[3])
     if kind == Kind.CONFIG:
         return m.Config(*arrays, last_push=seq, position=a)
     if kind == Kind.REFUSE:

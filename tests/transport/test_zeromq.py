@@ -397,3 +397,34 @@ def test_workers_of_a_killed_server_are_told_by_a_fresh_one(tmp_path):
     for rc, out, err in outcomes:
         assert rc == 2, err
         assert "another run" in err and err.count("asyos: error") == 1
+
+
+def test_on_loopback_only_holders_of_the_run_secret_join(tmp_path):
+    """Without --keys the server writes a per-run secret that only its user can read;
+    a peer without it learns nothing (no run id, no n) and cannot take a shard."""
+    import zmq
+
+    from asyos.solvers import messages as msg
+    from asyos.transport.wire import Kind, Limits, decode, encode
+
+    env = {"ASYOS_RUN_DIR": str(tmp_path / "runs")}
+    port = _port()
+    server = _server(tmp_path, port, *PLAIN, env=env)
+    secret = tmp_path / "runs" / f"127.0.0.1-{port}.secret"
+    _wait_for(secret.exists)
+    assert secret.stat().st_mode & 0o777 == 0o600
+    assert secret.parent.stat().st_mode & 0o777 == 0o700
+    stranger = zmq.Context.instance().socket(zmq.DEALER)
+    stranger.linger = 0
+    stranger.connect(f"tcp://127.0.0.1:{port}")
+    stranger.send_multipart(encode(msg.Hello(2, 1500, 528, 1.0, n_features=3000), 0))
+    assert stranger.poll(30_000)
+    refusal = decode(stranger.recv_multipart(), Limits(528))
+    assert refusal.kind == Kind.REFUSE and refusal.run_id == 0
+    assert "not authorised" in refusal.body.reason and "528" not in refusal.body.reason
+    stranger.close()
+    workers = [_worker(port, t, env=env) for t in range(2)]
+    results = _wait(server, *workers)
+    assert all(rc == 0 for rc, _, _ in results), results
+    assert _result(tmp_path)["asy"]["lost_shards"] == []
+    assert not secret.exists()   # removed with the run

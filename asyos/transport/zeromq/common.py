@@ -3,6 +3,7 @@
 import logging
 import os
 import random
+import secrets
 import shutil
 import tempfile
 import time
@@ -93,6 +94,41 @@ class LogLimit:
             self.logger.warning("%d more bad messages dropped (%d in all); the last: "
                                 + message, self.unlogged, self.count, *args)
             self.unlogged, self.last = 0, now
+
+
+def is_loopback(endpoint: str) -> bool:
+    host = endpoint.split("://", 1)[-1].rsplit(":", 1)[0]
+    return host in LOOPBACK_HOSTS
+
+
+def secret_path(endpoint: str) -> Path:
+    """Where the secret of the loopback run at ``endpoint`` lives: in a directory only
+    its user can read (``$ASYOS_RUN_DIR``, default ``~/.asyos/runs``)."""
+    base = os.environ.get("ASYOS_RUN_DIR") or Path.home() / ".asyos" / "runs"
+    host, port = endpoint.split("://", 1)[-1].rsplit(":", 1)
+    return Path(base) / f"{host.strip('[]')}-{port}.secret"
+
+
+def write_secret(path: Path) -> str:
+    """A fresh run secret in ``path``: created 0600 inside a 0700 directory, then
+    renamed into place, so no other user can read it at any moment."""
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    path.parent.chmod(0o700)
+    token = secrets.token_hex(32)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token)
+    os.replace(tmp, path)
+    return token
+
+
+def read_secret(path: Path) -> str | None:
+    """The run secret in ``path``, or None while the server has not written it."""
+    try:
+        return Path(path).read_text().strip()
+    except FileNotFoundError:
+        return None
 
 
 KEY_FILES = ("server.key", "server.key_secret", "client.key_secret",

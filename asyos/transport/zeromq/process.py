@@ -15,11 +15,14 @@ from .worker import ServerGone, ZmqWorker
 
 
 def start(endpoint: str, data: Path, t: int, q: int, *, dtype: str, shuffle: bool,
-          seed: int, timeout: float, threads: int, log: Path) -> subprocess.Popen:
+          seed: int, timeout: float, threads: int, log: Path,
+          secret: Path) -> subprocess.Popen:
     """Start worker ``t`` of ``q`` on its shard of the feature-major ``data``; its
-    stderr goes to ``log``."""
+    stderr goes to ``log``; it reads the run secret from the file ``secret`` (never
+    from its command line, which other users can see)."""
     job = {"endpoint": endpoint, "data": str(data), "t": t, "q": q, "dtype": dtype,
-           "shuffle": shuffle, "seed": seed, "timeout": timeout, "threads": threads}
+           "shuffle": shuffle, "seed": seed, "timeout": timeout, "threads": threads,
+           "secret": str(secret)}
     with open(log, "wb") as err:
         return subprocess.Popen([sys.executable, "-m", __name__, json.dumps(job)],
                                 stdout=subprocess.DEVNULL, stderr=err)
@@ -32,7 +35,8 @@ def main(argv=None) -> int:
         stream = NpyStream(job["data"], shuffle=job["shuffle"], seed=job["seed"],
                            dtype=job["dtype"])
         worker = ZmqWorker(job["endpoint"], stream, job["t"], job["q"],
-                           timeouts=Timeouts(server_timeout=job["timeout"]))
+                           timeouts=Timeouts(server_timeout=job["timeout"]),
+                           secret_file=Path(job["secret"]))
     except InputError as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
 """The Asy-OS server over ZeroMQ: a ROUTER socket in front of ``ServerState``."""
 
 import hashlib
+import hmac
 import os
 import random
 import signal
@@ -40,8 +41,11 @@ class ZmqServer:
     def __init__(self, bind: str, y: np.ndarray, config: AsyConfig,
                  *, timeouts: Timeouts | None = None, keys=None,
                  checkpoint=None, checkpoint_every: float = 30.0, resume: bool = False,
-                 record_order: bool = False, group_of=None):
+                 record_order: bool = False, group_of=None, secret: str | None = None):
+        """``secret``: the run secret a worker's HELLO must carry (a loopback run
+        without CURVE keys); None accepts any HELLO."""
         check_bind(bind, keys)
+        self.secret = secret
         self.y, self.config, self.record_order = y, config, record_order
         self.group_of = group_of     # group-aware Asy-OS: checked ids or None
         self.fingerprint = np.zeros(0, np.int64) if group_of is None else \
@@ -206,6 +210,11 @@ class ZmqServer:
 
     # -- receiving ------------------------------------------------------------------------
     def _hello(self, identity: bytes, t: int, hello: messages.Hello) -> None:
+        if self.secret is not None and not hmac.compare_digest(hello.token,
+                                                               self.secret):
+            return self._refuse(identity, "not authorised: a worker of this run reads "
+                                "its secret from the server's run directory (run it "
+                                "as the same user), or give both sides --keys")
         q = hello.shards
         if hello.n_samples != self.y.shape[0]:
             return self._refuse(identity, f"shard {t}/{q} has n = {hello.n_samples} "

@@ -26,6 +26,7 @@ from .common import (
     load_keys,
     load_server_public,
     log,
+    read_secret,
     receive,
 )
 
@@ -45,10 +46,14 @@ class ZmqWorker:
     """Drive shard ``t`` of ``q`` over a DEALER socket."""
 
     def __init__(self, connect: str, data, t: int, q: int, *,
-                 timeouts: Timeouts | None = None, keys=None, group_of=None):
+                 timeouts: Timeouts | None = None, keys=None, group_of=None,
+                 secret_file=None):
         """``data``: the worker's feature stream, of which it works on shard ``t``
         (``solvers.asy.worker_shard``: whole groups when ``group_of``, the checked
-        group ids, is given); the server checks that every worker read the same p."""
+        group ids, is given); the server checks that every worker read the same p.
+        ``secret_file``: where the loopback server writes its run secret (read at
+        each HELLO, so a worker may start before its server)."""
+        self.secret_file = secret_file
         self.shard, self.t, self.q = worker_shard(data, q, t, group_of), t, q
         self.data_features = data.n_features
         self.group_of = group_of
@@ -133,8 +138,10 @@ class ZmqWorker:
         while envelope is None or not isinstance(envelope.body, messages.Config):
             if envelope is not None and isinstance(envelope.body, messages.Done):
                 return
-            self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
-                                      fingerprint, self.data_features))
+            token = "" if self.secret_file is None else read_secret(self.secret_file)
+            if token is not None:   # else: no server yet, wait for it
+                self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
+                                          fingerprint, self.data_features, token))
             deadline = time.monotonic() + self.timeouts.resend_after
             envelope = None
             while envelope is None and time.monotonic() < deadline:
