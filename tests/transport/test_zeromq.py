@@ -428,3 +428,28 @@ def test_on_loopback_only_holders_of_the_run_secret_join(tmp_path):
     assert all(rc == 0 for rc, _, _ in results), results
     assert _result(tmp_path)["asy"]["lost_shards"] == []
     assert not secret.exists()   # removed with the run
+
+
+def test_a_replacement_fences_off_a_paused_worker(tmp_path, plain):
+    """Worker 0 paused (SIGSTOP) and replaced before the heartbeat timeout: the
+    replacement takes the shard; the old one, resumed, is refused and exits; the run
+    completes every step once."""
+    port = _port()
+    server = _server(tmp_path, port, *PLAIN, *SETTLED, "--heartbeat-timeout", "60")
+    workers = [_worker(port, t) for t in range(2)]
+    log = []
+    _wait_for(lambda: _logged(log, server, "all 2 shards here"))
+    time.sleep(0.3)
+    workers[0].send_signal(signal.SIGSTOP)
+    replacement = _worker(port, 0)
+    _wait_for(lambda: _logged(log, server, "a new worker takes over"))
+    workers[0].send_signal(signal.SIGCONT)
+    (rc, out, err), old, *rest = _wait(server, workers[0], workers[1], replacement)
+    assert rc == 0, err
+    assert old[0] == 2 and "taken over" in old[2]
+    assert all(code == 0 for code, _, _ in rest), rest
+    result = _result(tmp_path)
+    assert result["asy"]["lost_shards"] == [] and not result["asy"]["partial"]
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
+    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK

@@ -252,3 +252,18 @@ def test_a_checkpoint_is_written_at_start_and_resumes_only_its_own_run(tmp_path)
     for other, what in ((dict(s=3), "settings"), (dict(labels=-y), "labels")):
         with pytest.raises(InputError, match=f"another run: its {what}"):
             server(resume=True, **other)
+
+
+def test_a_replacement_takes_over_a_live_shard_and_fences_the_old_worker(server):
+    old = _socket(server)
+    joined = _joined(server, old)
+    _exchange(server, old, _push(joined, 1, np.ones(N)))
+    new = _socket(server)
+    [config] = _exchange(server, new, _hello())
+    assert config.kind == Kind.CONFIG and config.body.last_push == 1   # its state
+    [refusal] = [decode(old.recv_multipart(), Limits(N)) for _ in range(1)
+                 if old.poll(1000)]
+    assert refusal.kind == Kind.REFUSE and "taken over" in refusal.body.reason
+    clock = server.state.clock
+    [late] = _exchange(server, old, _push(joined, 2, np.ones(N)))   # fenced off
+    assert late.kind == Kind.REFUSE and server.state.clock == clock

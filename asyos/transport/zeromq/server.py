@@ -228,7 +228,14 @@ class ZmqServer:
         record = self.state.workers[t]
         if self.identity[t] not in (None, identity) and not record.lost and \
                 not record.finished and t in self.nu:
-            return self._refuse(identity, f"shard {t}/{q} already has a live worker")
+            # a replacement for a worker that is only suspected: the newcomer takes
+            # the shard; every later message of the old one comes from a peer that is
+            # no longer this shard's, and is refused (fenced off by its identity)
+            log.warning("shard %d/%d: a new worker takes over from the old one", t, q)
+            self._refuse(self.identity[t], f"shard {t}/{q} was taken over by a new "
+                         "worker")
+            if self.server.started:
+                self._send_all(self.server.lose(t))
         if self.identity[t] == identity and self.active[t]:
             return   # a late copy of a HELLO this worker already had answered
         self.identity[t] = identity
