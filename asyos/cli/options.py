@@ -122,6 +122,10 @@ def guarded(action) -> int:
     except PartialRun as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)
         return 3
+    except MemoryError as exc:   # e.g. a -p far beyond this machine
+        print(f"asyos: error: not enough memory for this problem ({exc})",
+              file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("asyos: interrupted", file=sys.stderr)
         return 130

@@ -233,6 +233,7 @@ def test_more_bad_input_gets_one_line_and_status_2(tmp_path):
         (["worker", "--connect", "garbage", "--shard", "0/1"], "not a ZeroMQ endpoint"),
         (["inspect", tmp_path / "bad.json"], "malformed results file"),
         (["run", "--data", tmp_path / "c.csv", "-s", "1", "--quiet"], "no data rows"),
+        (["run", "-p", "100000000000", "--quiet"], "not enough memory"),
         (["server", "--workers", "1", "-s", "5", "--checkpoint", tmp_path / "ck.npz",
           "--resume"], "not a whole asyos checkpoint"),
     ]
