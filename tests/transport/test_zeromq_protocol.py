@@ -267,3 +267,96 @@ def test_a_replacement_takes_over_a_live_shard_and_fences_the_old_worker(server)
     clock = server.state.clock
     [late] = _exchange(server, old, _push(joined, 2, np.ones(N)))   # fenced off
     assert late.kind == Kind.REFUSE and server.state.clock == clock
+
+
+def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_path):
+    """The checkpoint written when the last worker finished lets a resumed server
+    write the result at once, without waiting for workers that are gone."""
+    checkpoint = tmp_path / "ck.npz"
+    y = np.linspace(-1, 1, N)
+
+    def server(resume=False):
+        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                                 staleness=None)
+        return ZmqServer("tcp://127.0.0.1:0", y, config, checkpoint=checkpoint,
+                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60))
+
+    first = server()
+    try:
+        sock = _socket(first)
+        joined = _joined(first, sock)
+        final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+                       run_id=joined[0], tag=joined[1])
+        assert [r.kind for r in _exchange(first, sock, final)][:1] == [Kind.DONE]
+    finally:
+        first.close()   # killed before it wrote its results
+    resumed = server(resume=True)
+    try:
+        start = time.monotonic()
+        result = resumed.serve()
+    finally:
+        resumed.close()
+    assert time.monotonic() - start < 10
+    assert result.selected.tolist() == [0] and result.weights.tolist() == [0.5]
+    assert result.asy["lost_shards"] == [] and not result.asy["partial"]
+
+
+def test_ten_thousand_random_and_mutated_messages_change_nothing():
+    """A fuzz against the live server (with its run secret, as every loopback run
+    has): random bytes, random frame lists, and valid messages with one byte flipped
+    or frames cut, dropped, repeated or swapped; the state never changes and the
+    server keeps serving its worker."""
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                             staleness=None)
+    server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                       timeouts=Timeouts(heartbeat_timeout=60), secret="s3cret")
+    try:
+        _fuzz(server)
+    finally:
+        server.close()
+
+
+def _fuzz(server):
+    sock = _socket(server)
+    [config] = _exchange(server, sock, encode(msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5,
+                                                        "s3cret"), 0))
+    joined = config.run_id, config.tag
+    _exchange(server, sock, encode(msg.Pull(), 0, run_id=joined[0], tag=joined[1]))
+    _exchange(server, sock, _push(joined, 1, np.ones(N)))
+    u, clock = server.state.u.copy(), server.state.clock
+    rng = np.random.default_rng(0)
+    valid = [_push(joined, 9, np.ones(N)), _hello(), encode(msg.Pull(), 0),
+             encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+                    run_id=joined[0], tag=joined[1])]
+    stranger = _socket(server)
+    for k in range(10_000):
+        frames = [bytearray(f) for f in valid[k % len(valid)]]
+        kind = k % 5
+        if kind == 0:       # random frames
+            frames = [rng.bytes(int(rng.integers(0, 80)))
+                      for _ in range(int(rng.integers(1, 6)))]
+        elif kind == 1:     # one byte flipped
+            f = frames[int(rng.integers(len(frames)))]
+            if f:
+                f[int(rng.integers(len(f)))] ^= 1 << int(rng.integers(8))
+        elif kind == 2:     # a frame cut short
+            f = int(rng.integers(len(frames)))
+            frames[f] = frames[f][:int(rng.integers(len(frames[f]) + 1))]
+        elif kind == 3:     # a frame dropped or repeated
+            f = int(rng.integers(len(frames)))
+            frames = frames[:f] + frames[f + 1:] if rng.random() < 0.5 else \
+                frames[:f] + [frames[f]] + frames[f:]
+        else:               # two frames swapped
+            i, j = rng.integers(len(frames), size=2)
+            frames[i], frames[j] = frames[j], frames[i]
+        stranger.send_multipart([bytes(f) for f in frames] or [b""])
+        if k % 500 == 499:
+            for _ in range(5):
+                server.step(0.001)
+            while stranger.poll(0):
+                stranger.recv_multipart()   # refusals: read and ignore
+    for _ in range(50):
+        server.step(0.01)
+    assert np.array_equal(server.state.u, u) and server.state.clock == clock
+    [view] = _exchange(server, sock, _push(joined, 2, np.ones(N)))
+    assert view.kind == Kind.VIEW and server.state.clock == clock + 1
