@@ -15,6 +15,7 @@ from asyos.transport.zeromq import Timeouts, ZmqServer
 
 N = 6
 NO_GROUPS = np.zeros(0, np.int64)   # a HELLO's groups frame: none
+SECRET = "s3cret"                   # the run secret every loopback run has
 
 
 @pytest.fixture
@@ -22,7 +23,7 @@ def server():
     config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
                              staleness=None)
     srv = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                    timeouts=Timeouts(heartbeat_timeout=60))
+                    timeouts=Timeouts(heartbeat_timeout=60), secret=SECRET)
     yield srv
     srv.close()
 
@@ -54,8 +55,8 @@ def _push(joined, seq, delta, more=True, version=0):
                   0, run_id=run_id, tag=tag)
 
 
-def _hello(worker=0, n=N):
-    return encode(msg.Hello(1, 5, n, 1.0, NO_GROUPS, 5), worker)
+def _hello(worker=0, n=N, token=SECRET):
+    return encode(msg.Hello(1, 5, n, 1.0, NO_GROUPS, 5, token), worker)
 
 
 def _joined(server, sock):
@@ -91,10 +92,11 @@ def test_a_duplicated_push_is_applied_once(server):
                   np.ones(2).tobytes()], False),                          # truncated
     (lambda run: _hello(n=N + 1), True),
     (lambda run: _hello(worker=3), True),
-    (lambda run: _hello(), True),
+    (lambda run: _hello(token=""), True),                               # no secret
+    (lambda run: _hello(token="guess"), True),
     (lambda run: encode(msg.Pull(), 7, run_id=run), True),               # no worker 7
 ], ids=["garbage", "version", "kind", "run-id", "truncated", "wrong-n", "bad-shard",
-        "shard-taken", "unknown-worker"])
+        "no-secret", "wrong-secret", "unknown-worker"])
 def test_bad_messages_are_dropped_or_refused_and_change_nothing(server, make, refused):
     sock = _socket(server)
     joined = _joined(server, sock)
@@ -309,7 +311,7 @@ def test_ten_thousand_random_and_mutated_messages_change_nothing():
     config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
                              staleness=None)
     server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                       timeouts=Timeouts(heartbeat_timeout=60), secret="s3cret")
+                       timeouts=Timeouts(heartbeat_timeout=60), secret=SECRET)
     try:
         _fuzz(server)
     finally:
@@ -318,14 +320,14 @@ def test_ten_thousand_random_and_mutated_messages_change_nothing():
 
 def _fuzz(server):
     sock = _socket(server)
-    [config] = _exchange(server, sock, encode(msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5,
-                                                        "s3cret"), 0))
+    [config] = _exchange(server, sock, _hello())
     joined = config.run_id, config.tag
     _exchange(server, sock, encode(msg.Pull(), 0, run_id=joined[0], tag=joined[1]))
     _exchange(server, sock, _push(joined, 1, np.ones(N)))
     u, clock = server.state.u.copy(), server.state.clock
     rng = np.random.default_rng(0)
-    valid = [_push(joined, 9, np.ones(N)), _hello(), encode(msg.Pull(), 0),
+    valid = [_push(joined, 9, np.ones(N)), _hello(token="not it"),
+             encode(msg.Pull(), 0),
              encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
                     run_id=joined[0], tag=joined[1])]
     stranger = _socket(server)

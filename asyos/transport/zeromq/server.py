@@ -210,8 +210,8 @@ class ZmqServer:
 
     # -- receiving ------------------------------------------------------------------------
     def _hello(self, identity: bytes, t: int, hello: messages.Hello) -> None:
-        if self.secret is not None and not hmac.compare_digest(hello.token,
-                                                               self.secret):
+        if self.secret is not None and not hmac.compare_digest(
+                hello.token.encode("utf-8", "replace"), self.secret.encode()):
             return self._refuse(identity, "not authorised: a worker of this run reads "
                                 "its secret from the server's run directory (run it "
                                 "as the same user), or give both sides --keys")
