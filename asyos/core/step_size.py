@@ -41,6 +41,14 @@ BLOCK_FACTOR = 0.9
 ETA, ADAPTIVE, COEF, NU_MAX, SHRINK, LAST_LOSS, SUBSTITUTIONS = range(7)
 
 
+def check_scale(nu_max: float) -> None:
+    """The default rule divides by ν_max = max ‖x‖²/n: when that overflows, η would
+    silently be 0 and nothing would be learnt."""
+    if not math.isfinite(nu_max):
+        raise InputError("a feature's squared norm ‖x‖²/n overflows float64 (values "
+                         "beyond about 1e150): rescale the data")
+
+
 def block_kappa(n_samples: int, capacity: int) -> float:
     """κ = (1 + sqrt((s+1)/n))²: the random-matrix factor (λ_max(X_BᵀX_B)/n ≈ κ for
     an n×(s+1) standard Gaussian block X_B)."""

@@ -15,7 +15,7 @@ import numpy as np
 from ..core.losses import Loss, loss_value
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
-from ..core.step_size import StepSize
+from ..core.step_size import StepSize, check_scale
 from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
@@ -143,6 +143,7 @@ class AsyConfig:
         m = rule.block_factor(n_samples, self.s)
         if self.eta is not None:
             return self.eta, m
+        check_scale(nu_max)
         coef = rule.coefficient(self.loss, n_samples, self.s)
         return coef / max(nu_max, np.finfo(float).tiny), m
 

@@ -12,7 +12,7 @@ import numpy as np
 from ..core.kept_set import kept_set, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
-from ..core.step_size import ETA, SUBSTITUTIONS, StepSize
+from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
 from ..core.validate import check_at_least, check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
@@ -62,6 +62,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
         before = state[SUBSTITUTIONS]
         for block_index, block in blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
+            check_scale(state[NU_MAX])
             result.n_steps += len(block_index)
             if result.n_steps >= next_trace:  # ~200 points, whatever p is
                 next_trace += trace_every

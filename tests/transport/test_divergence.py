@@ -56,3 +56,35 @@ def test_zeromq_ends_instead_of_looping(tmp_path):
                                           backend="zeromq", eta=1.0, timeout=120,
                                           fit_intercept=False).fit(X, y)
     assert time.monotonic() - start < 60
+
+
+@pytest.mark.parametrize("carrier", [[], ["--simulate", "2"]])
+def test_values_whose_squares_overflow_are_refused_not_ignored(tmp_path, carrier):
+    """With the default step size, ‖x‖²/n = inf would make η = 0 and the run learn
+    nothing, silently: one line and exit 2 instead."""
+    _diverging(tmp_path)
+    args = [a for a in _args(tmp_path) if a not in ("--eta", "1")]
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", *carrier, *args],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "overflows float64" in proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
+def test_values_whose_squares_overflow_are_refused_under_mpi(tmp_path):
+    _diverging(tmp_path)
+    X = np.random.default_rng(1).standard_normal((40, 12)) * 1e200   # every worker's
+    np.save(tmp_path / "X.npy", np.asfortranarray(X))                # first block
+    args = [a for a in _args(tmp_path) if a not in ("--eta", "1")]
+    proc = _mpiexec(3, "-m", "asyos.run", *args, cwd=ROOT)
+    assert proc.returncode == 2, proc.stderr
+    assert "overflows float64" in proc.stderr
+
+
+def test_values_whose_squares_overflow_are_refused_over_zeromq():
+    X = np.random.default_rng(1).standard_normal((40, 12)) * 1e200
+    with pytest.raises(InputError, match="overflows float64"):
+        asyos.OnlineSubstitutionRegressor(n_features_to_select=4, n_workers=2,
+                                          backend="zeromq", timeout=120,
+                                          fit_intercept=False).fit(X, X[:, 0] / 1e200)

@@ -294,7 +294,13 @@ class ZmqServer:
             for t in range(len(self.state.workers)):
                 self._refuse(self.identity[t], reason)
             raise InputError(reason)
-        self.server.start(p, *self.config.step(self.y.shape[0], max(self.nu.values())))
+        try:
+            step = self.config.step(self.y.shape[0], max(self.nu.values()))
+        except InputError as exc:   # the workers are told before the server ends
+            for t in range(len(self.state.workers)):
+                self._refuse(self.identity[t], str(exc))
+            raise
+        self.server.start(p, *step)
         self.config = self.server.config   # the pipeline sized for p
         log.info("all %d shards here (p = %d): eta = %.4g, m = %.4g",
                  len(self.state.workers), p, self.server.eta, self.server.m)
