@@ -206,11 +206,13 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     return layouts[kind]
 
 
+@lru_cache(maxsize=1)
 def max_frames() -> int:
     """The most frames a valid message has: its header and the longest layout."""
     return 1 + max(len(_layout(kind, Limits(1))) for kind in Kind)
 
 
+@lru_cache(maxsize=64)   # asked for every received message
 def max_bytes(limits: Limits) -> int:
     """The most bytes a valid message can carry under ``limits``: a receiver checks
     this before it parses, and stops reading a message that exceeds it."""

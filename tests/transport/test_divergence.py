@@ -33,9 +33,10 @@ def _one_line_exit_2(proc, tmp_path):
     assert not (tmp_path / "r.json").exists()
 
 
-def test_simulated(tmp_path):
+@pytest.mark.parametrize("carrier", [[], ["--simulate", "2"]])
+def test_sequential_and_simulated(tmp_path, carrier):
     _diverging(tmp_path)
-    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--simulate", "2",
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", *carrier,
                            *_args(tmp_path)], capture_output=True, text=True, timeout=120)
     _one_line_exit_2(proc, tmp_path)
 
