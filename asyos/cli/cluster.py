@@ -14,14 +14,14 @@ from pathlib import Path
 
 from ..core.losses import Loss
 from ..core.projection import check_groups, group_constraint
-from ..core.validate import check_at_least, check_labels
+from ..core.validate import check_at_least
 from ..datasets import stream_problem
 from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
-from .job import finish
+from .job import finish, map_labels
 from .options import LOSS_NAMES, add_protocol_arguments, apply_blas_threads, module_main
 from .report import report
 
@@ -147,7 +147,8 @@ def run_server(args) -> FitResult:
         y, source = truth.y, f"synthetic {args.synthetic}"
         loss = Loss.parse(args.loss or ("squared" if args.synthetic == "regression"
                                         else "squared_hinge"))
-    y = check_labels(y, loss, len(y))
+    # the server sends these labels to its workers: mapped to ±1 here, once
+    y, classes = map_labels(y, loss, len(y))
     group_of, s2 = _groups(args.groups, args.group_sparsity,
                            None if truth is None else args.features)
     config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
@@ -173,7 +174,7 @@ def run_server(args) -> FitResult:
             secret.unlink(missing_ok=True)
     result = finish(args, result, source=source, n_samples=len(y),
                     n_features=server.server.monitor.n_features, s=s, loss=loss,
-                    truth=truth)
+                    truth=truth, classes=classes)
     lost = result.asy["lost_shards"]
     if lost:
         message = (f"shards {', '.join(lost)} were lost and not replaced: the results "

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..core.losses import Loss
-from ..core.validate import check_labels
+from ..core.validate import binary_labels, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
@@ -29,6 +29,26 @@ class Job:
     loss: Loss
     source: str
     groups: np.ndarray | None = None   # one label per feature (--groups)
+    classes: list | None = None        # classification: [the −1 label, the +1 one]
+
+
+def map_labels(y, loss: Loss, n_samples: int) -> tuple[np.ndarray, list | None]:
+    """(labels checked for ``loss``, the original classes or None).  A
+    classification loss takes any two label values ({0, 1}, {1, 2}, {-1, +1}): the
+    smaller becomes −1, the larger +1 (``core.validate.binary_labels``), before
+    anything is sent to a worker; the classes go into the results' config."""
+    classes = None
+    if loss.is_classification:
+        classes, y = binary_labels(y, n_samples)
+        classes = [plain_label(c) for c in classes.tolist()]
+    return check_labels(y, loss, n_samples), classes
+
+
+def plain_label(value):
+    """A label as JSON writes it best: 1.0 → 1, 0.5 stays."""
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def load_job(args) -> Job:
@@ -60,14 +80,15 @@ def load_job(args) -> Job:
     log.info("%s: n = %d, p = %d, s = %d, loss = %s", source, stream.n_samples,
              stream.n_features, s, loss.name.lower())
     groups = None if args.groups is None else load_groups(args.groups)
-    return Job(stream, check_labels(y, loss, stream.n_samples), truth, s, loss, source,
-               groups)
+    y, classes = map_labels(y, loss, stream.n_samples)
+    return Job(stream, y, truth, s, loss, source, groups, classes)
 
 
 def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: int,
-           s: int, loss: Loss, truth=None) -> FitResult:
+           s: int, loss: Loss, truth=None, classes=None) -> FitResult:
     """Add what every results file carries (data, config, truth), and write it; a
-    diverged run is an error (exit 2), never a result."""
+    diverged run is an error (exit 2), never a result.  ``classes``: the original
+    labels of −1 and +1 (a classification loss), kept as config["classes"]."""
     check_finite(result)
     context = result.context
     context["data"] = {"source": source, "n_samples": n_samples,
@@ -78,6 +99,8 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
                              "standardize", "shuffle", "seed", "staleness", "window",
                              "batch", "simulate", "delay", "random_delay", "budget", "dtype",
                              "degree", "groups", "group_sparsity")}}
+    if classes is not None:
+        context["config"]["classes"] = list(classes)
     if truth is not None:
         context["truth"] = {"support": truth.support, **truth.evaluate(result.selected)}
     if args.out:
@@ -91,5 +114,5 @@ def finish_job(args, job: Job, result: FitResult) -> FitResult:
         result.context["feature_names"] = job.stream.names(result.selected)
     return finish(args, result, source=job.source, n_samples=job.stream.n_samples,
                   n_features=job.stream.n_features, s=job.s, loss=job.loss,
-                  truth=job.truth)
+                  truth=job.truth, classes=job.classes)
 

@@ -5,6 +5,15 @@ import sys
 from ..solvers.result import FitResult
 
 
+def label_mapping(config: dict) -> str | None:
+    """"0 → -1, 1 → +1" for a run whose classification labels were mapped (None when
+    there were no classes, or they were -1 and +1 already)."""
+    classes = config.get("classes")
+    if not classes or list(classes) == [-1, 1]:
+        return None
+    return f"{classes[0]} → -1, {classes[1]} → +1"
+
+
 def report(result: FitResult | None, out=None) -> None:
     """Human-readable summary on stdout (nothing on MPI worker ranks)."""
     if result is None:
@@ -14,6 +23,9 @@ def report(result: FitResult | None, out=None) -> None:
     print(f"OS on {data['source']}: n = {data['n_samples']}, "
           f"p = {data['n_features']}, s = {config['s']}, "
           f"loss = {config['loss']}, epochs = {config['epochs']}", file=out)
+    mapping = label_mapping(config)
+    if mapping:
+        print(f"labels: {mapping}", file=out)
     print("objective per epoch: "
           + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
           + f" (final {result.objective:.6g})", file=out)

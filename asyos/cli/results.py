@@ -16,6 +16,7 @@ import numpy as np
 from ..experiments.plot import pyplot
 from ..io.results import load_result
 from ..solvers.result import FitResult
+from .report import label_mapping
 
 log = logging.getLogger("asyos.results")
 
@@ -101,6 +102,8 @@ def summary(result: FitResult, top: int = 20) -> str:
                         f"{context.get('versions', {}).get('asyos', '?')})"),
             ("data", _title(result)),
             ("epochs", str(config.get("epochs", "?")))]
+    if label_mapping(config):
+        rows.append(("labels", label_mapping(config)))
     if result.objective_per_epoch:
         rows.append(("objective per epoch", _numbers(result.objective_per_epoch)))
     if np.isfinite(result.objective):

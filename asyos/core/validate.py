@@ -1,7 +1,9 @@
 """Input checks shared by every system and front.  Kernels trust their input; these
 do not.
 
-One vocabulary: ``check_labels(y, loss, n_samples)``, ``check_sparsity(s, p)``,
+One vocabulary: ``check_labels(y, loss, n_samples)`` (strict: ±1 for a classification
+loss), ``binary_labels(y, n_samples)`` (any two values mapped to ±1, for the fronts
+that accept a user's labels: the CLI and the estimators), ``check_sparsity(s, p)``,
 ``check_at_least(name, value, minimum)``, ``check_int(name, value, low, high)``,
 ``check_positive(name, value)``, ``check_choice(name, value, choices)``, and
 for a batch method ``check_problem(X, y, s, loss)``.  Each raises ``InputError`` with
@@ -42,6 +44,46 @@ def check_labels(y, loss: Loss, n_samples: int | None = None) -> np.ndarray:
             raise InputError(f"loss {loss.name.lower()} needs labels in {{-1, +1}}; "
                              f"label {wrong[0]} is {y[wrong[0]]:g}")
     return np.ascontiguousarray(y)
+
+
+def binary_labels(y, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, labels as ±1) for labels of exactly two distinct values: −1 for the
+    smaller, ``classes[0]``, +1 for the larger, ``classes[1]``.
+
+    Any two values will do ({0, 1}, {1, 2}, {-1, +1}, two strings); numeric labels
+    must be finite.  One value, or more than two, is an InputError naming how many
+    there are and the first few.  ``check_labels`` stays strict (±1) for the library's
+    solvers; the fronts that take a user's labels (the CLI, the estimators) map them
+    here first and record ``classes`` so that the user knows which one is +1.
+    """
+    y = np.asarray(y)
+    if y.ndim == 2 and 1 in y.shape:
+        y = y.ravel()
+    if y.ndim != 1:
+        raise InputError(f"labels must be a vector, got an array of shape {y.shape}")
+    if y.size == 0:
+        raise InputError("labels are empty")
+    if n_samples is not None and y.shape[0] != n_samples:
+        raise InputError(f"labels have n = {y.shape[0]} samples but the features have "
+                         f"n = {n_samples}")
+    if y.dtype.kind == "c":
+        raise InputError("labels are complex numbers")
+    if y.dtype.kind in "iuf":
+        bad = np.flatnonzero(~np.isfinite(y))
+        if bad.size:
+            raise InputError(f"label {bad[0]} is NaN or inf")
+    try:
+        classes, signs = np.unique(y, return_inverse=True)
+    except TypeError as exc:   # object labels that cannot be ordered
+        raise InputError(f"labels cannot be ordered: {exc}") from None
+    if classes.size != 2:
+        shown = ", ".join(f"{v:g}" if isinstance(v, float) else repr(v)
+                          if isinstance(v, str) else str(v)
+                          for v in classes[:5].tolist())
+        raise InputError(f"a classification loss needs labels of exactly 2 distinct "
+                         f"values (mapped to -1 and +1), got {classes.size}: {shown}"
+                         + (", ..." if classes.size > 5 else ""))
+    return classes, np.where(signs.ravel() == 1, 1.0, -1.0)
 
 
 def check_sparsity(s, n_features: int | None) -> int:

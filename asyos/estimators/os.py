@@ -17,15 +17,35 @@ losses the selection runs on X_c with b = 0, and ``intercept_`` is then the exac
 one-dimensional minimiser of L(X_c w + b, y) over b (convex; finite when both classes
 occur), shifted by −x̄ᵀcoef_; ``coef_`` and the selection are not changed by it.
 (The OS kernel has no offset, so w is not optimised jointly with b: on strongly
-imbalanced classes a joint refit of (w, b) on ``support_`` predicts better.)
+imbalanced classes a joint refit of (w, b) on ``support_`` predicts better —
+``refit=True`` does it.)
 With ``standardize=True`` the columns are also scaled to ‖x‖²/n = 1 before OS (so the
 substitution rule, which compares |w|, does not favour large-scale features);
 ``coef_`` is mapped back to the raw features.
+
+Labels.  A classification loss takes any labels scikit-learn calls classes: two
+classes are mapped by ``core.validate.binary_labels`` (−1 = ``classes_[0]``, +1 =
+``classes_[1]``), as the CLI maps its label files; more classes are one-vs-rest, one
+OS run per class (classifier and selector alike).
+
+Refit.  With ``refit=True`` the selection stays OS's, and the coefficients on the
+selected columns (per OS run) are re-estimated by minimising the loss on those
+columns alone, with the intercept when ``fit_intercept`` (``refit_on_support``: least
+squares for "squared", L-BFGS plus a 1e-8‖w‖² ridge for the classification losses).
+
+Convergence.  ``n_iter_`` is the number of epochs run (an int for one OS run, an array
+per class for one-vs-rest).  Sequential OS counts its substitutions per epoch
+(``history_["substitutions_per_epoch"]``); when the last epoch still substituted, the
+selection was still moving and ``fit`` emits a ``ConvergenceWarning`` (raise
+``epochs``).  Asy-OS runs do not count substitutions and never warn.
 """
 
+import warnings
+
 import numpy as np
-from scipy.optimize import minimize_scalar
+from scipy.optimize import minimize, minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import SelectorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.extmath import safe_sparse_dot
@@ -33,8 +53,8 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..core.losses import Loss, loss_value
-from ..core.validate import check_at_least, check_choice
+from ..core.losses import Loss, loss_grad, loss_value
+from ..core.validate import binary_labels, check_at_least, check_choice
 from ..errors import InputError
 from ..io.data import load_features, load_labels
 from ..solvers.asy import BUDGETS
@@ -44,6 +64,7 @@ from ..streams import FeatureStream, Standardized, as_stream
 
 BACKENDS = ("simulated", "zeromq")
 CLASSIFICATION_LOSSES = ("squared_hinge", "logistic")
+REFIT_RIDGE = 1e-8   # λ‖w‖² of a classification refit: finite w on separable classes
 
 
 def _validated(estimator, X, y="no_validation", **options):
@@ -63,8 +84,8 @@ class _OnlineSubstitution(BaseEstimator):
 
     def __init__(self, n_features_to_select=None, *, loss="squared", epochs=2,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 n_workers=1, staleness=None, budget="auto", backend="simulated",
-                 timeout=300.0, random_state=None):
+                 refit=False, n_workers=1, staleness=None, budget="auto",
+                 backend="simulated", timeout=300.0, random_state=None):
         self.n_features_to_select = n_features_to_select
         self.loss = loss
         self.epochs = epochs
@@ -72,6 +93,7 @@ class _OnlineSubstitution(BaseEstimator):
         self.m = m
         self.fit_intercept = fit_intercept
         self.standardize = standardize
+        self.refit = refit
         self.n_workers = n_workers
         self.staleness = staleness
         self.budget = budget
@@ -89,7 +111,7 @@ class _OnlineSubstitution(BaseEstimator):
         if self.loss not in self._losses:
             raise InputError(f"{type(self).__name__}: loss must be one of "
                              f"{', '.join(self._losses)}, got {self.loss!r}")
-        for name in ("fit_intercept", "standardize"):
+        for name in ("fit_intercept", "standardize", "refit"):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise InputError(f"{name} must be True or False, got "
                                  f"{getattr(self, name)!r}")
@@ -128,7 +150,10 @@ class _OnlineSubstitution(BaseEstimator):
     # -- fitting ----------------------------------------------------------------------
     def _select(self, stream: FeatureStream, y: np.ndarray, loss: Loss, s: int):
         """OS on ``stream`` for labels ``y`` (±1 for a classification loss):
-        (coef over all p features, intercept, selected indices, history)."""
+        (coef over all p features, intercept, selected indices, history); with
+        ``refit`` the coefficients on the selected columns are re-estimated
+        (``refit_on_support``)."""
+        raw = stream
         wrapped = self.fit_intercept or self.standardize
         if wrapped:
             stream = Standardized(stream, center=self.fit_intercept,
@@ -137,8 +162,12 @@ class _OnlineSubstitution(BaseEstimator):
         center = self.fit_intercept and loss is Loss.SQUARED
         offset = float(y.mean()) if center else 0.0
         selected, weights, history = self._run(stream, y - offset, s, loss)
-        mean, scale = stream.stats(selected) if wrapped else (0.0, 1.0)
         coef = np.zeros(stream.n_features)
+        if self.refit:
+            coef[selected], intercept = refit_on_support(
+                raw.columns(selected), y, loss, self.fit_intercept)
+            return coef, intercept, selected, history
+        mean, scale = stream.stats(selected) if wrapped else (0.0, 1.0)
         coef[selected] = weights / scale
         if self.fit_intercept and not center:   # the exact 1-D minimiser over b
             u = weights @ stream.columns(selected) if selected.size else \
@@ -167,6 +196,8 @@ class _OnlineSubstitution(BaseEstimator):
                                   timeout=self.timeout, **options)
         history = {"objective_per_epoch": result.objective_per_epoch,
                    "n_steps": result.n_steps}
+        if result.substitutions_per_epoch is not None:   # sequential OS
+            history["substitutions_per_epoch"] = result.substitutions_per_epoch
         if result.asy is not None:
             history["staleness"] = result.asy["staleness"]
         return result.selected, result.weights, history
@@ -185,9 +216,26 @@ class _OnlineSubstitution(BaseEstimator):
         for fit in fits:
             self.support_[fit[2]] = True
         self.history_ = [fit[3] for fit in fits]
-        if len(fits) == 1 and not isinstance(self, ClassifierMixin):
-            self.coef_, self.intercept_ = self.coef_[0], float(self.intercept_[0])
-            self.history_ = self.history_[0]
+        self.n_iter_ = np.array([len(h["objective_per_epoch"]) for h in self.history_])
+        if len(fits) == 1:
+            self.n_iter_ = int(self.n_iter_[0])
+            if not isinstance(self, ClassifierMixin):
+                self.coef_, self.intercept_ = self.coef_[0], float(self.intercept_[0])
+                self.history_ = self.history_[0]
+        self._warn_unconverged([fit[3] for fit in fits], classes if len(fits) > 1
+                               else None)
+
+    @staticmethod
+    def _warn_unconverged(histories, classes) -> None:
+        """ConvergenceWarning for each OS run whose last epoch still substituted
+        (sequential OS only: an Asy-OS run does not count its substitutions)."""
+        for k, history in enumerate(histories):
+            counts = history.get("substitutions_per_epoch")
+            if counts and counts[-1] > 0:
+                where = "" if classes is None else f"class {classes[k]} vs rest: "
+                warnings.warn(f"{where}OS still substituted {counts[-1]} features in "
+                              f"its last epoch (epochs={len(counts)}); raise epochs",
+                              ConvergenceWarning, stacklevel=5)
 
     def fit_stream(self, source, y=None):
         """Fit on features that need not fit in memory.
@@ -233,14 +281,14 @@ class _OnlineSubstitution(BaseEstimator):
         return self
 
     def _fit_labels(self, stream: FeatureStream, y, loss: Loss) -> None:
-        classes = None
         if loss.is_classification:
-            classes, y = _binary_labels(y)
-        else:
-            y = np.asarray(y, dtype=np.float64)
-            if not np.all(np.isfinite(y)):
-                raise InputError("y contains NaN or inf")
-        self._fit_problems(stream, [y], loss, classes)
+            classes, problems = _class_problems(y, type(self).__name__)
+            self._fit_problems(stream, problems, loss, classes)
+            return
+        y = np.asarray(y, dtype=np.float64)
+        if not np.all(np.isfinite(y)):
+            raise InputError("y contains NaN or inf")
+        self._fit_problems(stream, [y], loss)
 
     def _decision(self, X) -> np.ndarray:
         check_is_fitted(self)
@@ -248,14 +296,63 @@ class _OnlineSubstitution(BaseEstimator):
         return safe_sparse_dot(X, self.coef_.T, dense_output=True) + self.intercept_
 
 
-def _binary_labels(y) -> tuple[np.ndarray, np.ndarray]:
-    """(classes, y as ±1: +1 for classes[1]) for two-class labels."""
+def _class_problems(y, owner: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(classes, the ±1 label vectors of the OS runs): two classes, one run (+1 =
+    ``classes[1]``, ``core.validate.binary_labels``); more, one-vs-rest, one run per
+    class (+1 = that class)."""
     check_classification_targets(y)
     classes = np.unique(y)
-    if classes.size != 2:
-        raise InputError(f"a classification loss needs exactly 2 classes in y, got "
-                         f"{classes.size} class(es)")
-    return classes, np.where(y == classes[1], 1.0, -1.0)
+    if classes.size < 2:
+        raise InputError(f"{owner} needs samples of at least 2 classes, got 1 class: "
+                         f"{classes[0]!r}")
+    if classes.size == 2:
+        classes, signs = binary_labels(y)
+        return classes, [signs]
+    return classes, [np.where(y == c, 1.0, -1.0) for c in classes]
+
+
+def refit_on_support(columns, y, loss: Loss, fit_intercept: bool):
+    """(w, b) minimising the loss on the selected columns alone: ``columns`` (k, n),
+    raw (as ``FeatureStream.columns`` gives them), ``y`` numeric or ±1.
+
+    Squared loss: least squares (``numpy.linalg.lstsq``; the intercept by centring,
+    b = ȳ − x̄ᵀw).  Classification losses: L-BFGS on the mean loss
+    L(Xw + b, y) + 1e-8·‖w‖² (the tiny ridge keeps w finite when the classes are
+    separable), over centred and scaled columns for conditioning, mapped back.
+    Without ``fit_intercept``, b = 0.
+    """
+    Z = np.asarray(columns, dtype=np.float64).T      # n × k
+    n, k = Z.shape
+    mean = Z.mean(axis=0) if fit_intercept else np.zeros(k)
+    Z = Z - mean
+    if loss is Loss.SQUARED:
+        offset = float(y.mean()) if fit_intercept else 0.0
+        w = np.linalg.lstsq(Z, y - offset, rcond=None)[0] if k else np.zeros(0)
+        return w, offset - float(mean @ w)
+    scale = np.sqrt(np.mean(Z * Z, axis=0))
+    scale[scale == 0] = 1.0
+    Z /= scale
+    code, grad_u = int(loss), np.empty(n)
+
+    def objective(theta):
+        v = theta[:k]
+        w = v / scale
+        u = Z @ v + (theta[k] if fit_intercept else 0.0)
+        loss_grad(code, u, y, grad_u)
+        grad = Z.T @ grad_u + 2 * REFIT_RIDGE * w / scale
+        if fit_intercept:
+            grad = np.append(grad, grad_u.sum())
+        return loss_value(code, u, y) + REFIT_RIDGE * (w @ w), grad
+
+    fitted = minimize(objective, np.zeros(k + fit_intercept), jac=True,
+                      method="L-BFGS-B",
+                      options={"maxiter": 10_000, "ftol": 1e-15, "gtol": 1e-10})
+    if not fitted.success and fitted.status != 2:   # 2: no further decrease possible
+        warnings.warn(f"the refit on the {k} selected features did not converge "
+                      f"({fitted.message})", ConvergenceWarning, stacklevel=6)
+    w = fitted.x[:k] / scale
+    intercept = float(fitted.x[k]) if fit_intercept else 0.0
+    return w, intercept - float(mean @ w)
 
 
 class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
@@ -266,8 +363,9 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     Parameters: ``n_features_to_select`` (s; None = half the features, or a fraction),
     ``loss`` ("squared"), ``epochs``, ``eta``/``m`` (step size and block factor;
     "auto" = the rule of ``asyos.core.step_size``), ``fit_intercept`` (see the
-    module: exact by centring), ``standardize``, ``n_workers`` (1: sequential OS;
-    more: Asy-OS),
+    module: exact by centring), ``standardize``, ``refit`` (False: OS's own
+    coefficients; True: re-estimated on the selected columns by least squares, with
+    the intercept), ``n_workers`` (1: sequential OS; more: Asy-OS),
     ``staleness`` (τ: the delay of the simulator, None = q as in the paper; for
     ``backend="zeromq"`` the bound the server enforces, None = derived from the
     pipeline), ``budget`` (Asy-OS: "auto" = "adaptive", the server shares s by a
@@ -277,7 +375,9 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     ``random_state`` (None: features in index order; else a seeded shuffled order).
 
     Fitted: ``coef_`` (p,), ``intercept_``, ``support_`` (bool mask of the selected
-    features), ``n_features_in_``, ``history_`` (objective per epoch, steps).
+    features), ``n_features_in_``, ``n_iter_`` (epochs run), ``history_`` (objective
+    and, for sequential OS, substitutions per epoch; steps).  A ``ConvergenceWarning``
+    says when the last epoch still substituted features (raise ``epochs``).
     """
 
     _losses = ("squared",)
@@ -291,11 +391,16 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
     logistic loss).  Parameters as ``OnlineSubstitutionRegressor``; ``loss`` is
     "squared_hinge" (default) or "logistic".
 
-    Two classes: one OS run on labels ±1 (+1 = ``classes_[1]``).  More classes:
-    one-vs-rest, one OS run per class, each with its own at most
-    ``n_features_to_select`` features; ``support_`` is their union.
+    Two classes (any two labels): one OS run on labels ±1 (−1 = ``classes_[0]``,
+    +1 = ``classes_[1]``).  More classes: one-vs-rest, one OS run per class, each
+    with its own at most ``n_features_to_select`` features; ``support_`` is their
+    union, so it can hold up to n_classes × s features.  ``refit=True``
+    re-estimates each run's coefficients and intercept on its own selected columns
+    (L-BFGS on the mean loss plus a 1e-8‖w‖² ridge).
     Fitted: ``classes_``, ``coef_`` (n_classes or 1, p), ``intercept_``,
-    ``support_``, ``n_features_in_``, ``history_`` (one entry per OS run).
+    ``support_``, ``n_features_in_``, ``n_iter_`` (epochs run: an int for two
+    classes, an array per class for one-vs-rest), ``history_`` (one entry per OS
+    run).
 
     scikit-learn's ``check_classifiers_train`` does not apply to the default budget
     (``expected_failed_checks``): it asserts accuracy > 0.83 on two-feature blobs that
@@ -308,25 +413,13 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
 
     def __init__(self, n_features_to_select=None, *, loss="squared_hinge", epochs=2,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 n_workers=1, staleness=None, budget="auto", backend="simulated",
-                 timeout=300.0, random_state=None):
+                 refit=False, n_workers=1, staleness=None, budget="auto",
+                 backend="simulated", timeout=300.0, random_state=None):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, eta=eta, m=m,
                          fit_intercept=fit_intercept, standardize=standardize,
-                         n_workers=n_workers, staleness=staleness, budget=budget,
-                         backend=backend,
+                         refit=refit, n_workers=n_workers, staleness=staleness,
+                         budget=budget, backend=backend,
                          timeout=timeout, random_state=random_state)
-
-    def _fit_labels(self, stream: FeatureStream, y, loss: Loss) -> None:
-        check_classification_targets(y)
-        classes = np.unique(y)
-        if classes.size < 2:
-            raise InputError(f"{type(self).__name__} needs samples of at least 2 "
-                             f"classes, got 1 class: {classes[0]!r}")
-        if classes.size == 2:
-            problems = [np.where(y == classes[1], 1.0, -1.0)]
-        else:   # one-vs-rest
-            problems = [np.where(y == c, 1.0, -1.0) for c in classes]
-        self._fit_problems(stream, problems, loss, classes)
 
     def decision_function(self, X) -> np.ndarray:
         scores = self._decision(X)
@@ -353,9 +446,16 @@ class OnlineSubstitutionSelector(SelectorMixin, _OnlineSubstitution):
     ``fit`` runs OS, ``get_support``/``transform`` keep the selected columns.
 
     Parameters as ``OnlineSubstitutionRegressor``; ``loss`` is "squared" (y numeric)
-    or "squared_hinge"/"logistic" (y of exactly two classes).
-    Fitted: ``support_``, ``coef_`` (p,), ``intercept_``, ``n_features_in_``,
-    ``history_``, and ``classes_`` for a classification loss.
+    or "squared_hinge"/"logistic" (y of two or more classes).  Two classes: one OS
+    run (−1 = ``classes_[0]``, +1 = ``classes_[1]``); more: one-vs-rest as in
+    ``OnlineSubstitutionClassifier``, one OS run per class with up to
+    ``n_features_to_select`` features each, and ``support_`` is their union: up to
+    n_classes × s features, so ``transform`` may keep more than
+    ``n_features_to_select`` columns.
+    Fitted: ``support_``, ``coef_`` ((p,) for one OS run, (n_classes, p) for
+    one-vs-rest), ``intercept_`` (a float, or one per class), ``n_features_in_``,
+    ``n_iter_`` (an int, or one per class), ``history_`` (a dict, or a list of one per
+    class), and ``classes_`` for a classification loss.
     """
 
     def __sklearn_tags__(self):

@@ -93,7 +93,7 @@ def test_bad_input_exits_2_with_one_line(data, capsys, tmp_path):
     _fails(capsys, ["--data", X, "--labels", y, "-s", "0"], "s must be at least 1")
     _fails(capsys, ["--data", X, "--labels", y, "-s", "31"], "p = 30")
     _fails(capsys, ["--data", X, "--labels", y, "-s", "2", "--loss", "squared_hinge"],
-           "needs labels in {-1, +1}")
+           "needs labels of exactly 2 distinct values (mapped to -1 and +1), got 40: ")
     _fails(capsys, ["--data", X, "--labels", y, "-s", "2", "--loss", "huber"],
            "unknown loss 'huber'")
     empty = tmp_path / "empty.csv"
