@@ -22,7 +22,13 @@ from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from .job import finish, map_labels
-from .options import LOSS_NAMES, add_protocol_arguments, apply_blas_threads, module_main
+from .options import (
+    LOSS_NAMES,
+    add_algorithm_arguments,
+    add_protocol_arguments,
+    apply_blas_threads,
+    module_main,
+)
 from .report import report
 
 DEFAULT_ENDPOINT = "tcp://127.0.0.1:5555"
@@ -67,9 +73,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, required=True,
                         help="number of workers (shards) q")
     parser.add_argument("--loss", default=None, help=f"one of {', '.join(LOSS_NAMES)}")
-    parser.add_argument("--epochs", type=int, default=2)
     parser.add_argument("--eta", default="auto")
     parser.add_argument("--m", default="auto")
+    add_algorithm_arguments(parser)
     add_protocol_arguments(parser)
     parser.add_argument("--groups", metavar="FILE", help="group-aware Asy-OS: one "
                         "group label per feature (the workers read the same file)")
@@ -154,7 +160,7 @@ def run_server(args) -> FitResult:
     config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
                              eta=args.eta, m=args.m, staleness=args.staleness,
                              window=args.window, batch=args.batch, s2=s2,
-                             budget=args.budget)
+                             budget=args.budget, rule=args.rule)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                        resume=args.resume, record_order=args.record_order,

@@ -97,7 +97,7 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch", "simulate", "delay", "random_delay", "budget", "dtype",
+                             "batch", "simulate", "delay", "random_delay", "budget", "rule", "dtype",
                              "degree", "groups", "group_sparsity")}}
     if classes is not None:
         context["config"]["classes"] = list(classes)

@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 
+from ..core.kept_set import FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
@@ -20,12 +21,33 @@ LOSS_NAMES = [loss.name.lower() for loss in Loss]
 
 
 def auto_or_int(text: str):
-    return text if text == "auto" else int(text)
+    """A whole number or 'auto' (argparse reports the error as its usage error)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got "
+                                         f"{text!r}") from None
 
 
 def staleness_value(text: str):
     """--staleness: a whole number, 'auto' or 'none' (no bound)."""
     return None if text.lower() == "none" else auto_or_int(text)
+
+
+def add_algorithm_arguments(group) -> None:
+    """The flags of OS itself, the same for ``asyos run`` and ``asyos server``."""
+    group.add_argument("--epochs", type=auto_or_int, default="auto",
+                       help="passes over the features ('auto' (default): at most "
+                       f"{FITTED_EPOCHS} under the fitted rule, which stops after a pass "
+                       f"without a swap; {PAPER_EPOCHS} under the paper's rule and for "
+                       "Asy-OS)")
+    group.add_argument("--rule", choices=RULES, default="auto",
+                       help="substitution rule: fitted (the newcomer's fitted weight "
+                       "against the kept feature whose removal costs least), magnitude "
+                       "(the paper's: one gradient step, drop the smallest |w|), auto "
+                       "(default): fitted, magnitude on sparse data and with --groups")
 
 
 def add_protocol_arguments(group) -> None:

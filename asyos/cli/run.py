@@ -12,6 +12,7 @@ import argparse
 import logging
 import sys
 
+from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..errors import InputError
 from ..io.results import check_out
@@ -22,6 +23,7 @@ from ..transport.base import launched_by_mpi
 from .job import finish_job, load_job
 from .options import (
     LOSS_NAMES,
+    add_algorithm_arguments,
     add_protocol_arguments,
     apply_blas_threads,
     blas_threads,
@@ -57,9 +59,9 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "(default 100 for the synthetic problem; required with --data)")
     algo.add_argument("--loss", default=None, help=f"one of {', '.join(LOSS_NAMES)} "
                       "(default squared; squared_hinge for synthetic classification)")
-    algo.add_argument("--epochs", type=int, default=2, help="passes over the features")
     algo.add_argument("--eta", default="auto", help="step size, or 'auto' (default)")
     algo.add_argument("--m", default="auto", help="block factor ≥ 1, or 'auto'")
+    add_algorithm_arguments(algo)
     algo.add_argument("--standardize", action="store_true",
                       help="centre and scale each feature as it arrives")
     algo.add_argument("--shuffle", action="store_true",
@@ -95,15 +97,17 @@ def run_sequential(args) -> FitResult:
     if not args.quiet:
         from tqdm import tqdm
 
-        bar = tqdm(total=job.stream.n_features * args.epochs, unit="feature",
-                   desc="OS", file=sys.stderr, mininterval=0.2)
+        rule = resolve_rule(args.rule, job.stream.sparse, job.groups is not None)
+        bar = tqdm(total=job.stream.n_features * resolve_epochs(args.epochs, rule),
+                   unit="feature", desc="OS", file=sys.stderr, mininterval=0.2)
     try:
         result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
                         m=args.m, epochs=args.epochs, standardize=args.standardize,
                         progress=bar.update if bar else None, groups=job.groups,
-                        s2=args.group_sparsity)
+                        s2=args.group_sparsity, rule=args.rule)
     finally:
         if bar is not None:
+            bar.total = bar.n   # the fitted rule may stop before its cap
             bar.close()
     return finish_job(args, job, result)
 
@@ -132,7 +136,8 @@ def run_mpi(args) -> FitResult | None:
         return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
                                eta=args.eta, m=args.m, staleness=args.staleness,
                                window=args.window, batch=args.batch,
-                               n_features=n_features, s2=s2, budget=args.budget)
+                               n_features=n_features, s2=s2, budget=args.budget,
+                               rule=args.rule)
 
     try:
         result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
@@ -164,7 +169,7 @@ def run_simulated(args) -> FitResult:
                             loss=job.loss,
                             epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
                             record_order=args.record_order, groups=job.groups,
-                            s2=args.group_sparsity)
+                            s2=args.group_sparsity, rule=args.rule)
     return finish_job(args, job, result)
 
 

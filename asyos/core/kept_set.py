@@ -7,11 +7,27 @@ sequential OS run and of an Asy-OS worker.
 
 import numpy as np
 
+from ..errors import InputError
 from .drivers import NO_GROUPS, os_block, os_local
+from .fitted_step import (
+    CURRENT,
+    LAMBDA,
+    NU,
+    RIDGE,
+    STALE,
+    SWAPS,
+    fitted_block,
+    fitted_drop_to,
+    fitted_local,
+    fitted_state,
+    refactor,
+)
 from .group_step import group_os_step
-from .losses import Loss
-from .os_step import drop_to, os_step, shrink
+from .losses import Loss, loss_value
+from .os_step import drop_to, os_step, recompute, shrink
 from .sparse_step import CSCBlock, compact, sparse_contribution, sparse_steps
+from .step_size import NU_MAX, SUBSTITUTIONS, check_scale
+from .validate import check_at_least, check_choice
 
 
 class _Kept:
@@ -32,6 +48,9 @@ class _Kept:
     def nbytes(self) -> int:
         """Bytes held by the kept set: grows with n·s (or nnz(X_S)), never with p."""
         return sum(a.nbytes for a in vars(self).values() if isinstance(a, np.ndarray))
+
+    def start_epoch(self) -> None:
+        """A new pass over the stream begins (the fitted rule refreshes its model)."""
 
     def selected(self) -> tuple[np.ndarray, np.ndarray]:
         """(indices, weights) of the kept features, sorted by feature index."""
@@ -71,7 +90,7 @@ class KeptSet(_Kept):
                   loss: Loss, m: float, step_state: np.ndarray) -> None:
         """Sequential OS over a block, gradients at the exact u = X_S w_S."""
         self.size = os_block(self.cols, self.index, self.weights, self.size,
-                             self.capacity, block, block_index, self.contribution, y,
+                             self.limit, block, block_index, self.contribution, y,
                              int(loss), float(m), self._g, self._gS, step_state,
                              self.group_of, self.max_groups)
 
@@ -123,14 +142,134 @@ class GroupKeptSet(KeptSet):
         return int(np.unique(self.group_of[self.index[:self.size]]).size)
 
 
-def kept_set(stream, capacity: int, groups=None):
-    """(kept set, its block reader) for ``stream``: the stream's own (dense, or CSC
-    for a sparse stream, ``FeatureStream.kept_set``), or with ``groups`` =
-    (group_of, max_groups) a group-aware one, which reads dense blocks."""
+RULES = ("auto", "fitted", "magnitude")
+FITTED_EPOCHS = 10   # the fitted rule's cap on passes; it stops after one without a swap
+PAPER_EPOCHS = 2     # passes of the paper's rule, and of Asy-OS, by default
+
+
+def resolve_rule(rule: str, sparse: bool, grouped: bool) -> str:
+    """The substitution rule in force: "auto" is the fitted rule on dense streams and
+    the paper's drop of the smallest |w| ("magnitude") on sparse streams (whose
+    kernel costs O(nnz) a step) and for group-aware OS (whose projection is SGHT's)."""
+    check_choice("rule", rule, RULES)
+    if rule == "auto":
+        return "magnitude" if sparse or grouped else "fitted"
+    if rule == "fitted" and grouped:
+        raise InputError("group-aware OS keeps the paper's substitution rule (the "
+                         "bi-level projection); use rule='magnitude' with groups")
+    return rule
+
+
+def resolve_epochs(epochs, rule: str) -> int:
+    """Passes over the stream: ``epochs``, or for "auto" ``FITTED_EPOCHS`` under the
+    fitted rule (a cap: the run ends after a pass without a swap) and ``PAPER_EPOCHS``
+    otherwise."""
+    if isinstance(epochs, str) and epochs == "auto":
+        return FITTED_EPOCHS if rule == "fitted" else PAPER_EPOCHS
+    return check_at_least("epochs", epochs, 1, integer=True)
+
+
+def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
+             ridge: float | None = None, loss: Loss = Loss.SQUARED,
+             damping: float = 1.0):
+    """(kept set, its block reader) for ``stream``: under the fitted rule a
+    ``FittedKeptSet`` on dense blocks; else the stream's own (dense, or CSC for a
+    sparse stream, ``FeatureStream.kept_set``), or with ``groups`` =
+    (group_of, max_groups) a group-aware one, which reads dense blocks.
+    ``ridge``: the fitted rule's relative ridge (None: ``default_ridge``);
+    ``damping``: the scale of its moves in an Asy-OS worker (``FittedKeptSet``)."""
+    rule = resolve_rule(rule, stream.sparse, groups is not None)
+    if rule == "fitted":
+        ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
+        kept = FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
+                             stream.dtype)
+        kept.damping = damping
+        return kept, stream.blocks
     if groups is None:
         return stream.kept_set(capacity), stream.step_blocks
     return GroupKeptSet(stream.n_samples, capacity, groups[0], groups[1],
                         stream.dtype), stream.blocks
+
+
+def default_ridge(loss: Loss, n_samples: int) -> float:
+    """The fitted rule's λ relative to the curvature of the largest column: 10/n for
+    the classification losses (separable data would otherwise send the weights to
+    infinity; 1/n to 100/n measured alike, docs/results.md), 1e-10 for the squared
+    loss (only to keep H_S invertible: the weights are least squares to ~1e-10)."""
+    return 10.0 / n_samples if loss.is_classification else 1e-10
+
+
+class FittedKeptSet(_Kept):
+    """A dense kept set under the fitted substitution rule (``core/fitted_step.py``):
+    the same interface as ``KeptSet``, plus H_S⁻¹ (O(s²))."""
+
+    def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64):
+        super().__init__(n_samples, capacity)
+        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
+        self.model = fitted_state(self.n_samples, self.capacity, ridge)
+        self.damping = 1.0    # an Asy-OS worker's least scale of its moves
+        self.scale = 1.0      # its scale now
+        self._seen = np.inf   # the loss at its last view
+        self._eta = None      # the first η a worker was given: the server's shrinking
+        #                       of η (its safeguard) scales the moves by as much
+
+    @property
+    def swaps(self) -> int:
+        return int(self.model.info[SWAPS])
+
+    def start_epoch(self) -> None:
+        self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
+
+    def run_block(self, block_index, block, y, loss: Loss, m: float,
+                  step_state: np.ndarray) -> None:
+        """Sequential OS over a block; η and m are not used by this rule."""
+        self.size, swaps = fitted_block(self.cols, self.index, self.weights, self.size,
+                                        self.limit, block, block_index,
+                                        self.contribution, y, int(loss), self.model)
+        step_state[SUBSTITUTIONS] += swaps
+        step_state[NU_MAX] = self.model.info[NU]
+        check_scale(self.model.info[NU])
+
+    def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
+                  m: float) -> None:
+        """An Asy-OS worker's arrivals over a block from its view ``u_local``."""
+        if self._eta is None:
+            self._eta = eta
+        seen = loss_value(int(loss), u_local, y)
+        if seen > self._seen * (1.0 + 1e-9):   # the others' moves and ours overshot
+            self.scale = max(self.damping, 0.5 * self.scale)
+        else:
+            self.scale = min(1.0, 1.25 * self.scale)
+        self._seen = seen
+        damping = self.scale * min(1.0, eta / self._eta)
+        self.size = fitted_local(self.cols, self.index, self.weights, self.size,
+                                 self.limit, block, block_index, u_local, y, int(loss),
+                                 self.contribution, damping, self.model)
+        check_scale(self.model.info[NU])
+
+    def set_limit(self, limit: int) -> None:
+        """As ``KeptSet.set_limit``, dropping the cheapest coordinates in the model."""
+        self.limit = max(1, min(int(limit), self.capacity))
+        if self.size > self.limit:
+            self.size = fitted_drop_to(self.cols, self.index, self.weights, self.size,
+                                       self.limit, self.model)
+            recompute(self.weights, self.cols, self.size, self.contribution)
+            self.model.info[CURRENT] = 0.0
+
+    def load(self, indices, columns, weights) -> None:
+        """Start from a saved kept set; the model is rebuilt at the next arrival."""
+        k = self._check_load(indices, columns, weights)
+        self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
+        self.size = k
+        self.contribution[:] = self.weights[:k] @ self.cols[:k]
+        info = self.model.info
+        nu = float(np.max(np.einsum("kr,kr->k", self.cols[:k], self.cols[:k]))) / \
+            self.n_samples if k else 0.0
+        info[NU], info[LAMBDA] = nu, info[RIDGE] * nu
+        # until the next arrival computes the loss's curvature at u, its bound
+        self.model.curv[:] = 1.0 / self.n_samples
+        refactor(self.cols, k, self.model)
+        info[STALE], info[CURRENT] = 1.0, 0.0
 
 
 class SparseKeptSet(_Kept):
@@ -163,7 +302,7 @@ class SparseKeptSet(_Kept):
                   loss: Loss, m: float, step_state: np.ndarray) -> None:
         """Sequential OS over a CSC block, gradients at the exact u = X_S w_S."""
         self._steps(block_index, block, self.contribution, False, y, loss, m,
-                    step_state, self.capacity)
+                    step_state, self.limit)
 
     def run_local(self, block_index: np.ndarray, block: CSCBlock, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
@@ -214,4 +353,8 @@ def warm_up(sparse: bool = False) -> None:
             kept.run_block(np.arange(1), block, y, Loss.SQUARED, 1.0,
                            np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
         KeptSet(2, 1, dtype).step(0, column[0], np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+        fitted = FittedKeptSet(2, 1, 1e-6, dtype)
+        fitted.run_block(np.arange(1), column, y, Loss.SQUARED, 1.0, np.zeros(7))
+        fitted.run_local(np.arange(1), column, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+        fitted.set_limit(1)
     loss_value(0, y, y)

@@ -61,7 +61,7 @@ def _sigmoid(z):
 def loss_at(loss, u, y):
     """n · L for one sample: ½(u − y)², ½max(0, 1 − yu)², log(1 + e^(−yu)).
 
-    The per-sample formulas are written once, here and in ``grad_at``; the vector
+    The per-sample formulas are written once, here, in ``grad_at`` and ``hess_at``; the vector
     functions below and the sparse kernel (which touches only some samples) use them.
     """
     if loss == 0:
@@ -84,6 +84,18 @@ def grad_at(loss, u, y):
     return -y * _sigmoid(-y * u)
 
 
+@njit(cache=True, inline="always")
+def hess_at(loss, u, y):
+    """n · d²L/du² for one sample (squared hinge: 1 on the active margin, its
+    generalised second derivative)."""
+    if loss == 0:
+        return 1.0
+    if loss == 1:
+        return 1.0 if y * u < 1.0 else 0.0
+    p = _sigmoid(y * u)
+    return p * (1.0 - p)
+
+
 @njit(cache=True)
 def loss_value(loss, u, y):
     """L(u, y) for the code ``loss``."""
@@ -100,6 +112,18 @@ def loss_value(loss, u, y):
         for i in range(n):
             total += loss_at(2, u[i], y[i])
     return total / n
+
+
+@njit(cache=True, inline="always")
+def loss_and_grad(loss, u, y, out):
+    """L(u, y), with dL/du written into ``out``: one pass where both are needed."""
+    n = u.shape[0]
+    inv_n = 1.0 / n
+    total = 0.0
+    for i in range(n):
+        total += loss_at(loss, u[i], y[i])
+        out[i] = grad_at(loss, u[i], y[i]) * inv_n
+    return total * inv_n
 
 
 @njit(cache=True)

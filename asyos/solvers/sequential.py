@@ -9,17 +9,18 @@ import time
 
 import numpy as np
 
-from ..core.kept_set import kept_set, warm_up
+from ..core.kept_set import kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
-from ..core.validate import check_at_least, check_labels, check_sparsity
+from ..core.validate import check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
 
-def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
-           standardize=False, progress=None, groups=None, s2=None) -> FitResult:
+def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
+           standardize=False, progress=None, groups=None, s2=None,
+           rule="auto") -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -31,13 +32,20 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
     loss : "squared", "squared_hinge" or "logistic"
     eta : "auto" (default rule, ``asyos.core.step_size``) or a positive number
     m : "auto" or a block factor ≥ 1: kept coefficients step by η/m
-    epochs : passes over the stream
+    epochs : at most this many passes over the stream; under the fitted rule the run
+        stops after a pass that substituted nothing (the kept set and its fitted
+        weights no longer change).  "auto": 10 under the fitted rule, 2 under the
+        paper's (``core.kept_set.resolve_epochs``)
     standardize : centre and scale each column as it arrives (weights then refer to
         standardized features; ``mean``/``scale`` map them back)
     progress : callable(k) told after every k feature steps
     groups, s2 : group-aware OS: ``groups[j]`` is feature j's group label,
         and the kept set holds at most ``s`` features in at most ``s2`` groups (the
         bi-level projection of SGHT on each arrival; ``core/group_step.py``)
+    rule : the substitution rule: "fitted" (the newcomer's fitted weight against the
+        cheapest drop, ``core/fitted_step.py``), "magnitude" (the paper's: one
+        gradient step, drop the smallest |w|) or "auto" (fitted, except on sparse
+        streams and with groups: ``core.kept_set.resolve_rule``)
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -45,21 +53,36 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
         stream = Standardized(stream)
     y = check_labels(y, loss, stream.n_samples)
     s = check_sparsity(s, stream.n_features)
-    epochs = check_at_least("epochs", epochs, 1, integer=True)
     constraint = group_constraint(groups, s2, stream.n_features)
     step = StepSize.parse(eta, m)
+    rule = resolve_rule(rule, stream.sparse, constraint is not None)
+    epochs = resolve_epochs(epochs, rule)
     m = step.block_factor(stream.n_samples, s)
 
     warm_up(stream.sparse and constraint is None)
-    kept, blocks = kept_set(stream, s, constraint)
+    kept, blocks = kept_set(stream, s, constraint, rule, loss=loss)
     state = step.state(loss, stream.n_samples, s)
+    result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
+                    stream.n_features, progress)
+    if standardize:
+        mean, scale = stream.stats(result.selected)
+        result.standardization = {"mean": mean, "scale": scale}
+    return result
+
+
+def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bool,
+           n_features: int, progress=None) -> FitResult:
+    """Up to ``epochs`` passes of ``kept`` over ``blocks`` (the fitted rule stops after
+    a pass without a swap); the result of where they end.  ``kept`` may start
+    non-empty: a path over s warm-starts each size from the last (``solvers.path``)."""
     result = FitResult(selected=np.zeros(0, np.int64), weights=np.zeros(0),
                        substitutions_per_epoch=[])
-    trace_every = max(1, epochs * stream.n_features // 200)
+    trace_every = max(1, epochs * n_features // 200)
     next_trace = trace_every
     start = time.perf_counter()
     for epoch in range(epochs):
         before = state[SUBSTITUTIONS]
+        kept.start_epoch()
         for block_index, block in blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
             check_scale(state[NU_MAX])
@@ -75,13 +98,12 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs=2,
         result.objective_per_epoch.append(float(loss_value(int(loss), kept.contribution,
                                                            y)))
         result.substitutions_per_epoch.append(int(state[SUBSTITUTIONS] - before))
+        if fitted and epoch > 0 and result.substitutions_per_epoch[-1] == 0:
+            break   # converged: another pass would change nothing
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
     result.eta = float(state[ETA])
     result.m = m
     result.kept_bytes = kept.nbytes
-    if standardize:
-        mean, scale = stream.stats(result.selected)
-        result.standardization = {"mean": mean, "scale": scale}
     return result

@@ -107,7 +107,7 @@ class LocalView:
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 eta: float, m: float, epochs: int, batch: int = 1, resume=None,
-                groups=None):
+                groups=None, rule: str = "auto", damping: float = 1.0):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is answered by (û, version, allowed, budget, η) and followed by up to
@@ -118,10 +118,11 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step size from now on
     (it shrinks it when a push raised the loss), else ``eta``.  ``resume``: (selected, weights, position)
     of a worker this one replaces.  ``groups``: (group_of, s2_t) for group-aware OS,
-    at most s2_t groups kept.
+    at most s2_t groups kept.  ``rule``: the substitution rule
+    (``core.kept_set.resolve_rule``).
     """
     n = stream.n_samples
-    kept, blocks = kept_set(stream, capacity, groups)
+    kept, blocks = kept_set(stream, capacity, groups, rule, loss=loss, damping=damping)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0
@@ -131,6 +132,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
     for epoch in range(first_epoch, epochs):
+        kept.start_epoch()
         for block_index, block in _timed(blocks(epoch), read):
             if skip:   # a resumed worker passes over what its predecessor processed
                 block_index, block, skip = block_index[skip:], block[skip:], \

@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from ..core.validate import check_at_least, check_labels
-from ..errors import PartialRun
+from ..errors import InputError, PartialRun
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..streams import FeatureStream
@@ -57,6 +57,10 @@ class _Workers:
     def check(self) -> None:
         for t, proc in enumerate(self.procs):
             code = proc.poll()
+            if code == 2:   # bad input, said in one line
+                line = self.logs[t].read_text(errors="replace").strip().splitlines()
+                raise InputError(f"worker {t}: " + (line[-1].removeprefix(
+                    "asyos: error: ") if line else "bad input"))
             if code not in (None, 0):
                 tail = self.logs[t].read_text(errors="replace").strip()[-2000:]
                 raise RuntimeError(f"ZeroMQ worker {t} exited with status {code}: "
@@ -80,14 +84,14 @@ class _Workers:
                     proc.wait()
 
 
-def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared", epochs=2,
-                 eta="auto", m="auto", staleness="auto", budget="auto",
-                 timeout: float = 300.0) -> FitResult:
+def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared",
+                 epochs="auto", eta="auto", m="auto", staleness="auto", budget="auto",
+                 timeout: float = 300.0, rule="auto") -> FitResult:
     """Asy-OS with ``n_workers`` worker processes over loopback ZeroMQ;
     returns its result (as ``asyos server`` writes it)."""
     config = AsyConfig.build(s, n_workers, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=staleness, n_features=stream.n_features,
-                             budget=budget)
+                             budget=budget, rule=rule)
     y = check_labels(y, config.loss, stream.n_samples)
     timeout = check_at_least("timeout", timeout, 1e-3)
     with tempfile.TemporaryDirectory(prefix="asyos-zmq-") as tmp:

@@ -163,7 +163,8 @@ def test_bad_flags_exit_2_with_a_message(capsys):
 
 @pytest.mark.parametrize("text, message", [
     ("sparsty = 3", "unknown key 'sparsty' for `asyos run` (known: batch,"),
-    ("epochs = 'two'", "argument --epochs: invalid int value: 'two'"),
+    ("epochs = 'two'", "argument --epochs: expected a whole number or 'auto', got "
+                       "'two'"),
     ("epochs = [1, 2]", "epochs takes one value, got a list"),
     ("quiet = 'yes'", "quiet is a switch; give true or false"),
     ("[run]\nloss = 'huber'", "unknown loss 'huber'"),

@@ -35,10 +35,11 @@ def problem(n, p, density, seed, loss="squared"):
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_sparse_equals_dense_sequential(loss, dtype):
     X, y = problem(150, 400, 0.05, 1, loss)
+    # the paper's rule, which the sparse kernel runs by default ("auto")
     sparse = fit_os(SparseStream(X, dtype=dtype, block_size=37), y, 8, loss=loss,
                     epochs=3)
     dense = fit_os(ArrayStream(X.toarray(), dtype=dtype, block_size=37), y, 8,
-                   loss=loss, epochs=3)
+                   loss=loss, epochs=3, rule="magnitude")
     np.testing.assert_array_equal(sparse.selected, dense.selected)
     np.testing.assert_allclose(sparse.weights, dense.weights, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(sparse.objective_per_epoch, dense.objective_per_epoch,
@@ -58,16 +59,19 @@ def test_sparse_equals_dense_property(n, p, density, s, seed, shuffle, block):
     y = np.random.default_rng(seed).standard_normal(n)
     options = dict(block_size=block, shuffle=shuffle, seed=seed % 7)
     sparse = fit_os(SparseStream(X, **options), y, s, epochs=2)
-    dense = fit_os(ArrayStream(X.toarray(), **options), y, s, epochs=2)
+    dense = fit_os(ArrayStream(X.toarray(), **options), y, s, epochs=2,
+                   rule="magnitude")
     np.testing.assert_array_equal(sparse.selected, dense.selected)
     np.testing.assert_allclose(sparse.weights, dense.weights, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
 @pytest.mark.parametrize("budget", ["fixed", "adaptive"])
-def test_sparse_workers_equal_dense_workers(budget):
-    """Asy-OS workers read CSC blocks of their shard; u_C = Σ X_S w_S still holds."""
+def test_sparse_workers_equal_dense_workers(budget, rule):
+    """Asy-OS workers read CSC blocks of their shard (the paper's rule) or dense
+    blocks of it (the fitted rule); u_C = Σ X_S w_S still holds."""
     X, y = problem(120, 300, 0.05, 2)
-    runs = [fit_simulated(stream, y, 12, 3, budget=budget, seed=4, epochs=2)
+    runs = [fit_simulated(stream, y, 12, 3, budget=budget, seed=4, epochs=2, rule=rule)
             for stream in (SparseStream(X, block_size=16),
                            ArrayStream(X.toarray(), block_size=16))]
     np.testing.assert_array_equal(runs[0].selected, runs[1].selected)

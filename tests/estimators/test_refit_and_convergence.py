@@ -140,11 +140,18 @@ def test_squared_refit_is_least_squares_on_the_support(fit_intercept, standardiz
 @pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 def test_refit_never_loses_training_loss_and_wins_on_imbalanced_classes():
     X, y = _regression(noise=2.0)
-    plain = OnlineSubstitutionRegressor(5, epochs=1).fit(X, y)
-    refit = OnlineSubstitutionRegressor(5, epochs=1, refit=True).fit(X, y)
+    # the paper's rule: OS's own coefficients after one pass are not least squares
+    plain = OnlineSubstitutionRegressor(5, epochs=1, rule="magnitude").fit(X, y)
+    refit = OnlineSubstitutionRegressor(5, epochs=1, rule="magnitude",
+                                        refit=True).fit(X, y)
     np.testing.assert_array_equal(refit.support_, plain.support_)   # same selection
     mse = [np.mean((m.predict(X) - y) ** 2) for m in (plain, refit)]
     assert mse[1] < mse[0]
+    # the fitted rule's coefficients are least squares on the support already
+    plain = OnlineSubstitutionRegressor(5, epochs=1, rule="fitted").fit(X, y)
+    refit = OnlineSubstitutionRegressor(5, epochs=1, rule="fitted",
+                                        refit=True).fit(X, y)
+    np.testing.assert_allclose(plain.coef_, refit.coef_, rtol=1e-6, atol=1e-9)
     X, y = _imbalanced()
     signs = np.where(y == 1, 1.0, -1.0)
     for loss in (Loss.LOGISTIC, Loss.SQUARED_HINGE):

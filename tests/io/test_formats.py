@@ -50,7 +50,7 @@ def files(data, tmp_path_factory):
 @pytest.fixture(scope="module")
 def reference(data):
     X, y = data
-    return fit_os(X, y, S, epochs=3)
+    return fit_os(X, y, S, epochs=3, rule="fitted")
 
 
 FEATURES = [("X.npy", None), ("Xf.npy", None), ("X.csv", None), ("X.tsv", None),
@@ -64,7 +64,8 @@ def test_every_feature_file_selects_what_the_array_selects(files, data, referenc
     assert (stream.n_samples, stream.n_features) == (N, P)
     if labels is not None:   # svmlight, HDF5 with a y dataset, the csv label column
         np.testing.assert_array_equal(labels, data[1])
-    result = fit_os(stream, data[1], S, epochs=3)
+    # the rule named: "auto" would run the paper's on the sparse svmlight stream
+    result = fit_os(stream, data[1], S, epochs=3, rule="fitted")
     np.testing.assert_array_equal(result.selected, reference.selected)
     np.testing.assert_allclose(result.weights, reference.weights, rtol=1e-12)
 

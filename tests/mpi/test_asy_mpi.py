@@ -20,13 +20,15 @@ Q = COMM.Get_size() - 1
 
 
 def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
-         record_order=False, window="auto", batch="auto", budget="fixed"):
+         record_order=False, window="auto", batch="auto", budget="fixed",
+         rule="magnitude"):
+    """Asy-OS over MPI; the paper's rule by default, as the replays here are."""
     stream = ArrayStream(X, block_size=16)
 
     def config(q, p):
         return AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                                staleness=staleness, window=window, batch=batch,
-                               n_features=p, budget=budget)
+                               n_features=p, budget=budget, rule=rule)
 
     return transport.run(COMM, lambda: (stream, y, None), config,
                          record_order=record_order)
@@ -134,7 +136,8 @@ def test_one_worker_without_staleness_is_sequential_os():
     X, y = _small(seed=1)
     payload = _run(X, y, 8, staleness=0, eta=0.3, m=2.0, epochs=3)
     if COMM.Get_rank() == 0:
-        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3)
+        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3,
+                        rule="magnitude")
         np.testing.assert_array_equal(payload.selected, result.selected)
         np.testing.assert_allclose(payload.weights, result.weights, rtol=0,
                                    atol=1e-12)
@@ -152,7 +155,8 @@ def test_one_pipelined_worker_is_still_sequential_os(window, batch, budget):
     payload = _run(X, y, 8, eta=0.3, m=2.0, epochs=3, window=window, batch=batch,
                    budget=budget)
     if COMM.Get_rank() == 0:
-        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3)
+        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3,
+                        rule="magnitude")
         np.testing.assert_array_equal(payload.selected, result.selected)
         np.testing.assert_allclose(payload.weights, result.weights, rtol=0,
                                    atol=1e-10)
@@ -226,7 +230,8 @@ def test_the_simulator_replays_a_real_tau_zero_run(window, batch):
         return
     schedule = [worker for worker, _ in payload.asy["order"]]
     simulated = fit_simulated(ArrayStream(X, block_size=16), y, s, Q, delay=0,
-                              order=schedule, eta=0.3, m=1.0, budget="fixed")
+                              order=schedule, eta=0.3, m=1.0, budget="fixed",
+                              rule="magnitude")
     np.testing.assert_array_equal(simulated.selected, payload.selected)
     np.testing.assert_allclose(simulated.weights, payload.weights, rtol=0,
                                atol=1e-12)

@@ -127,8 +127,9 @@ def _drive(loop, u, batch, stop_after=None):
             return request, u
 
 
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
 @pytest.mark.parametrize("batch", [1, 3])
-def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch):
+def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch, rule):
     from asyos.datasets import make_regression
     from asyos.solvers.worker_loop import worker_loop
     from asyos.streams import ArrayStream
@@ -138,7 +139,7 @@ def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch)
 
     def loop(resume=None):
         return worker_loop(stream, problem.y, 6, Loss.SQUARED, 0.3, 1.5, 2, batch,
-                           resume=resume)
+                           resume=resume, rule=rule)
 
     start = np.zeros(50)
     whole, _ = _drive(loop(), start, batch)

@@ -23,7 +23,8 @@ def test_fit_os_equals_the_numpy_reference(loss, shuffle):
     X, y = _problem(loss)
     stream = ArrayStream(X, block_size=7, shuffle=shuffle, seed=4)
     eta = 0.3 if loss != "logistic" else 1.0
-    result = fit_os(stream, y, 6, loss=loss, eta=eta, m=2.0, epochs=3)
+    result = fit_os(stream, y, 6, loss=loss, eta=eta, m=2.0, epochs=3,
+                    rule="magnitude")
     S, W = [], np.zeros(0)
     for epoch in range(3):
         order = np.concatenate([idx for idx, _ in stream.blocks(epoch)])
@@ -40,7 +41,7 @@ def test_fit_os_equals_the_numpy_reference(loss, shuffle):
 @pytest.mark.parametrize("loss", LOSSES)
 def test_default_step_descends_and_needs_only_s(loss):
     X, y = _problem(loss, n=80, p=200, s=10, seed=1)
-    result = fit_os(X, y, 10, loss=loss, epochs=4)
+    result = fit_os(X, y, 10, loss=loss, epochs=4, rule="magnitude")
     assert result.eta > 0 and result.m >= 1
     assert len(result.selected) <= 10
     per_epoch = result.objective_per_epoch

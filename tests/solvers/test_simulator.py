@@ -53,6 +53,7 @@ def reference_simulator(X, y, s, q, tau, epochs=2, loss="squared"):
 def test_equals_the_literal_reference(q, tau):
     problem = make_regression(p=90, s=8, n=60, seed=q + tau)
     out = fit_simulated(problem.X, problem.y, 8, q, delay=tau, eta=ETA, m=M,
+                        rule="magnitude",
                         budget="fixed")
     selected, weights = reference_simulator(problem.X, problem.y, 8, q, tau)
     np.testing.assert_array_equal(out.selected, selected)

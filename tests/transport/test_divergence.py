@@ -1,5 +1,8 @@
 """A diverging run (finite data, a step size far too large) ends with one line naming
-the worker and exit status 2 on every carrier; nothing non-finite is written."""
+the worker and exit status 2 on every carrier; nothing non-finite is written.
+
+The step size is the paper's rule's (``--rule magnitude``); the fitted rule has none,
+and refuses the same data at once: one of its columns' curvature overflows."""
 
 import subprocess
 import sys
@@ -21,41 +24,49 @@ def _diverging(tmp_path):
     return X, X[:, 0] - X[:, 1]
 
 
-def _args(tmp_path):
+def _args(tmp_path, rule="magnitude"):
     return ["--data", str(tmp_path / "X.npy"), "--labels", str(tmp_path / "y.npy"),
-            "-s", "4", "--eta", "1", "--quiet", "--out", str(tmp_path / "r.json")]
+            "-s", "4", "--eta", "1", "--rule", rule, "--quiet", "--out",
+            str(tmp_path / "r.json")]
 
 
-def _one_line_exit_2(proc, tmp_path):
+SAID = {"magnitude": ("NaN or inf", "diverged"), "fitted": ("overflows float64",)}
+
+
+def _one_line_exit_2(proc, tmp_path, rule="magnitude"):
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
     lines = [line for line in proc.stderr.splitlines() if line.startswith("asyos")]
-    assert len(lines) == 1 and ("NaN or inf" in lines[0] or "diverged" in lines[0])
+    assert len(lines) == 1 and any(said in lines[0] for said in SAID[rule]), lines
     assert not (tmp_path / "r.json").exists()
 
 
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
 @pytest.mark.parametrize("carrier", [[], ["--simulate", "2"]])
-def test_sequential_and_simulated(tmp_path, carrier):
+def test_sequential_and_simulated(tmp_path, carrier, rule):
     _diverging(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "asyos.run", *carrier,
-                           *_args(tmp_path)], capture_output=True, text=True, timeout=120)
-    _one_line_exit_2(proc, tmp_path)
+                           *_args(tmp_path, rule)], capture_output=True, text=True,
+                          timeout=120)
+    _one_line_exit_2(proc, tmp_path, rule)
 
 
 @pytest.mark.skipif(MPIEXEC is None, reason="no mpiexec on PATH")
-def test_mpi(tmp_path):
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
+def test_mpi(tmp_path, rule):
     _diverging(tmp_path)
-    proc = _mpiexec(3, "-m", "asyos.run", *_args(tmp_path), cwd=ROOT)
-    _one_line_exit_2(proc, tmp_path)
+    proc = _mpiexec(3, "-m", "asyos.run", *_args(tmp_path, rule), cwd=ROOT)
+    _one_line_exit_2(proc, tmp_path, rule)
     assert "worker" in proc.stderr
 
 
-def test_zeromq_ends_instead_of_looping(tmp_path):
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
+def test_zeromq_ends_instead_of_looping(tmp_path, rule):
     X, y = _diverging(tmp_path)
     start = time.monotonic()
-    with pytest.raises(InputError, match=r"worker \d: .*NaN or inf"):
+    with pytest.raises(InputError, match=r"worker \d: .*(" + "|".join(SAID[rule]) + ")"):
         asyos.OnlineSubstitutionRegressor(n_features_to_select=4, n_workers=2,
                                           backend="zeromq", eta=1.0, timeout=120,
-                                          fit_intercept=False).fit(X, y)
+                                          fit_intercept=False, rule=rule).fit(X, y)
     assert time.monotonic() - start < 60
 
 

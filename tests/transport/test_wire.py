@@ -58,7 +58,7 @@ MESSAGES = [
             np.array([0.1, 0.2, 0.3]), blas_threads=2),
     m.Hello(3, 40, 5, 1.25, np.array([12, 99], np.int64)),
     m.Hello(3, 40, 5, 0.5),
-    m.Config(np.arange(9.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
+    m.Config(np.arange(10.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
              position=33),
     m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
 ]

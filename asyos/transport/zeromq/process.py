@@ -42,6 +42,9 @@ def main(argv=None) -> int:
         return 2
     try:
         worker.run()
+    except InputError as exc:   # its data, found bad mid-run (NaN, overflowing scale)
+        print(f"asyos: error: {exc}", file=sys.stderr)
+        return 2
     except ServerGone as exc:
         print(f"asyos: error: shard {job['t']}/{job['q']}: {exc}", file=sys.stderr)
         return 1

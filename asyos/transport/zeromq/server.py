@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 
+from ...core.kept_set import RULES
 from ...core.server_state import NonFiniteUpdate, ProtocolError, ServerState
 from ...errors import InputError
 from ...solvers import messages
@@ -143,7 +144,7 @@ class ZmqServer:
         (hashes, so a resume can say which one differs)."""
         c = self.config
         settings = repr((c.s, c.n_workers, int(c.loss), c.epochs, c.eta, c.m, c.s2,
-                         c.budget))
+                         c.budget, c.rule))
         return {"fingerprint_labels": _digest(self.y.tobytes()),
                 "fingerprint_config": _digest(settings.encode())}
 
@@ -192,7 +193,8 @@ class ZmqServer:
         params = [int(c.loss), c.epochs, c.capacities[worker], c.batch,
                   self.server.eta, self.server.m,
                   -1 if c.staleness is None else c.staleness,
-                  0 if c.s2 is None else c.group_budgets[worker], c.adaptive]
+                  0 if c.s2 is None else c.group_budgets[worker], c.adaptive,
+                  RULES.index(c.rule)]
         self._send(worker, messages.Config(np.array(params, dtype=np.float64), self.y,
                                            record.selected, record.weights,
                                            last_push=record.messages,

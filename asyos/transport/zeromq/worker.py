@@ -11,7 +11,7 @@ import time
 import numpy as np
 import zmq
 
-from ...core.kept_set import warm_up
+from ...core.kept_set import RULES, warm_up
 from ...core.losses import Loss
 from ...errors import InputError
 from ...solvers import messages
@@ -29,6 +29,14 @@ from .common import (
     read_secret,
     receive,
 )
+
+
+def _rule(code: float) -> str:
+    """The substitution rule a CONFIG names (its index in ``RULES``)."""
+    if code not in range(len(RULES)):
+        raise WireError(f"CONFIG names substitution rule {code:g}; known: "
+                        f"0..{len(RULES) - 1}")
+    return RULES[int(code)]
 
 
 class Resync(Exception):
@@ -165,7 +173,8 @@ class ZmqWorker:
         loop = worker_loop(self.shard, y, capacity, Loss(int(params["loss"])),
                            params["eta"], params["m"], int(params["epochs"]), batch,
                            resume=resume if config.last_push or config.position else None,
-                           groups=(self.group_of, s2_t) if s2_t else None)
+                           groups=(self.group_of, s2_t) if s2_t else None,
+                           rule=_rule(params["rule"]), damping=1.0 / self.q)
         driver = WorkerDriver(loop, self.n, config.last_push, config.position)
         self.driver = driver
         self.unacked: dict[int, list] = {}

@@ -1,0 +1,343 @@
+"""The fitted substitution rule: an arrival of OS that compares like with like.
+
+The paper's rule (Yang et al., KDD 2016, Algorithm 1) gives the newcomer one gradient
+step from zero and drops the smallest |w|.  A newcomer's weight after one step is far
+below its fitted value, so once the kept set has settled almost no newcomer can beat
+the smallest kept weight, and the kept set freezes (docs/algorithms.md, "The fitted
+substitution rule", has the measurements).  This rule instead, on every arrival of a
+feature j outside the kept set S, with B = S ∪ {j}:
+
+1. takes one Newton step of the ridge-regularised objective
+   F(w) = L(X_B w_B) + (λ/2)‖w_B‖² on B, using the curvature H_B = X_Bᵀ D X_B + λI
+   (D the per-sample second derivative of the loss).  The newcomer's weight is then
+   its fitted weight given S, accounting for its correlation with S (the Schur
+   complement σ = x_jᵀDx_j + λ − bᵀ H_S⁻¹ b, b = X_Sᵀ D x_j);
+2. drops the coordinate of B whose removal costs the least objective under the
+   quadratic model, w_k² / (2 [H_B⁻¹]_kk) (the optimal-brain-surgeon estimate; exact for
+   the squared loss), re-optimising the others in the same model;
+3. keeps the move only if F really fell (the model is exact for the squared loss, an
+   approximation for the others).
+
+When the newcomer is the cheapest to drop, the step is the Newton step on S alone; a
+revisit of a kept feature is the same.  Memory: the kept columns (O(n·s)), H_S⁻¹
+(O(s²)) and a few n-vectors.  An arrival costs O(n·s + s²): one pass over the kept
+columns for X_Sᵀg and X_SᵀDx_j, one more to recompute X_S w_S when the weights change;
+a swap updates H_S⁻¹ by a rank-one growth and downdate, O(s²).  The curvature D is
+frozen between refreshes (``refresh``: O(n·s² + s³)), which are due when λ changes,
+at the start of each epoch, and for the classification losses after every
+``refresh_every`` swaps or a rejected move.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .losses import hess_at, loss_and_grad
+from .os_step import _FAST, _dot, vacate
+
+# Slots of ``FittedState.info``: the relative ridge; λ in force; the running
+# max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
+# swaps in all; moves rejected because F rose; swaps between refreshes; F at u and
+# whether it (and ``g``) are current for u.
+(RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, SWAPS, REJECTED, REFRESH_EVERY, OBJECTIVE,
+ CURRENT) = range(11)
+# An S-only Newton step whose predicted gain is below this fraction of F is skipped
+# (it would cost a pass over the kept columns for nothing measurable).
+NEGLIGIBLE = 1e-9
+
+
+class FittedState(NamedTuple):
+    """What the fitted rule holds besides the kept set: O(n + s²) floats."""
+
+    inv: np.ndarray     # (c+1, c+1): H_S⁻¹ on slots 0..size-1
+    curv: np.ndarray    # (n,): D/n at the last refresh
+    g: np.ndarray       # (n,): dL/du at u
+    g_trial: np.ndarray  # (n,): dL/du after the move tried
+    hx: np.ndarray      # (n,): D x_j
+    fresh: np.ndarray   # (n,): X_B w_B of the move tried
+    trial: np.ndarray   # (n,): u after the move tried
+    gS: np.ndarray      # (c+1,): X_Sᵀ g + λ w_S
+    bS: np.ndarray      # (c+1,): X_Sᵀ D x_j
+    a: np.ndarray       # (c+1,): H_S⁻¹ b
+    v: np.ndarray       # (c+1,): H_S⁻¹ gS (the Newton step on S)
+    w_new: np.ndarray   # (c+1,): the weights of the move tried
+    info: np.ndarray    # slots RIDGE … REFRESH_EVERY
+
+
+def fitted_state(n_samples: int, capacity: int, ridge: float) -> FittedState:
+    """An empty state for a kept set of ``capacity`` over ``n_samples``; λ is
+    ``ridge`` times the largest ‖x‖²/n seen."""
+    c = capacity + 1
+    info = np.zeros(CURRENT + 1)
+    info[RIDGE], info[STALE] = ridge, 1.0
+    info[REFRESH_EVERY] = max(4, capacity // 4)
+    return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
+                       *(np.zeros(c) for _ in range(5)), info)
+
+
+@njit(cache=True)
+def refactor(cols, size, st):
+    """H_S⁻¹ from scratch with the stored curvature: O(n·s² + s³).  Columns whose
+    products overflow mark the scale as overflowing (``NU`` = inf): the caller refuses
+    the data (``step_size.check_scale``)."""
+    if size > 0:
+        X = cols[:size].astype(np.float64)
+        H = (X * st.curv) @ X.T
+        for k in range(size):
+            H[k, k] += st.info[LAMBDA]
+        if not np.all(np.isfinite(H)):
+            st.info[NU] = np.inf
+            return
+        st.inv[:size, :size] = np.linalg.inv(H)
+    st.info[ARRIVALS] = 0.0
+    st.info[SINCE] = 0.0
+
+
+@njit(cache=True)
+def refresh(cols, size, u, y, loss, st):
+    """The curvature at ``u``, then ``refactor``."""
+    n = u.shape[0]
+    for r in range(n):
+        st.curv[r] = hess_at(loss, u[r], y[r]) / n
+    refactor(cols, size, st)
+    st.info[STALE] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _grow(inv, k, a, sigma):
+    """H⁻¹ of S ∪ {newcomer in slot k} from H_S⁻¹ (block inversion)."""
+    for i in range(k):
+        for l in range(k):
+            inv[i, l] += a[i] * a[l] / sigma
+        inv[i, k] = -a[i] / sigma
+        inv[k, i] = -a[i] / sigma
+    inv[k, k] = 1.0 / sigma
+
+
+@njit(cache=True, inline="always")
+def _remove(inv, last, d):
+    """H⁻¹ of slots 0..last without slot d, with slot ``last`` moved into d (as
+    ``vacate`` moves the columns)."""
+    pivot = inv[d, d]
+    for i in range(last + 1):
+        if i != d:
+            f = inv[i, d] / pivot
+            for l in range(last + 1):
+                if l != d:
+                    inv[i, l] -= f * inv[d, l]
+    if d != last:
+        for l in range(last + 1):
+            inv[d, l] = inv[last, l]
+        for i in range(last + 1):
+            inv[i, d] = inv[i, last]
+    for l in range(last + 1):
+        inv[last, l] = 0.0
+        inv[l, last] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _objective(loss, u, y, weights, k, lam, g):
+    """F = L(u) + (λ/2)‖w‖², with dL/du written into ``g``."""
+    total = 0.0
+    for l in range(k):
+        total += weights[l] * weights[l]
+    return loss_and_grad(loss, u, y, g) + 0.5 * lam * total
+
+
+@njit(cache=True, fastmath=_FAST)
+def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
+                   contribution, separate, damping, st):
+    """One arrival of feature ``j`` (column ``x``) under the fitted rule.
+
+    Gradients and the objective are taken at ``u`` (the exact u = X_S w_S in
+    sequential OS, where ``contribution`` is ``u`` itself and ``separate`` False; an
+    Asy-OS worker's view, which its own change is added to, with ``separate`` True).
+    ``damping`` γ ∈ (0, 1] scales the weights' move (a dropped weight still goes to
+    zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
+    correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
+    Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
+    the newcomer was not kept, else the feature that made way for it.
+    """
+    n = u.shape[0]
+    info = st.info
+    nu = _dot(x, x) / n
+    if nu > info[NU]:
+        info[NU] = nu
+        info[LAMBDA] = info[RIDGE] * nu
+        info[STALE] = 1.0
+        info[CURRENT] = 0.0
+    if info[STALE] != 0.0 and np.isfinite(info[NU]):
+        refresh(cols, size, u, y, loss, st)
+    if not np.isfinite(info[NU]):
+        return size, -1   # the data's scale overflows: the caller refuses it
+    info[ARRIVALS] += 1.0
+    lam, k, inv = info[LAMBDA], size, st.inv
+    pos = -1
+    for l in range(k):
+        if index[l] == j:
+            pos = l
+    if info[CURRENT] == 0.0:
+        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
+        info[CURRENT] = 1.0
+    before = info[OBJECTIVE]
+    for r in range(n):
+        st.hx[r] = st.curv[r] * x[r]
+    for l in range(k):   # one pass over the kept columns
+        col = cols[l]
+        sg, sb = 0.0, 0.0
+        for r in range(n):
+            sg += col[r] * st.g[r]
+            sb += col[r] * st.hx[r]
+        st.gS[l] = sg + lam * weights[l]
+        st.bS[l] = sb
+    gain = 0.0
+    for i in range(k):
+        sv, sa = 0.0, 0.0
+        for l in range(k):
+            sv += inv[i, l] * st.gS[l]
+            sa += inv[i, l] * st.bS[l]
+        st.v[i], st.a[i] = sv, sa
+        gain += 0.5 * sv * st.gS[i]
+    w_new = st.w_new
+    for l in range(k):
+        w_new[l] = weights[l] - st.v[l]
+    w_new[k] = 0.0
+    grows, d = False, -1
+    if pos < 0:
+        c = _dot(x, st.hx) + lam
+        ba, ag = 0.0, 0.0
+        for l in range(k):
+            ba += st.bS[l] * st.a[l]
+            ag += st.a[l] * st.gS[l]
+        sigma = c - ba
+        if sigma > 1e-9 * c:   # else x_j lies in the span of S: nothing to add
+            dj = (ag - _dot(x, st.g)) / sigma
+            for l in range(k):
+                w_new[l] -= st.a[l] * dj
+            w_new[k] = dj
+            if k < capacity:
+                grows = True
+            else:
+                d, best = k, 0.5 * sigma * dj * dj
+                for l in range(k):
+                    cost = 0.5 * w_new[l] * w_new[l] / (inv[l, l] +
+                                                       st.a[l] * st.a[l] / sigma)
+                    if cost < best * (1.0 - 1e-9):
+                        d, best = l, cost
+                if d < k:   # re-optimise B without slot d, in the same model
+                    f = w_new[d] / (inv[d, d] + st.a[d] * st.a[d] / sigma)
+                    for l in range(k):
+                        w_new[l] -= f * (inv[l, d] + st.a[l] * st.a[d] / sigma)
+                    w_new[k] += f * st.a[d] / sigma
+                    w_new[d] = 0.0
+                else:       # the newcomer costs least: the Newton step on S
+                    for l in range(k):
+                        w_new[l] = weights[l] - st.v[l]
+                    w_new[k] = 0.0
+    swap = 0 <= d < k
+    moved = grows or swap
+    if damping < 1.0:
+        for l in range(k):
+            if l != d:
+                w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
+        w_new[k] *= damping
+        gain *= damping
+    not_kept = j if pos < 0 else -1
+    if not moved and gain <= NEGLIGIBLE * abs(before) + 1e-300:
+        return size, not_kept   # S is fitted already: nothing worth a pass
+    span = k + 1 if moved else k
+    if moved:
+        for r in range(n):
+            cols[k, r] = x[r]
+    st.fresh[:] = 0.0
+    for l in range(span):
+        wl = w_new[l]
+        if wl != 0.0:
+            col = cols[l]
+            for r in range(n):
+                st.fresh[r] += wl * col[r]
+    for r in range(n):
+        st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
+    after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
+    if after > before * (1.0 + 1e-12) + 1e-300:
+        info[REJECTED] += 1.0
+        if loss != 0 and info[ARRIVALS] >= capacity:
+            info[STALE] = 1.0   # the frozen curvature has drifted
+        return size, not_kept
+    for l in range(span):
+        weights[l] = w_new[l]
+    dropped = -1
+    if grows:
+        _grow(inv, k, st.a, sigma)
+        index[k] = j
+        size = k + 1
+    elif swap:
+        _grow(inv, k, st.a, sigma)
+        _remove(inv, k, d)
+        index[k] = j
+        dropped = index[d]
+        vacate(cols, index, weights, k, d)
+        info[SINCE] += 1.0
+        info[SWAPS] += 1.0
+        if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:
+            info[STALE] = 1.0
+    else:
+        dropped = not_kept
+    if separate:
+        u[:] = st.trial
+        contribution[:] = st.fresh
+    else:
+        u[:] = st.fresh
+    st.g[:] = st.g_trial
+    info[OBJECTIVE] = after
+    return size, dropped
+
+
+@njit(cache=True, nogil=True)
+def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
+                 st):
+    """Sequential OS under the fitted rule over every column of ``block``; u is X_S w_S.
+    Returns (new size, substitutions)."""
+    swaps = 0
+    for b in range(block.shape[0]):
+        size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
+                                       block_index[b], u, y, loss, u, False, 1.0, st)
+        if dropped >= 0 and dropped != block_index[b]:
+            swaps += 1
+    return size, swaps
+
+
+@njit(cache=True, nogil=True)
+def fitted_local(cols, index, weights, size, capacity, block, block_index, u_local, y,
+                 loss, contribution, damping, st):
+    """An Asy-OS worker's arrivals under the fitted rule, from its view ``u_local``
+    (its own changes are added to it as it goes), moves scaled by ``damping``.
+    Returns the new size."""
+    st.info[CURRENT] = 0.0   # a new view
+    for b in range(block.shape[0]):
+        size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],
+                                 block_index[b], u_local, y, loss, contribution, True,
+                                 damping, st)
+    return size
+
+
+@njit(cache=True)
+def fitted_drop_to(cols, index, weights, size, limit, st):
+    """Drop the cheapest kept coordinates (w_k² / [H_S⁻¹]_kk, re-optimising the rest
+    in the model) until at most ``limit`` are kept; returns the new size.  The caller
+    recomputes X_S w_S."""
+    inv = st.inv
+    while size > limit:
+        d = 0
+        for l in range(1, size):
+            if weights[l] * weights[l] / inv[l, l] < weights[d] * weights[d] / inv[d, d]:
+                d = l
+        f = weights[d] / inv[d, d]
+        for l in range(size):
+            weights[l] -= f * inv[l, d]
+        weights[d] = 0.0
+        _remove(inv, size - 1, d)
+        vacate(cols, index, weights, size - 1, d)
+        size -= 1
+    return size

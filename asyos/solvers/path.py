@@ -1,0 +1,124 @@
+"""The model size chosen for the user: OS along a path of budgets s, warm-started, and
+the size an information criterion picks.
+
+Each size starts from the kept set the previous one ended with (its limit raised, so
+the next pass first admits newcomers, then substitutes), so the path costs a few passes
+per size rather than a cold start each.  The criteria are abess's special information
+criterion (Zhu et al., PNAS 2020: n·log(RSS/n) + s·log p·log log n for the squared
+loss) and the extended BIC (Chen & Chen, Biometrika 2008: n·log(RSS/n) + s·log n +
+2·log C(p, s)); for the classification losses the fit term is the deviance 2n·L.
+Cross-validation over samples needs the rows of X, so it lives with the estimators
+(``OnlineSubstitution*(n_features_to_select="auto", criterion="cv")``).
+"""
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..core.kept_set import kept_set, resolve_epochs, resolve_rule, warm_up
+from ..core.losses import Loss
+from ..core.step_size import StepSize
+from ..core.validate import check_choice, check_labels, check_sparsity
+from ..errors import InputError
+from ..streams import FeatureStream, Standardized, as_stream
+from .result import FitResult
+from .sequential import passes
+
+CRITERIA = ("sic", "ebic")
+PATH_POINTS = 20   # sizes on the default path
+
+
+def criterion_value(name: str, loss: Loss, objective: float, n: int, p: int,
+                    s: int) -> float:
+    """The criterion ``name`` ("sic" or "ebic") of a fit with ``s`` features whose
+    mean loss is ``objective`` (lower is better)."""
+    if loss is Loss.SQUARED:   # objective = RSS/(2n)
+        fit = n * math.log(max(2.0 * objective, 1e-300))
+    else:
+        fit = 2.0 * n * objective
+    if name == "sic":
+        return fit + s * math.log(p) * math.log(max(math.log(n), 1.0))
+    log_choose = math.lgamma(p + 1) - math.lgamma(s + 1) - math.lgamma(p - s + 1)
+    return fit + s * math.log(n) + 2.0 * log_choose
+
+
+def default_sizes(n: int, p: int, largest: int | None = None) -> list[int]:
+    """1 … s_max in at most ``PATH_POINTS`` steps; s_max = ``largest``, else abess's
+    default n / (log log n · log p), at most p."""
+    if largest is None:
+        largest = int(n / (max(math.log(max(math.log(n), 1.0)), 1.0) *
+                           max(math.log(p), 1.0)))
+    largest = max(1, min(int(largest), p))
+    return sorted({int(round(v)) for v in np.linspace(1, largest, PATH_POINTS)})
+
+
+@dataclass
+class PathResult:
+    """The fits along the path and the size the criterion chose."""
+
+    sizes: list
+    fits: list                 # a FitResult per size
+    criterion: str
+    values: list               # the criterion at each size
+    chosen: int = 0            # index into ``sizes``
+    seconds: float = 0.0
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def best(self) -> FitResult:
+        return self.fits[self.chosen]
+
+    def summary(self) -> dict:
+        """What a results file keeps of the path (JSON-ready)."""
+        return {"sizes": list(self.sizes), "criterion": self.criterion,
+                "values": [float(v) for v in self.values],
+                "objective": [float(f.objective) for f in self.fits],
+                "chosen": int(self.sizes[self.chosen]),
+                "selected": [f.selected.tolist() for f in self.fits]}
+
+
+def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
+             max_features=None, epochs="auto", rule="auto", standardize=False,
+             progress=None) -> PathResult:
+    """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
+    ``max_features``), each warm-started from the last, and the size ``criterion``
+    ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
+    default rule's (the path is the fitted rule's home: "auto" runs it on dense data).
+    """
+    loss = Loss.parse(loss)
+    stream: FeatureStream = as_stream(source)
+    if standardize:
+        stream = Standardized(stream)
+    n, p = stream.n_samples, stream.n_features
+    y = check_labels(y, loss, n)
+    check_choice("criterion", criterion, CRITERIA)
+    if sizes is None:
+        if max_features is not None:
+            max_features = check_sparsity(max_features, p)
+        sizes = default_sizes(n, p, max_features)
+    sizes = [check_sparsity(size, p) for size in sizes]
+    if not sizes or any(b <= a for a, b in zip(sizes, sizes[1:])):
+        raise InputError(f"sizes must be a nonempty increasing list of budgets, got "
+                         f"{sizes}")
+    rule = resolve_rule(rule, stream.sparse, False)
+    epochs = resolve_epochs(epochs, rule)
+    step = StepSize()
+    largest = sizes[-1]
+    m = step.block_factor(n, largest)
+    warm_up(stream.sparse)
+    kept, blocks = kept_set(stream, largest, None, rule, loss=loss)
+    state = step.state(loss, n, largest)
+    fits, values = [], []
+    for size in sizes:
+        kept.set_limit(size)
+        fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted", p,
+                     progress)
+        if standardize:
+            mean, scale = stream.stats(fit.selected)
+            fit.standardization = {"mean": mean, "scale": scale}
+        fits.append(fit)
+        values.append(criterion_value(criterion, loss, fit.objective, n, p,
+                                      len(fit.selected)))
+    return PathResult(sizes, fits, criterion, values, int(np.argmin(values)),
+                      sum(f.seconds for f in fits))

@@ -1,0 +1,276 @@
+"""Selection quality of OS against the batch selectors, side by side in one run.
+
+Three protocols, each over several seeds (mean and worst seed reported):
+
+* **classification** (Yang et al., KDD 2016, Section 5): X iid N(0, 1), y = sign(Xw*),
+  n = 1.2·s·log2 p (``asyos.datasets.make_classification``), at (p, s) = (2048, 32),
+  (1000, 100) and (5000, 100).  Recall of the true support by OS under the fitted rule
+  (logistic and squared hinge) and under the paper's rule, against abess's
+  ``LogisticRegression(support_size=s)`` at its defaults and with its ridge ``alpha``
+  chosen on the held-out test set of the same size (as a user with a validation set
+  would), and the L1-logistic paths of scikit-learn (liblinear) and celer: the first
+  point of the path with at least s nonzeros, its s largest |w|.
+* **regression** (the paper's Asy-OS size): n = 1000, p = 8192, s = 64, noise 0.1.
+  OS (fitted and paper rules, 2 epochs and uncapped) against abess's
+  ``LinearRegression(support_size=s)`` and celer's Lasso path.
+* **breast cancer** (scikit-learn's copy of the Wisconsin data, standardized): 5-fold
+  cross-validated accuracy of a logistic regression refit on k = 3 and 5 selected
+  features (selection inside each fold, a ``Pipeline``), OS in index order and over
+  10 random feature orders (mean and spread), against RFE, SelectKBest and abess.
+
+Seconds are the mean wall time of one fit (after one warm-up fit, so no compilation).
+
+    python benchmarks/selection_quality.py [--seeds 5] [--only classification ...]
+                                           [--quick] [--csv F]
+
+The full run takes about 5 minutes on one core; ``--quick`` (2 seeds, the smaller
+classification size only) under a minute.  abess and celer are optional (``pip
+install abess celer``); a missing one is reported and skipped.
+"""
+
+import argparse
+import csv
+import time
+import warnings
+
+import numpy as np
+
+from asyos.datasets import make_classification, make_regression
+from asyos.metrics import recall
+from asyos.solvers.sequential import fit_os
+
+
+def _timed(fit):
+    start = time.perf_counter()
+    value = fit()
+    return value, time.perf_counter() - start
+
+
+def _top(coef, s):
+    """The s largest |w| (the support when fewer are nonzero)."""
+    coef = np.ravel(coef)
+    return np.sort(np.argsort(-np.abs(coef), kind="stable")[:s])
+
+
+def _first_with(path_coefs, s):
+    """The first point of a path (coefficients (p, n_points), weakest penalty last)
+    with at least s nonzeros, as its s largest |w|."""
+    for k in range(path_coefs.shape[1]):
+        if np.count_nonzero(path_coefs[:, k]) >= s:
+            return _top(path_coefs[:, k], s)
+    return _top(path_coefs[:, -1], s)
+
+
+def _abess(kind, s, alpha=None):
+    import abess
+
+    model = getattr(abess, kind)(support_size=[s], **({} if alpha is None else
+                                                      {"alpha": alpha}))
+    return model
+
+
+def classification_methods(s):
+    """name → fit(problem) → selected indices."""
+    from sklearn.svm import l1_min_c
+
+    def os_fit(loss, rule):
+        return lambda pb: fit_os(pb.X, pb.y, s, loss=loss, rule=rule, epochs=10
+                                 if rule == "fitted" else 3).selected
+
+    def abess_default(pb):
+        return np.flatnonzero(_abess("LogisticRegression", s).fit(pb.X, pb.y > 0).coef_)
+
+    def abess_tuned(pb):
+        best, chosen = -np.inf, None
+        for alpha in (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0):
+            model = _abess("LogisticRegression", s, alpha).fit(pb.X, pb.y > 0)
+            score = model.score(pb.X_test, pb.y_test > 0)
+            if score > best:
+                best, chosen = score, np.flatnonzero(model.coef_)
+        return chosen
+
+    def sklearn_l1(pb):
+        from sklearn.linear_model import LogisticRegression
+
+        c0 = l1_min_c(pb.X, pb.y, loss="log")
+        coefs = []
+        model = LogisticRegression(penalty="l1", solver="liblinear", warm_start=True,
+                                   tol=1e-6, max_iter=1000)
+        for c in c0 * np.logspace(0, 3, 40):
+            model.set_params(C=c).fit(pb.X, pb.y)
+            coefs.append(model.coef_.ravel().copy())
+            if np.count_nonzero(coefs[-1]) >= s:
+                break
+        return _first_with(np.array(coefs).T, s)
+
+    def celer_l1(pb):
+        from celer import celer_path
+
+        alpha_max = np.max(np.abs(pb.X.T @ pb.y)) / (2 * len(pb.y))
+        alphas = alpha_max * np.logspace(0, -3, 60)
+        _, coefs, _ = celer_path(pb.X, pb.y, pb="logreg", alphas=alphas, tol=1e-6)
+        return _first_with(coefs, s)
+
+    return {"OS fitted (logistic)": os_fit("logistic", "fitted"),
+            "OS fitted (squared hinge)": os_fit("squared_hinge", "fitted"),
+            "OS paper rule (logistic)": os_fit("logistic", "magnitude"),
+            "OS paper rule (squared hinge)": os_fit("squared_hinge", "magnitude"),
+            "abess default": abess_default,
+            "abess ridge tuned": abess_tuned,
+            "L1-logistic path (scikit-learn)": sklearn_l1,
+            "L1-logistic path (celer)": celer_l1}
+
+
+def regression_methods(s):
+    def os_fit(rule, epochs):
+        return lambda pb: fit_os(pb.X, pb.y, s, rule=rule, epochs=epochs).selected
+
+    def abess_fit(pb):
+        return np.flatnonzero(_abess("LinearRegression", s).fit(pb.X, pb.y).coef_)
+
+    def celer_lasso(pb):
+        from celer import celer_path
+
+        alpha_max = np.max(np.abs(pb.X.T @ pb.y)) / len(pb.y)
+        _, coefs, _ = celer_path(pb.X, pb.y, pb="lasso",
+                                 alphas=alpha_max * np.logspace(0, -3, 60), tol=1e-6)
+        return _first_with(coefs, s)
+
+    return {"OS fitted, 2 epochs": os_fit("fitted", 2),
+            "OS fitted, until no swap": os_fit("fitted", 20),
+            "OS paper rule, 2 epochs": os_fit("magnitude", 2),
+            "OS paper rule, 3 epochs": os_fit("magnitude", 3),
+            "abess": abess_fit,
+            "Lasso path (celer)": celer_lasso}
+
+
+def run_synthetic(task, p, s, n, seeds, rows):
+    make = make_classification if task == "classification" else make_regression
+    problems = [make(p, s, n, seed=seed) for seed in range(seeds)]
+    methods = (classification_methods if task == "classification"
+               else regression_methods)(s)
+    for name, fit in methods.items():
+        try:
+            fit(problems[0])   # warm-up: compilation and imports are not timed
+        except ImportError as exc:
+            print(f"  {name}: skipped ({exc})")
+            continue
+        scores, seconds = [], []
+        for pb in problems:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                selected, elapsed = _timed(lambda: fit(pb))
+            scores.append(recall(selected, pb.support))
+            seconds.append(elapsed)
+        rows.append({"protocol": f"{task} p={p} s={s} n={problems[0].n_samples}",
+                     "method": name, "mean": np.mean(scores), "worst": np.min(scores),
+                     "seconds": np.mean(seconds), "seeds": seeds})
+        print(f"  {name:34s} recall {np.mean(scores):.3f} (worst {np.min(scores):.3f})"
+              f"  {np.mean(seconds):6.3f} s", flush=True)
+
+
+def run_breast_cancer(rows, orders=10):
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.feature_selection import RFE, SelectKBest, f_classif
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    from asyos.estimators import OnlineSubstitutionSelector
+
+    X, y = load_breast_cancer(return_X_y=True)
+    folds = StratifiedKFold(5, shuffle=True, random_state=0)
+
+    def accuracy(selector, X=X):
+        pipe = make_pipeline(StandardScaler(), selector,
+                             LogisticRegression(max_iter=1000))
+        return cross_val_score(pipe, X, y, cv=folds).mean()
+
+    for k in (3, 5):
+        def os_selector(rule):
+            return OnlineSubstitutionSelector(k, loss="logistic", rule=rule, epochs=10)
+
+        results = {"RFE (logistic)": accuracy(RFE(LogisticRegression(max_iter=1000),
+                                                  n_features_to_select=k)),
+                   "SelectKBest (F test)": accuracy(SelectKBest(f_classif, k=k))}
+        for rule in ("fitted", "magnitude"):
+            name = f"OS {rule} rule"
+            results[f"{name}, index order"] = accuracy(os_selector(rule))
+            shuffled = [accuracy(os_selector(rule),
+                                 X[:, np.random.default_rng(seed).permutation(X.shape[1])])
+                        for seed in range(orders)]
+            rows.append({"protocol": f"breast cancer k={k}", "method":
+                         f"{name}, {orders} random orders", "mean": np.mean(shuffled),
+                         "worst": np.min(shuffled), "seconds": float("nan"),
+                         "seeds": orders})
+            print(f"  {rows[-1]['method']:34s} accuracy {np.mean(shuffled):.3f} "
+                  f"(worst {np.min(shuffled):.3f}, spread "
+                  f"{np.max(shuffled) - np.min(shuffled):.3f})", flush=True)
+        try:
+            results["abess"] = accuracy(_AbessSelector(k))
+        except ImportError as exc:
+            print(f"  abess: skipped ({exc})")
+        for name, value in results.items():
+            rows.append({"protocol": f"breast cancer k={k}", "method": name,
+                         "mean": value, "worst": value, "seconds": float("nan"),
+                         "seeds": 1})
+            print(f"  {name:34s} accuracy {value:.3f}", flush=True)
+
+
+class _AbessSelector:
+    """abess's logistic best subset as a scikit-learn selector step."""
+
+    def __init__(self, k):
+        self.k = k
+
+    def get_params(self, deep=True):
+        return {"k": self.k}
+
+    def set_params(self, **params):
+        self.k = params.get("k", self.k)
+        return self
+
+    def fit(self, X, y):
+        self.support_ = np.flatnonzero(_abess("LogisticRegression", self.k).fit(
+            X, y).coef_)
+        return self
+
+    def transform(self, X):
+        return X[:, self.support_]
+
+    def fit_transform(self, X, y):
+        return self.fit(X, y).transform(X)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--only", nargs="+", choices=("classification", "regression",
+                                                      "breast_cancer"))
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--csv", help="write the rows here")
+    args = parser.parse_args(argv)
+    seeds = 2 if args.quick else args.seeds
+    parts = args.only or ("classification", "regression", "breast_cancer")
+    rows = []
+    if "classification" in parts:
+        for p, s in ((2048, 32),) if args.quick else ((2048, 32), (1000, 100),
+                                                      (5000, 100)):
+            print(f"classification p={p} s={s}, {seeds} seeds", flush=True)
+            run_synthetic("classification", p, s, None, seeds, rows)
+    if "regression" in parts and not args.quick:
+        print(f"regression n=1000 p=8192 s=64, {seeds} seeds", flush=True)
+        run_synthetic("regression", 8192, 64, 1000, seeds, rows)
+    if "breast_cancer" in parts:
+        print("breast cancer, 5-fold CV accuracy of a logistic refit", flush=True)
+        run_breast_cancer(rows, orders=3 if args.quick else 10)
+    if args.csv:
+        with open(args.csv, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer.writeheader()
+            writer.writerows(rows)
+
+
+if __name__ == "__main__":
+    main()

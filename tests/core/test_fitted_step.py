@@ -1,0 +1,199 @@
+"""The fitted substitution rule (core/fitted_step.py): its model stays exact, every
+move lowers the objective, and at convergence no single swap helps."""
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyos import fit_os
+from asyos.core.fitted_step import LAMBDA
+from asyos.core.kept_set import (
+    FittedKeptSet,
+    default_ridge,
+    resolve_epochs,
+    resolve_rule,
+)
+from asyos.core.losses import Loss, hess_at, loss_value
+from asyos.datasets import make_classification
+from asyos.errors import InputError
+from asyos.metrics import recall
+
+
+def _problem(n, p, seed, loss="squared", correlated=0.0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    X += correlated * rng.standard_normal((n, 1))   # a shared factor: correlated columns
+    w = np.zeros(p)
+    w[rng.choice(p, 3, replace=False)] = rng.choice([-2.0, 2.0], 3)
+    y = X @ w + 0.3 * rng.standard_normal(n)
+    return X, (np.where(y >= 0, 1.0, -1.0) if loss != "squared" else y)
+
+
+def _run(X, y, s, loss, epochs=1):
+    """A fitted kept set after ``epochs`` passes over X's columns in order."""
+    kept = FittedKeptSet(X.shape[0], s, 1e-3)
+    block = np.ascontiguousarray(X.T)
+    state = np.zeros(7)
+    for _ in range(epochs):
+        kept.start_epoch()
+        kept.run_block(np.arange(X.shape[1]), block, y, Loss.parse(loss), 1.0, state)
+    return kept
+
+
+def _ridge_objective(X, y, S, w, loss, lam):
+    return loss_value(int(Loss.parse(loss)), X[:, S] @ w, y) + 0.5 * lam * w @ w
+
+
+@pytest.mark.parametrize("loss", ["squared", "squared_hinge", "logistic"])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_inverse_is_the_inverse_of_the_kept_sets_curvature(loss, seed):
+    X, y = _problem(40, 25, seed, loss)
+    kept = _run(X, y, 5, loss)
+    S = kept.index[:kept.size]
+    XS = X[:, S]
+    curv = kept.model.curv
+    H = (XS * curv[:, None]).T @ XS + kept.model.info[LAMBDA] * np.eye(kept.size)
+    np.testing.assert_allclose(kept.model.inv[:kept.size, :kept.size] @ H,
+                               np.eye(kept.size), atol=1e-8)
+    # the contribution is X_S w_S exactly, and the kept set holds at most s
+    np.testing.assert_allclose(kept.contribution, XS @ kept.weights[:kept.size],
+                               atol=1e-10)
+    assert kept.size <= 5
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), s=st.integers(1, 6),
+       loss=st.sampled_from(["squared", "squared_hinge", "logistic"]),
+       correlated=st.sampled_from([0.0, 2.0]), ridge=st.sampled_from([1e-10, 1e-3]))
+def test_every_arrival_lowers_the_ridge_objective(seed, s, loss, correlated, ridge):
+    X, y = _problem(30, 15, seed, loss, correlated)
+    kept = FittedKeptSet(30, s, ridge)
+    block = np.ascontiguousarray(X.T)
+    code = Loss.parse(loss)
+    S, w = np.zeros(0, np.int64), np.zeros(0)
+    for epoch in range(3):
+        kept.start_epoch()
+        for j in range(X.shape[1]):
+            kept.run_block(np.array([j]), block[j:j + 1], y, code, 1.0, np.zeros(7))
+            lam = kept.model.info[LAMBDA]   # grows with the largest column seen
+            before = _ridge_objective(X, y, S, w, loss, lam)
+            S, w = kept.index[:kept.size].copy(), kept.weights[:kept.size].copy()
+            assert _ridge_objective(X, y, S, w, loss, lam) <= before * (1 + 1e-9) + 1e-12
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_at_convergence_no_single_swap_lowers_the_squared_loss(seed):
+    # the quadratic model is exact for the squared loss, so a pass without a swap
+    # means S is swap-optimal: every (j in, k out) refit is no better
+    X, y = _problem(30, 10, seed, correlated=1.0)
+    s = 3
+    result = fit_os(X, y, s, rule="fitted", epochs=50)
+    assert result.substitutions_per_epoch[-1] == 0
+    S = list(result.selected)
+    lam = default_ridge(Loss.SQUARED, 30) * max(np.sum(X * X, axis=0) / 30)
+
+    def refit(subset):
+        XS = X[:, subset]
+        w = np.linalg.solve(XS.T @ XS / 30 + lam * np.eye(len(subset)), XS.T @ y / 30)
+        return _ridge_objective(X, y, subset, w, "squared", lam), w
+
+    best, w = refit(S)
+    np.testing.assert_allclose(result.weights, w, rtol=1e-6, atol=1e-9)
+    for out, new in itertools.product(S, sorted(set(range(10)) - set(S))):
+        swapped = sorted(set(S) - {out} | {new})
+        assert refit(swapped)[0] >= best * (1 - 1e-9)
+
+
+def test_a_kept_set_rebuilt_from_its_weights_continues_the_same_run():
+    X, y = _problem(40, 30, 5, "logistic")
+    kept = _run(X, y, 4, "logistic")
+    loaded = FittedKeptSet(40, 4, 1e-3)
+    S, w = kept.selected()
+    loaded.load(S, X[:, S].T, w)
+    np.testing.assert_allclose(loaded.contribution, kept.contribution, atol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["squared", "logistic"])
+def test_lowering_the_limit_drops_the_cheapest_and_keeps_the_model_exact(loss):
+    X, y = _problem(50, 30, 3, loss)
+    kept = _run(X, y, 6, loss, epochs=2)
+    before = set(kept.index[:kept.size])
+    kept.set_limit(3)
+    assert kept.size == 3 and set(kept.index[:3]) <= before
+    S = kept.index[:3]
+    XS = X[:, S]
+    H = (XS * kept.model.curv[:, None]).T @ XS + kept.model.info[LAMBDA] * np.eye(3)
+    np.testing.assert_allclose(kept.model.inv[:3, :3] @ H, np.eye(3), atol=1e-8)
+    np.testing.assert_allclose(kept.contribution, XS @ kept.weights[:3], atol=1e-10)
+
+
+def test_a_column_in_the_span_of_the_kept_set_displaces_nothing():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((20, 3))
+    X = np.column_stack([X, X[:, 0] + X[:, 1]])   # the 4th is the sum of two kept
+    y = X[:, 0] - X[:, 1] + 0.5 * X[:, 2] + 0.1 * rng.standard_normal(20)
+    kept = _run(X, y, 3, "squared", epochs=3)
+    assert sorted(kept.index[:kept.size]) == [0, 1, 2]
+
+
+def test_the_curvature_is_the_losses_second_derivative():
+    u, y = 0.3, -1.0
+    for loss in Loss:
+        h = 1e-5
+        numeric = (loss_value(int(loss), np.array([u + h]), np.array([y])) -
+                   2 * loss_value(int(loss), np.array([u]), np.array([y])) +
+                   loss_value(int(loss), np.array([u - h]), np.array([y]))) / h**2
+        assert hess_at(int(loss), u, y) == pytest.approx(numeric, rel=1e-4)
+
+
+def test_the_rule_in_force():
+    assert resolve_rule("auto", sparse=False, grouped=False) == "fitted"
+    assert resolve_rule("auto", sparse=True, grouped=False) == "magnitude"
+    assert resolve_rule("auto", sparse=False, grouped=True) == "magnitude"
+    assert resolve_rule("fitted", sparse=True, grouped=False) == "fitted"
+    with pytest.raises(InputError, match="group-aware OS keeps"):
+        resolve_rule("fitted", sparse=False, grouped=True)
+    with pytest.raises(InputError, match="rule must be one of"):
+        resolve_rule("largest", sparse=False, grouped=False)
+    assert resolve_epochs("auto", "fitted") == 10
+    assert resolve_epochs("auto", "magnitude") == 2
+    with pytest.raises(InputError, match="epochs"):
+        resolve_epochs(0, "fitted")
+
+
+@pytest.mark.parametrize("loss", ["logistic", "squared_hinge"])
+def test_the_fitted_rule_finds_more_of_the_support_in_classification(loss):
+    # the paper's classification protocol, smaller: the paper's rule freezes after
+    # its first pass; the fitted rule keeps substituting and finds more
+    fitted, paper = [], []
+    for seed in range(4):
+        pb = make_classification(p=400, s=10, seed=seed)
+        fitted.append(recall(fit_os(pb.X, pb.y, 10, loss=loss, rule="fitted").selected,
+                             pb.support))
+        paper.append(recall(fit_os(pb.X, pb.y, 10, loss=loss, rule="magnitude",
+                                   epochs=3).selected, pb.support))
+    assert np.mean(fitted) >= np.mean(paper) + 0.1
+    assert min(fitted) >= min(paper)
+
+
+def test_the_fitted_rule_runs_until_a_pass_without_a_swap():
+    pb = make_classification(p=300, s=8, seed=1)
+    result = fit_os(pb.X, pb.y, 8, loss="logistic")
+    assert len(result.objective_per_epoch) < 10
+    assert result.substitutions_per_epoch[-1] == 0
+    assert all(b <= a + 1e-12 for a, b in zip(result.objective_per_epoch,
+                                              result.objective_per_epoch[1:]))
+
+
+def test_sparse_input_runs_the_fitted_rule_on_request():
+    from scipy import sparse
+
+    X, y = _problem(60, 40, 2)
+    dense = fit_os(X, y, 4, rule="fitted")
+    csc = fit_os(sparse.csc_matrix(X), y, 4, rule="fitted")
+    np.testing.assert_array_equal(dense.selected, csc.selected)
+    np.testing.assert_allclose(dense.weights, csc.weights, rtol=1e-9)
+    assert dense.substitutions_per_epoch == csc.substitutions_per_epoch
