@@ -27,7 +27,9 @@ from .options import (
     add_algorithm_arguments,
     add_protocol_arguments,
     apply_blas_threads,
+    auto_or_int,
     module_main,
+    refuse_auto_sparsity,
 )
 from .report import report
 
@@ -68,8 +70,9 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bind", default=DEFAULT_ENDPOINT,
                         help=f"ZeroMQ endpoint (default {DEFAULT_ENDPOINT})")
     parser.add_argument("--labels", help="labels y: .npy or one-column text")
-    parser.add_argument("-s", "--sparsity", type=int, help="feature budget s "
-                        "(default 100 for the synthetic problem; required with --labels)")
+    parser.add_argument("-s", "--sparsity", type=auto_or_int, help="feature budget s "
+                        "(default 100 for the synthetic problem; required with --labels;"
+                        " -s auto is for sequential OS: asyos run)")
     parser.add_argument("--workers", type=int, required=True,
                         help="number of workers (shards) q")
     parser.add_argument("--loss", default=None, help=f"one of {', '.join(LOSS_NAMES)}")
@@ -138,6 +141,7 @@ def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
     from ..transport.zeromq.common import secret_path, write_secret
 
+    refuse_auto_sparsity(args.sparsity)
     if args.out:
         check_out(args.out)
     truth = None

@@ -25,7 +25,7 @@ class Job:
     stream: FeatureStream
     y: np.ndarray
     truth: object          # the synthetic Problem, or None for user data
-    s: int
+    s: int | str           # "auto": a path over sizes (-s auto)
     loss: Loss
     source: str
     groups: np.ndarray | None = None   # one label per feature (--groups)
@@ -58,8 +58,10 @@ def load_job(args) -> Job:
             raise InputError("--degree expands the columns of --data; give --data")
         kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
-        problem = stream_problem(kind, p=args.features, s=s, n=args.samples,
-                                 seed=args.seed, shuffle=args.shuffle, dtype=args.dtype)
+        # -s auto looks for the size of the default problem: 100 true features
+        problem = stream_problem(kind, p=args.features, s=100 if s == "auto" else s,
+                                 n=args.samples, seed=args.seed, shuffle=args.shuffle,
+                                 dtype=args.dtype)
         stream = problem.stream
         default_loss = "squared" if kind == "regression" else "squared_hinge"
         y, truth, source = problem.y, problem, f"synthetic {kind}"
@@ -77,7 +79,7 @@ def load_job(args) -> Job:
             raise InputError(f"{args.data}: no labels; give --labels")
         s, default_loss, truth, source = args.sparsity, "squared", None, str(args.data)
     loss = Loss.parse(args.loss or default_loss)
-    log.info("%s: n = %d, p = %d, s = %d, loss = %s", source, stream.n_samples,
+    log.info("%s: n = %d, p = %d, s = %s, loss = %s", source, stream.n_samples,
              stream.n_features, s, loss.name.lower())
     groups = None if args.groups is None else load_groups(args.groups)
     y, classes = map_labels(y, loss, stream.n_samples)
@@ -99,6 +101,9 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
                              "standardize", "shuffle", "seed", "staleness", "window",
                              "batch", "simulate", "delay", "random_delay", "budget", "rule", "dtype",
                              "degree", "groups", "group_sparsity")}}
+    if s == "auto":   # the path over sizes: what picked the size, and how far it went
+        context["config"].update(criterion=getattr(args, "criterion", None) or "sic",
+                                 max_features=getattr(args, "max_features", None))
     if classes is not None:
         context["config"]["classes"] = list(classes)
     if truth is not None:

@@ -31,6 +31,13 @@ def auto_or_int(text: str):
                                          f"{text!r}") from None
 
 
+def refuse_auto_sparsity(sparsity) -> None:
+    """Asy-OS (MPI, --simulate, ``asyos server``) takes a number for -s."""
+    if sparsity == "auto":
+        raise InputError("-s auto runs sequential OS along a path; give a number for "
+                         "Asy-OS")
+
+
 def staleness_value(text: str):
     """--staleness: a whole number, 'auto' or 'none' (no bound)."""
     return None if text.lower() == "none" else auto_or_int(text)

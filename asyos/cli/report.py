@@ -14,6 +14,20 @@ def label_mapping(config: dict) -> str | None:
     return f"{classes[0]} → -1, {classes[1]} → +1"
 
 
+def size_path_line(context: dict) -> str | None:
+    """"s = 6 chosen by sic over 1..15 (15 sizes)" for a -s auto run (None
+    otherwise), with a hint when the chosen size is the largest on the path."""
+    path = context.get("size_path")
+    if not path:
+        return None
+    sizes = path["sizes"]
+    line = (f"s = {path['chosen']} chosen by {path['criterion']} over "
+            f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)")
+    if path["chosen"] == sizes[-1] and len(sizes) > 1:
+        line += "; the largest on the path: a larger --max-features may fit better"
+    return line
+
+
 def report(result: FitResult | None, out=None) -> None:
     """Human-readable summary on stdout (nothing on MPI worker ranks)."""
     if result is None:
@@ -26,6 +40,9 @@ def report(result: FitResult | None, out=None) -> None:
     mapping = label_mapping(config)
     if mapping:
         print(f"labels: {mapping}", file=out)
+    size_path = size_path_line(result.context)
+    if size_path:
+        print(f"model size: {size_path}", file=out)
     print("objective per epoch: "
           + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
           + f" (final {result.objective:.6g})", file=out)

@@ -3,7 +3,8 @@
 ``plot`` draws four panels to a PNG (matplotlib, Agg backend, imported only here):
 the objective against steps and against time (virtual time for a virtual-clock
 simulation), the steps each Asy-OS worker took, and the histogram of the staleness of
-every push.  ``inspect`` prints the run as a two-column table and the selected
+every push; for a ``-s auto`` run, also the path over model sizes (the criterion with
+the chosen s marked, and the objective, against s) to ``<name>-path.png`` beside it.  ``inspect`` prints the run as a two-column table and the selected
 features by |weight|.
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 from ..experiments.plot import pyplot
 from ..io.results import load_result
 from ..solvers.result import FitResult
-from .report import label_mapping
+from .report import label_mapping, size_path_line
 
 log = logging.getLogger("asyos.results")
 
@@ -36,8 +37,11 @@ def add_inspect_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _title(result: FitResult) -> str:
     data, config = result.data, result.config
+    s = config.get("s", "?")
+    if s == "auto" and result.context.get("size_path"):
+        s = f"auto → {result.context['size_path']['chosen']}"
     return (f"{data.get('source', '?')}: n = {data.get('n_samples', '?')}, "
-            f"p = {data.get('n_features', '?')}, s = {config.get('s', '?')}, "
+            f"p = {data.get('n_features', '?')}, s = {s}, "
             f"loss = {config.get('loss', '?')}")
 
 
@@ -82,6 +86,42 @@ def run_plot(args) -> Path:
     fig.savefig(out, dpi=args.dpi)
     plt.close(fig)
     print(f"wrote {out}")
+    if result.context.get("size_path"):
+        print(f"wrote {plot_size_path(plt, result, path_png(out), args.dpi)}")
+    return out
+
+
+def path_png(out: Path) -> Path:
+    """Where the path figure of a -s auto run goes: ``r.png`` → ``r-path.png``."""
+    return out.with_name(f"{out.stem}-path{out.suffix or '.png'}")
+
+
+def plot_size_path(plt, result: FitResult, out: Path, dpi: int) -> Path:
+    """A -s auto run's path: the criterion against s with the chosen s marked, above
+    the objective against s."""
+    path = result.context["size_path"]
+    sizes, chosen = path["sizes"], path["chosen"]
+    fig, (crit_ax, obj_ax) = plt.subplots(2, 1, figsize=(7, 6.5), sharex=True)
+    crit_ax.plot(sizes, path["values"], marker="o", color="C0")
+    if chosen in sizes:
+        crit_ax.plot([chosen], [path["values"][sizes.index(chosen)]], marker="*",
+                     markersize=16, color="C3", linestyle="none",
+                     label=f"chosen s = {chosen}")
+        crit_ax.legend()
+    crit_ax.set(ylabel=path["criterion"], title=f"{path['criterion']} along the path "
+                "(lower is better)")
+    objective = path["objective"]
+    obj_ax.plot(sizes, objective, marker="o", color="C1")
+    if min(objective) > 0:
+        obj_ax.set_yscale("log")
+    obj_ax.set(xlabel="model size s", ylabel="objective", title="objective vs s")
+    for ax in (crit_ax, obj_ax):
+        ax.axvline(chosen, color="C3", alpha=0.4, linestyle="--")
+        ax.grid(alpha=0.3)
+    fig.suptitle(_title(result))
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    plt.close(fig)
     return out
 
 
@@ -104,6 +144,8 @@ def summary(result: FitResult, top: int = 20) -> str:
             ("epochs", str(config.get("epochs", "?")))]
     if label_mapping(config):
         rows.append(("labels", label_mapping(config)))
+    if size_path_line(context):
+        rows.append(("model size", size_path_line(context)))
     if result.objective_per_epoch:
         rows.append(("objective per epoch", _numbers(result.objective_per_epoch)))
     if np.isfinite(result.objective):

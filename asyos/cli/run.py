@@ -17,6 +17,7 @@ from ..core.projection import group_constraint
 from ..errors import InputError
 from ..io.results import check_out
 from ..solvers.asy import AsyConfig
+from ..solvers.path import CRITERIA, fit_path
 from ..solvers.result import FitResult
 from ..solvers.sequential import fit_os
 from ..transport.base import launched_by_mpi
@@ -26,8 +27,10 @@ from .options import (
     add_algorithm_arguments,
     add_protocol_arguments,
     apply_blas_threads,
+    auto_or_int,
     blas_threads,
     module_main,
+    refuse_auto_sparsity,
 )
 from .report import report
 
@@ -55,8 +58,16 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       help="n of the synthetic problem (default: the paper's "
                       "round(1.2·s·log2 p))")
     algo = parser.add_argument_group("algorithm")
-    algo.add_argument("-s", "--sparsity", type=int, help="feature budget s "
-                      "(default 100 for the synthetic problem; required with --data)")
+    algo.add_argument("-s", "--sparsity", type=auto_or_int, help="feature budget s "
+                      "(default 100 for the synthetic problem; required with --data), "
+                      "or 'auto': sequential OS along a path of sizes, warm-started, "
+                      "and the size --criterion picks")
+    algo.add_argument("--criterion", choices=CRITERIA, help="with -s auto: the "
+                      "information criterion that picks the size (sic (default): "
+                      "abess's special IC; ebic: the extended BIC)")
+    algo.add_argument("--max-features", type=int, metavar="K", help="with -s auto: "
+                      "the largest size on the path (default n / (log log n · log p), "
+                      "at most p; the path has at most 20 sizes from 1 to K)")
     algo.add_argument("--loss", default=None, help=f"one of {', '.join(LOSS_NAMES)} "
                       "(default squared; squared_hinge for synthetic classification)")
     algo.add_argument("--eta", default="auto", help="step size, or 'auto' (default)")
@@ -91,8 +102,58 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
+def check_path_flags(args) -> None:
+    """The flags of the path over s (-s auto) go together, and with sequential OS."""
+    if args.sparsity != "auto":
+        for flag in ("criterion", "max_features"):
+            if getattr(args, flag) is not None:
+                raise InputError(f"--{flag.replace('_', '-')} goes with -s auto (a path "
+                                 "over model sizes)")
+        return
+    for flag, default in (("eta", "auto"), ("m", "auto"), ("groups", None),
+                          ("group_sparsity", None)):
+        if getattr(args, flag) != default:
+            raise InputError(f"-s auto runs OS along a path with its default step "
+                             f"size and no groups; --{flag.replace('_', '-')} goes with "
+                             "a number for -s")
+
+
+def run_path(args, job) -> FitResult:
+    """-s auto: sequential OS along a warm-started path of sizes (``fit_path``); the
+    result is the chosen size's fit, with the path in ``context["size_path"]``."""
+    p = job.stream.n_features
+    largest = args.max_features
+    if largest is not None and not 1 <= largest <= p:
+        raise InputError(f"--max-features must be between 1 and the number of "
+                         f"features p = {p}, got {largest}")
+    if largest is None and job.truth is not None:
+        # the synthetic problem: up to twice its true size, which abess's default
+        # (n / (log log n · log p), about 0.9 s at the paper's n) would stop short of
+        largest = min(p, 2 * job.truth.support.size)
+    bar = None
+    if not args.quiet:
+        from tqdm import tqdm
+
+        bar = tqdm(unit="feature", desc="OS path", file=sys.stderr, mininterval=0.2)
+    try:
+        path = fit_path(job.stream, job.y, loss=job.loss,
+                        criterion=args.criterion or "sic",
+                        max_features=largest, epochs=args.epochs,
+                        rule=args.rule, standardize=args.standardize,
+                        progress=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
+    result = path.best
+    result.context["size_path"] = {**path.summary(), "seconds": path.seconds,
+                                   "n_steps": sum(f.n_steps for f in path.fits)}
+    return finish_job(args, job, result)
+
+
 def run_sequential(args) -> FitResult:
     job = load_job(args)
+    if args.sparsity == "auto":
+        return run_path(args, job)
     bar = None
     if not args.quiet:
         from tqdm import tqdm
@@ -140,6 +201,8 @@ def run_mpi(args) -> FitResult | None:
                                rule=args.rule)
 
     try:
+        refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
+        check_path_flags(args)
         result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
                                 record_order=args.record_order,
                                 threads=blas_threads(args.blas_threads))
@@ -184,6 +247,9 @@ def run(args) -> FitResult | None:
             raise InputError("--simulate runs in one process; start it without mpirun")
     if launched_by_mpi():
         return run_mpi(args)
+    if args.simulate is not None:   # Asy-OS, simulated
+        refuse_auto_sparsity(args.sparsity)
+    check_path_flags(args)
     if args.out:
         check_out(args.out)
     apply_blas_threads(args.blas_threads)
