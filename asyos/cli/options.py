@@ -7,7 +7,7 @@ import logging
 import os
 import sys
 
-from ..core.kept_set import FITTED_EPOCHS, PAPER_EPOCHS, RULES
+from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
@@ -48,8 +48,8 @@ def add_algorithm_arguments(group) -> None:
     group.add_argument("--epochs", type=auto_or_int, default="auto",
                        help="passes over the features ('auto' (default): at most "
                        f"{FITTED_EPOCHS} under the fitted rule, which stops after a pass "
-                       f"without a swap; {PAPER_EPOCHS} under the paper's rule and for "
-                       "Asy-OS)")
+                       f"without a swap ({ASY_FITTED_EPOCHS} for Asy-OS); {PAPER_EPOCHS} "
+                       "under the paper's rule)")
     group.add_argument("--rule", choices=RULES, default="auto",
                        help="substitution rule: fitted (the newcomer's fitted weight "
                        "against the kept feature whose removal costs least), magnitude "

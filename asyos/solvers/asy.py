@@ -80,7 +80,8 @@ class AsyConfig:
                              f"s2 = {s2}: each worker needs at least one group (use "
                              f"at most {s2} workers)")
         step = StepSize.parse(eta, m)
-        epochs = resolve_epochs(epochs, "magnitude")   # workers cannot stop alone
+        epochs = resolve_epochs(epochs, resolve_rule(rule, False, s2 is not None),
+                                asy=True)
         if staleness not in ("auto", None):
             staleness = check_at_least("staleness", staleness, 0, integer=True)
         given = {}
@@ -95,7 +96,6 @@ class AsyConfig:
         if s2 is not None and budget != "fixed":
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")
-        resolve_rule(rule, False, s2 is not None)
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
                    depth, batch, s2=None if s2 is None else int(s2), budget=budget,
                    sized_for=n_features if automatic else -1, rule=rule)

@@ -160,6 +160,9 @@ def test_the_rule_in_force():
         resolve_rule("largest", sparse=False, grouped=False)
     assert resolve_epochs("auto", "fitted") == 10
     assert resolve_epochs("auto", "magnitude") == 2
+    assert resolve_epochs("auto", "fitted", asy=True) == 3
+    assert resolve_epochs("auto", "magnitude", asy=True) == 2
+    assert resolve_epochs(4, "fitted", asy=True) == 4
     with pytest.raises(InputError, match="epochs"):
         resolve_epochs(0, "fitted")
 

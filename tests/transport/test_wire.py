@@ -187,3 +187,13 @@ def test_split_never_fails_otherwise(buffer):
 
 def test_header_size_is_fixed():
     assert HEADER.size == struct.calcsize("<4sHHIIQqqq") == 48
+
+
+def test_a_config_naming_an_unknown_substitution_rule_is_a_wire_error():
+    from asyos.core.kept_set import RULES
+    from asyos.transport.zeromq.worker import _rule
+
+    assert [_rule(float(code)) for code in range(len(RULES))] == list(RULES)
+    for code in (len(RULES), -1.0, 0.5, float("nan")):
+        with pytest.raises(WireError, match="substitution rule"):
+            _rule(code)
