@@ -12,6 +12,7 @@ and the worst within 0.10.
     python benchmarks/asy_quality.py [--seeds 8] [--q 2 4 8 11] [--epochs 2 3]
                                      [--budgets fixed adaptive] [--quick] [--csv F]
                                      [--carrier simulated|mpi]
+                                     [--rule auto|fitted|magnitude]
 
 ``--carrier mpi`` runs every Asy-OS fit as ``mpiexec -n q+1 python -m asyos.run`` at
 its default pipeline and staleness bound (the data written once per seed) instead of
@@ -40,13 +41,14 @@ from asyos.metrics import recall
 from asyos.solvers.simulator import fit_simulated
 
 
-def mpi_fit(tmp: Path, s, q, budget, epochs) -> np.ndarray:
+def mpi_fit(tmp: Path, s, q, budget, epochs, rule) -> np.ndarray:
     """The features Asy-OS over ``q`` MPI workers selects on the data in ``tmp``."""
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     out = tmp / "result.json"
     command = [mpiexec, "-n", str(q + 1), sys.executable, "-m", "asyos.run", "--data",
                str(tmp / "X.npy"), "--labels", str(tmp / "y.npy"), "-s", str(s),
-               "--epochs", str(epochs), "--budget", budget, "--quiet", "--out", str(out)]
+               "--epochs", str(epochs), "--budget", budget, "--rule", rule, "--quiet",
+               "--out", str(out)]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")
@@ -54,7 +56,7 @@ def mpi_fit(tmp: Path, s, q, budget, epochs) -> np.ndarray:
 
 
 def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True,
-            carrier="simulated") -> list[dict]:
+            carrier="simulated", rule="auto") -> list[dict]:
     """One row per (seed, scans, method, q): recall and seconds."""
     rows = []
     tmp = Path(tempfile.mkdtemp(prefix="asy-quality-"))
@@ -65,7 +67,7 @@ def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True,
             np.save(tmp / "y.npy", problem.y)
         for epochs in epochs_list:
             start = time.perf_counter()
-            result = asyos.fit_os(problem.X, problem.y, s=s, epochs=epochs)
+            result = asyos.fit_os(problem.X, problem.y, s=s, epochs=epochs, rule=rule)
             rows.append({"seed": seed, "epochs": epochs, "budget": "sequential", "q": 1,
                          "recall": recall(result.selected, problem.support),
                          "seconds": time.perf_counter() - start})
@@ -73,10 +75,11 @@ def measure(p, s, n, seeds, qs, epochs_list, budgets, progress=True,
                 for budget in budgets:
                     start = time.perf_counter()
                     if carrier == "mpi":
-                        selected = mpi_fit(tmp, s, q, budget, epochs)
+                        selected = mpi_fit(tmp, s, q, budget, epochs, rule)
                     else:
                         selected = fit_simulated(problem.X, problem.y, s, q, delay=q,
-                                                 budget=budget, epochs=epochs).selected
+                                                 budget=budget, epochs=epochs,
+                                                 rule=rule).selected
                     rows.append({"seed": seed, "epochs": epochs, "budget": budget, "q": q,
                                  "recall": recall(selected, problem.support),
                                  "seconds": time.perf_counter() - start})
@@ -141,6 +144,9 @@ def main(argv=None):
                         help="p = 2048, s = 32, 3 seeds, q = 4 8, 2 scans")
     parser.add_argument("--csv", help="write every run (seed, scans, rule, q, recall)")
     parser.add_argument("--quiet", action="store_true", help="no per-seed lines")
+    parser.add_argument("--rule", choices=["auto", "fitted", "magnitude"],
+                        default="auto", help="the substitution rule of every fit "
+                        "(sequential OS's fitted rule stops early: scans are a cap)")
     parser.add_argument("--carrier", choices=["simulated", "mpi"], default="simulated",
                         help="simulated Asy-OS with tau = q, or real MPI ranks")
     args = parser.parse_args(argv)
@@ -155,7 +161,7 @@ def main(argv=None):
           f"{seeds.start}..{seeds.stop - 1}, q = {qs}, scans {epochs_list}", flush=True)
     start = time.perf_counter()
     rows = measure(p, s, args.n, seeds, qs, epochs_list, args.budgets,
-                   progress=not args.quiet, carrier=args.carrier)
+                   progress=not args.quiet, carrier=args.carrier, rule=args.rule)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[0]))

@@ -198,7 +198,7 @@ def run_breast_cancer(rows, orders=10):
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    from asyos.estimators import OnlineSubstitutionSelector
+    from asyos import OnlineSubstitutionSelector
 
     X, y = load_breast_cancer(return_X_y=True)
     folds = StratifiedKFold(5, shuffle=True, random_state=0)

@@ -48,7 +48,7 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
     assert len(result["selected"]) <= 30 and result["truth"]["recall"] > 0.6
     cores = len(os.sched_getaffinity(0))
     for worker in asy["workers"]:
-        assert worker["steps"] == 2 * 300
+        assert worker["steps"] == 3 * 300   # the fitted rule: 3 passes for Asy-OS
         assert worker["compute_seconds"] > 0 and worker["communicate_seconds"] > 0
         # three ranks share the node's cores for BLAS (NodeShare)
         assert worker["blas_threads"] == max(1, cores // 3)
