@@ -39,9 +39,10 @@ from .os_step import _FAST, _dot, vacate
 # Slots of ``FittedState.info``: the relative ridge; λ in force; the running
 # max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
 # swaps in all; moves rejected because F rose; swaps between refreshes; F at u and
-# whether it (and ``g``) are current for u.
+# whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
+# predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since).
 (RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, SWAPS, REJECTED, REFRESH_EVERY, OBJECTIVE,
- CURRENT) = range(11)
+ CURRENT, PRODUCTS, GAIN) = range(13)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -69,7 +70,7 @@ def fitted_state(n_samples: int, capacity: int, ridge: float) -> FittedState:
     """An empty state for a kept set of ``capacity`` over ``n_samples``; λ is
     ``ridge`` times the largest ‖x‖²/n seen."""
     c = capacity + 1
-    info = np.zeros(CURRENT + 1)
+    info = np.zeros(GAIN + 1)
     info[RIDGE], info[STALE] = ridge, 1.0
     info[REFRESH_EVERY] = max(4, capacity // 4)
     return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
@@ -102,6 +103,7 @@ def refresh(cols, size, u, y, loss, st):
         st.curv[r] = hess_at(loss, u[r], y[r]) / n
     refactor(cols, size, st)
     st.info[STALE] = 0.0
+    st.info[PRODUCTS] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -180,16 +182,22 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     if info[CURRENT] == 0.0:
         info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
         info[CURRENT] = 1.0
+        info[PRODUCTS] = 0.0
     before = info[OBJECTIVE]
     for r in range(n):
         st.hx[r] = st.curv[r] * x[r]
+    fresh_products = info[PRODUCTS] == 0.0
     for l in range(k):   # one pass over the kept columns
         col = cols[l]
         sg, sb = 0.0, 0.0
-        for r in range(n):
-            sg += col[r] * st.g[r]
-            sb += col[r] * st.hx[r]
-        st.gS[l] = sg + lam * weights[l]
+        if fresh_products:
+            for r in range(n):
+                sg += col[r] * st.g[r]
+                sb += col[r] * st.hx[r]
+            st.gS[l] = sg + lam * weights[l]
+        else:   # X_Sᵀg is unchanged since the last arrival: half the pass
+            for r in range(n):
+                sb += col[r] * st.hx[r]
         st.bS[l] = sb
     gain = 0.0
     for i in range(k):
@@ -199,6 +207,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
             sa += inv[i, l] * st.bS[l]
         st.v[i], st.a[i] = sv, sa
         gain += 0.5 * sv * st.gS[i]
+    info[PRODUCTS] = 1.0
     w_new = st.w_new
     for l in range(k):
         w_new[l] = weights[l] - st.v[l]
@@ -291,6 +300,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         u[:] = st.fresh
     st.g[:] = st.g_trial
     info[OBJECTIVE] = after
+    info[PRODUCTS] = 0.0
     return size, dropped
 
 
