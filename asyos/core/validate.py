@@ -20,12 +20,8 @@ from ..errors import InputError
 from .losses import Loss
 
 
-def check_labels(y, loss: Loss, n_samples: int | None = None) -> np.ndarray:
-    """Labels as a float64 vector of length n; ±1 for classification losses."""
-    try:
-        y = np.asarray(y, dtype=np.float64)
-    except (TypeError, ValueError) as exc:
-        raise InputError(f"labels are not numeric: {exc}") from None
+def _label_vector(y: np.ndarray, n_samples: int | None) -> np.ndarray:
+    """``y`` as a nonempty vector of n labels (a column or row vector is flattened)."""
     if y.ndim == 2 and 1 in y.shape:
         y = y.ravel()
     if y.ndim != 1:
@@ -35,6 +31,16 @@ def check_labels(y, loss: Loss, n_samples: int | None = None) -> np.ndarray:
     if n_samples is not None and y.shape[0] != n_samples:
         raise InputError(f"labels have n = {y.shape[0]} samples but the features have "
                          f"n = {n_samples}")
+    return y
+
+
+def check_labels(y, loss: Loss, n_samples: int | None = None) -> np.ndarray:
+    """Labels as a float64 vector of length n; ±1 for classification losses."""
+    try:
+        y = np.asarray(y, dtype=np.float64)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"labels are not numeric: {exc}") from None
+    y = _label_vector(y, n_samples)
     bad = np.flatnonzero(~np.isfinite(y))
     if bad.size:
         raise InputError(f"label {bad[0]} is NaN or inf")
@@ -56,16 +62,7 @@ def binary_labels(y, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarr
     solvers; the fronts that take a user's labels (the CLI, the estimators) map them
     here first and record ``classes`` so that the user knows which one is +1.
     """
-    y = np.asarray(y)
-    if y.ndim == 2 and 1 in y.shape:
-        y = y.ravel()
-    if y.ndim != 1:
-        raise InputError(f"labels must be a vector, got an array of shape {y.shape}")
-    if y.size == 0:
-        raise InputError("labels are empty")
-    if n_samples is not None and y.shape[0] != n_samples:
-        raise InputError(f"labels have n = {y.shape[0]} samples but the features have "
-                         f"n = {n_samples}")
+    y = _label_vector(np.asarray(y), n_samples)
     if y.dtype.kind == "c":
         raise InputError("labels are complex numbers")
     if y.dtype.kind in "iuf":
