@@ -209,6 +209,8 @@ def run_breast_cancer(rows, orders=10):
         return cross_val_score(pipe, X, y, cv=folds).mean()
 
     for k in (3, 5):
+        print(f" k = {k}", flush=True)
+
         def os_selector(rule):
             return OnlineSubstitutionSelector(k, loss="logistic", rule=rule, epochs=10)
 
