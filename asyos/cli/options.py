@@ -54,7 +54,7 @@ def add_algorithm_arguments(group) -> None:
                        help="substitution rule: fitted (the newcomer's fitted weight "
                        "against the kept feature whose removal costs least), magnitude "
                        "(the paper's: one gradient step, drop the smallest |w|), auto "
-                       "(default): fitted, magnitude on sparse data and with --groups")
+                       "(default): fitted, magnitude on sparse data")
 
 
 def add_protocol_arguments(group) -> None:

@@ -158,7 +158,7 @@ def run_sequential(args) -> FitResult:
     if not args.quiet:
         from tqdm import tqdm
 
-        rule = resolve_rule(args.rule, job.stream.sparse, job.groups is not None)
+        rule = resolve_rule(args.rule, job.stream.sparse)
         bar = tqdm(total=job.stream.n_features * resolve_epochs(args.epochs, rule),
                    unit="feature", desc="OS", file=sys.stderr, mininterval=0.2)
     try:

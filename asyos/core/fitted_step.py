@@ -42,7 +42,7 @@ from .os_step import _FAST, _dot, vacate
 # whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
 # predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since).
 (RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, SWAPS, REJECTED, REFRESH_EVERY, OBJECTIVE,
- CURRENT, PRODUCTS, GAIN) = range(13)
+ CURRENT, PRODUCTS, GAIN, MAX_GROUPS) = range(14)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -63,18 +63,26 @@ class FittedState(NamedTuple):
     a: np.ndarray       # (c+1,): H_S⁻¹ b
     v: np.ndarray       # (c+1,): H_S⁻¹ gS (the Newton step on S)
     w_new: np.ndarray   # (c+1,): the weights of the move tried
-    info: np.ndarray    # slots RIDGE … REFRESH_EVERY
+    drop: np.ndarray    # (c+1,) bool: the slots the move tried drops
+    group_of: np.ndarray  # (p,) int64 group ids, or empty: no groups
+    info: np.ndarray    # slots RIDGE … MAX_GROUPS
 
 
-def fitted_state(n_samples: int, capacity: int, ridge: float) -> FittedState:
+def fitted_state(n_samples: int, capacity: int, ridge: float,
+                 group_of: np.ndarray | None = None, max_groups: int = 0) -> FittedState:
     """An empty state for a kept set of ``capacity`` over ``n_samples``; λ is
-    ``ridge`` times the largest ‖x‖²/n seen."""
+    ``ridge`` times the largest ‖x‖²/n seen.  ``group_of``/``max_groups``: at most
+    that many groups kept (group-aware OS), feature j in group ``group_of[j]``."""
     c = capacity + 1
-    info = np.zeros(GAIN + 1)
+    info = np.zeros(MAX_GROUPS + 1)
     info[RIDGE], info[STALE] = ridge, 1.0
     info[REFRESH_EVERY] = max(4, capacity // 4)
+    info[MAX_GROUPS] = max_groups
+    groups = np.zeros(0, np.int64) if group_of is None else \
+        np.ascontiguousarray(group_of, dtype=np.int64)
     return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
-                       *(np.zeros(c) for _ in range(5)), info)
+                       *(np.zeros(c) for _ in range(5)), np.zeros(c, np.bool_), groups,
+                       info)
 
 
 @njit(cache=True)
@@ -147,6 +155,82 @@ def _objective(loss, u, y, weights, k, lam, g):
     return loss_and_grad(loss, u, y, g) + 0.5 * lam * total
 
 
+@njit(cache=True, inline="always")
+def _needs_a_group(index, k, j, st):
+    """Group-aware OS: j's group is not kept and ``MAX_GROUPS`` groups are, so j can
+    enter only if a whole kept group leaves."""
+    limit = st.info[MAX_GROUPS]
+    if limit <= 0.0:
+        return False
+    group = st.group_of[j]
+    groups = 0
+    for l in range(k):
+        g = st.group_of[index[l]]
+        if g == group:
+            return False
+        first = True
+        for m in range(l):
+            if st.group_of[index[m]] == g:
+                first = False
+                break
+        if first:
+            groups += 1
+    return groups >= limit
+
+
+@njit(cache=True)
+def _drop_a_group(index, k, newcomer_cost, sigma, st):
+    """The kept group whose removal costs least in the model,
+    ½ w_Gᵀ([H_B⁻¹]_GG)⁻¹ w_G, if it costs less than rejecting the newcomer: its slots
+    are marked in ``st.drop`` and ``st.w_new`` re-optimised without them (the block
+    form of the single drop).  Returns whether a group goes."""
+    inv, a, w_new = st.inv, st.a, st.w_new
+    slots = np.empty(k, np.int64)
+    best, chosen = newcomer_cost, -1
+    for l in range(k):
+        g = st.group_of[index[l]]
+        m = 0
+        for l2 in range(k):
+            if st.group_of[index[l2]] == g:
+                slots[m] = l2
+                m += 1
+        if slots[0] != l:   # each group once, at its first slot
+            continue
+        block = np.empty((m, m))
+        w_g = np.empty(m)
+        for r in range(m):
+            w_g[r] = w_new[slots[r]]
+            for c in range(m):
+                block[r, c] = inv[slots[r], slots[c]] + a[slots[r]] * a[slots[c]] / sigma
+        cost = 0.5 * np.dot(w_g, np.linalg.solve(block, w_g))
+        if cost < best * (1.0 - 1e-9):
+            best, chosen = cost, g
+    if chosen < 0:
+        return False
+    m = 0
+    for l in range(k):
+        if st.group_of[index[l]] == chosen:
+            slots[m] = l
+            m += 1
+    block = np.empty((m, m))
+    w_g = np.empty(m)
+    for r in range(m):
+        w_g[r] = w_new[slots[r]]
+        for c in range(m):
+            block[r, c] = inv[slots[r], slots[c]] + a[slots[r]] * a[slots[c]] / sigma
+    z = np.linalg.solve(block, w_g)
+    for l in range(k):
+        delta = 0.0
+        for r in range(m):
+            delta += (inv[l, slots[r]] + a[l] * a[slots[r]] / sigma) * z[r]
+        w_new[l] -= delta
+    for r in range(m):
+        w_new[k] += a[slots[r]] / sigma * z[r]
+        w_new[slots[r]] = 0.0
+        st.drop[slots[r]] = True
+    return True
+
+
 @njit(cache=True, fastmath=_FAST)
 def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                    contribution, separate, damping, st):
@@ -208,11 +292,12 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         st.v[i], st.a[i] = sv, sa
         gain += 0.5 * sv * st.gS[i]
     info[PRODUCTS] = 1.0
-    w_new = st.w_new
+    w_new, drop = st.w_new, st.drop
     for l in range(k):
         w_new[l] = weights[l] - st.v[l]
     w_new[k] = 0.0
-    grows, d = False, -1
+    drop[:] = False
+    grows, swap, sigma = False, False, 1.0
     if pos < 0:
         c = _dot(x, st.hx) + lam
         ba, ag = 0.0, 0.0
@@ -225,7 +310,9 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
             for l in range(k):
                 w_new[l] -= st.a[l] * dj
             w_new[k] = dj
-            if k < capacity:
+            if _needs_a_group(index, k, j, st):
+                swap = _drop_a_group(index, k, 0.5 * sigma * dj * dj, sigma, st)
+            elif k < capacity:
                 grows = True
             else:
                 d, best = k, 0.5 * sigma * dj * dj
@@ -240,15 +327,15 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                         w_new[l] -= f * (inv[l, d] + st.a[l] * st.a[d] / sigma)
                     w_new[k] += f * st.a[d] / sigma
                     w_new[d] = 0.0
-                else:       # the newcomer costs least: the Newton step on S
-                    for l in range(k):
-                        w_new[l] = weights[l] - st.v[l]
-                    w_new[k] = 0.0
-    swap = 0 <= d < k
+                    drop[d] = swap = True
+            if not (grows or swap):   # the newcomer costs least: the Newton step on S
+                for l in range(k):
+                    w_new[l] = weights[l] - st.v[l]
+                w_new[k] = 0.0
     moved = grows or swap
     if damping < 1.0:
         for l in range(k):
-            if l != d:
+            if not drop[l]:
                 w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
         w_new[k] *= damping
         gain *= damping
@@ -283,10 +370,15 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         size = k + 1
     elif swap:
         _grow(inv, k, st.a, sigma)
-        _remove(inv, k, d)
         index[k] = j
-        dropped = index[d]
-        vacate(cols, index, weights, k, d)
+        last = k
+        for d in range(k - 1, -1, -1):   # from the top: slot ``last`` is never dropped
+            if drop[d]:
+                dropped = index[d]
+                _remove(inv, last, d)
+                vacate(cols, index, weights, last, d)
+                last -= 1
+        size = last + 1
         info[SINCE] += 1.0
         info[SWAPS] += 1.0
         if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:

@@ -7,7 +7,6 @@ sequential OS run and of an Asy-OS worker.
 
 import numpy as np
 
-from ..errors import InputError
 from .drivers import NO_GROUPS, os_block, os_local
 from .fitted_step import (
     CURRENT,
@@ -148,16 +147,13 @@ PAPER_EPOCHS = 2     # passes of the paper's rule by default
 ASY_FITTED_EPOCHS = 3   # Asy-OS workers under the fitted rule: they cannot stop alone
 
 
-def resolve_rule(rule: str, sparse: bool, grouped: bool) -> str:
-    """The substitution rule in force: "auto" is the fitted rule on dense streams and
-    the paper's drop of the smallest |w| ("magnitude") on sparse streams (whose
-    kernel costs O(nnz) a step) and for group-aware OS (whose projection is SGHT's)."""
+def resolve_rule(rule: str, sparse: bool) -> str:
+    """The substitution rule in force: "auto" is the fitted rule on dense streams
+    (group-aware OS included) and the paper's drop of the smallest |w|
+    ("magnitude") on sparse streams, whose kernel costs O(nnz) a step."""
     check_choice("rule", rule, RULES)
     if rule == "auto":
-        return "magnitude" if sparse or grouped else "fitted"
-    if rule == "fitted" and grouped:
-        raise InputError("group-aware OS keeps the paper's substitution rule (the "
-                         "bi-level projection); use rule='magnitude' with groups")
+        return "magnitude" if sparse else "fitted"
     return rule
 
 
@@ -183,11 +179,11 @@ def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
     (group_of, max_groups) a group-aware one, which reads dense blocks.
     ``ridge``: the fitted rule's relative ridge (None: ``default_ridge``);
     ``damping``: the scale of its moves in an Asy-OS worker (``FittedKeptSet``)."""
-    rule = resolve_rule(rule, stream.sparse, groups is not None)
+    rule = resolve_rule(rule, stream.sparse)
     if rule == "fitted":
         ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
         kept = FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
-                             stream.dtype)
+                             stream.dtype, *(groups or (None, 0)))
         kept.damping = damping
         return kept, stream.blocks
     if groups is None:
@@ -208,10 +204,12 @@ class FittedKeptSet(_Kept):
     """A dense kept set under the fitted substitution rule (``core/fitted_step.py``):
     the same interface as ``KeptSet``, plus H_S⁻¹ (O(s²))."""
 
-    def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64):
+    def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64,
+                 group_of=None, max_groups: int = 0):
         super().__init__(n_samples, capacity)
         self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
-        self.model = fitted_state(self.n_samples, self.capacity, ridge)
+        self.model = fitted_state(self.n_samples, self.capacity, ridge, group_of,
+                                  max_groups)
         self.damping = 1.0    # an Asy-OS worker's least scale of its moves
         self.scale = 1.0      # its scale now
         self._seen = np.inf   # the loss at its last view

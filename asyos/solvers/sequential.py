@@ -45,7 +45,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     rule : the substitution rule: "fitted" (the newcomer's fitted weight against the
         cheapest drop, ``core/fitted_step.py``), "magnitude" (the paper's: one
         gradient step, drop the smallest |w|) or "auto" (fitted, except on sparse
-        streams and with groups: ``core.kept_set.resolve_rule``)
+        streams: ``core.kept_set.resolve_rule``)
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -55,7 +55,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     s = check_sparsity(s, stream.n_features)
     constraint = group_constraint(groups, s2, stream.n_features)
     step = StepSize.parse(eta, m)
-    rule = resolve_rule(rule, stream.sparse, constraint is not None)
+    rule = resolve_rule(rule, stream.sparse)
     epochs = resolve_epochs(epochs, rule)
     m = step.block_factor(stream.n_samples, s)
 

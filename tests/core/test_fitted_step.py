@@ -150,14 +150,12 @@ def test_the_curvature_is_the_losses_second_derivative():
 
 
 def test_the_rule_in_force():
-    assert resolve_rule("auto", sparse=False, grouped=False) == "fitted"
-    assert resolve_rule("auto", sparse=True, grouped=False) == "magnitude"
-    assert resolve_rule("auto", sparse=False, grouped=True) == "magnitude"
-    assert resolve_rule("fitted", sparse=True, grouped=False) == "fitted"
-    with pytest.raises(InputError, match="group-aware OS keeps"):
-        resolve_rule("fitted", sparse=False, grouped=True)
+    assert resolve_rule("auto", sparse=False) == "fitted"
+    assert resolve_rule("auto", sparse=True) == "magnitude"
+    assert resolve_rule("fitted", sparse=True) == "fitted"
+    assert resolve_rule("magnitude", sparse=False) == "magnitude"
     with pytest.raises(InputError, match="rule must be one of"):
-        resolve_rule("largest", sparse=False, grouped=False)
+        resolve_rule("largest", sparse=False)
     assert resolve_epochs("auto", "fitted") == 10
     assert resolve_epochs("auto", "magnitude") == 2
     assert resolve_epochs("auto", "fitted", asy=True) == 3
@@ -225,3 +223,61 @@ def test_asy_os_workers_damp_their_newton_steps_on_correlated_shards(q, seed):
     assert 1 - residual @ residual / (y @ y) > 0.6
     assert out.objective_per_epoch[-1] <= out.objective_per_epoch[0]
     assert out.asy["u_check_max_abs_diff"] < 1e-9
+
+
+def _grouped(seed, p=200, n=100, size=10, true_groups=3, per_group=3):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, p))
+    groups = np.arange(p) // size
+    chosen = rng.choice(p // size, true_groups, replace=False)
+    support = np.sort(np.concatenate([g * size + rng.choice(size, per_group,
+                                                            replace=False)
+                                      for g in chosen]))
+    w = np.zeros(p)
+    w[support] = rng.choice([-1.0, 1.0], support.size) * rng.uniform(0.5, 1.5,
+                                                                      support.size)
+    return X, X @ w + 0.3 * rng.standard_normal(n), groups, support
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 10_000), s=st.integers(2, 9), s2=st.integers(1, 4),
+       loss=st.sampled_from(["squared", "logistic"]))
+def test_group_aware_arrivals_keep_both_budgets_and_lower_the_objective(seed, s, s2,
+                                                                        loss):
+    X, y, groups, _ = _grouped(seed, p=60, n=40, size=5)
+    if loss != "squared":
+        y = np.where(y >= 0, 1.0, -1.0)
+    kept = FittedKeptSet(40, s, 1e-3, np.float64, groups, s2)
+    block = np.ascontiguousarray(X.T)
+    S, w = np.zeros(0, np.int64), np.zeros(0)
+    for epoch in range(2):
+        kept.start_epoch()
+        for j in range(60):
+            kept.run_block(np.array([j]), block[j:j + 1], y, Loss.parse(loss), 1.0,
+                           np.zeros(7))
+            lam = kept.model.info[LAMBDA]
+            before = _ridge_objective(X, y, S, w, loss, lam)
+            S, w = kept.index[:kept.size].copy(), kept.weights[:kept.size].copy()
+            assert S.size <= s and np.unique(groups[S]).size <= s2
+            assert _ridge_objective(X, y, S, w, loss, lam) <= before * (1 + 1e-9) + 1e-12
+            np.testing.assert_allclose(kept.contribution, X[:, S] @ w, atol=1e-9)
+
+
+def test_group_aware_os_finds_whole_groups_that_the_paper_rule_misses():
+    fitted, paper = [], []
+    for seed in range(4):
+        X, y, groups, support = _grouped(seed, p=400, n=150, true_groups=4)
+        fitted.append(recall(fit_os(X, y, 12, groups=groups, s2=4).selected, support))
+        paper.append(recall(fit_os(X, y, 12, groups=groups, s2=4, rule="magnitude",
+                                   epochs=3).selected, support))
+    assert np.mean(fitted) >= 0.95 and np.mean(fitted) >= np.mean(paper)
+
+
+def test_group_aware_asy_os_under_the_fitted_rule_keeps_the_budgets():
+    from asyos.solvers.simulator import fit_simulated
+
+    X, y, groups, support = _grouped(1, p=400, n=150, true_groups=4)
+    out = fit_simulated(X, y, 12, 2, groups=groups, s2=4)
+    assert len(out.selected) <= 12 and np.unique(groups[out.selected]).size <= 4
+    assert out.asy["u_check_max_abs_diff"] < 1e-9
+    assert recall(out.selected, support) >= 0.75

@@ -48,20 +48,21 @@ def test_every_step_is_os_step_then_the_exact_bilevel_projection(n, p, s1, n_gro
                                       X[:, kept.index[:kept.size]].T)
 
 
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
 @pytest.mark.parametrize("loss", LOSSES)
-def test_s2_equal_to_the_number_of_groups_is_plain_os_exactly(loss):
+def test_s2_equal_to_the_number_of_groups_is_plain_os_exactly(loss, rule):
     X, y = ref.toy_problem(loss, n=60, p=150, s=8, seed=5)
     groups = np.random.default_rng(0).integers(0, 12, 150)
-    plain = fit_os(X, y, 15, loss=loss, epochs=3, rule="magnitude")
-    grouped = fit_os(X, y, 15, loss=loss, epochs=3, groups=groups, s2=12)
+    plain = fit_os(X, y, 15, loss=loss, epochs=3, rule=rule)
+    grouped = fit_os(X, y, 15, loss=loss, epochs=3, groups=groups, s2=12, rule=rule)
     np.testing.assert_array_equal(grouped.selected, plain.selected)
     np.testing.assert_array_equal(grouped.weights, plain.weights)
     assert grouped.objective == plain.objective
     assert grouped.substitutions_per_epoch == plain.substitutions_per_epoch
-    one = fit_simulated(X, y, 15, 1, loss=loss, groups=groups, s2=12)
+    one = fit_simulated(X, y, 15, 1, loss=loss, groups=groups, s2=12, rule=rule)
     np.testing.assert_array_equal(one.selected,
                                   fit_simulated(X, y, 15, 1, loss=loss,
-                                                rule="magnitude").selected)
+                                                rule=rule).selected)
 
 
 def test_group_budget_is_kept_and_helps_on_grouped_data():
