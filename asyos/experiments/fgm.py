@@ -77,7 +77,7 @@ def _fgm(space, y, k, *, B, C, **options):
 
 def _os(source, y, k):
     start = time.perf_counter()
-    res = fit_os(source, y, k, loss="squared_hinge", epochs=2)
+    res = fit_os(source, y, k, loss="squared_hinge", epochs=2, rule="magnitude")
     return res, time.perf_counter() - start
 
 

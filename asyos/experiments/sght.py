@@ -63,7 +63,7 @@ def make_case(case: int, seed) -> tuple:
 
 
 def _group_os(X, y, groups, s1, s2):
-    result = fit_os(X, y, s1, groups=groups, s2=s2, epochs=3)
+    result = fit_os(X, y, s1, groups=groups, s2=s2, epochs=3, rule="magnitude")
     w = np.zeros(X.shape[1])
     w[result.selected] = result.weights
     return w

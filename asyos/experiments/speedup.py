@@ -146,11 +146,12 @@ def predict_speedup(X, y, s: int, a: float, c_comm: float, *, loss: str,
     communication); Asy-OS with q workers a·n·(|S(t)|+2) + c_comm per worker step,
     workers running concurrently (``fit_simulated(..., clock=(a, c_comm))``).
     Threshold and speedup as for the measured runs, on virtual time."""
-    runs = {0: fit_simulated(X, y, s, 1, clock=(a, 0.0), loss=loss, epochs=epochs)}
+    runs = {0: fit_simulated(X, y, s, 1, clock=(a, 0.0), loss=loss, epochs=epochs,
+                             rule="magnitude")}
     for q in workers:
         if q <= s:
             runs[q] = fit_simulated(X, y, s, q, clock=(a, c_comm), loss=loss,
-                                    epochs=epochs)
+                                    epochs=epochs, rule="magnitude")
     threshold, times, gains = speedups(
         {q: _trace(r, "virtual_seconds") for q, r in runs.items()}, 0)
     return [{"workers": q, "t_threshold": times[q], "threshold": threshold,
@@ -197,7 +198,7 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
         np.save(y_path, problem.y)
         job = [sys.executable, "-m", "asyos.run", "--data", str(X_path), "--labels",
                str(y_path), "-s", str(s), "--loss", LOSS[task], "--epochs",
-               str(epochs), "--seed", str(seed)]
+               str(epochs), "--seed", str(seed), "--rule", "magnitude"]
         runs = {}
         for q in range(0, max_workers + 1):
             out = run_dir / f"{task}-rep{rep}-{'seq' if q == 0 else f'q{q}'}.json"

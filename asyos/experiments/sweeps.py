@@ -80,7 +80,7 @@ def make_problem(task: str, p: int, s: int, seed, n: int | None = None):
 
 
 def _os(X, y, s, *, loss, epochs):
-    return fit_os(X, y, s, loss=loss, epochs=epochs)
+    return fit_os(X, y, s, loss=loss, epochs=epochs, rule="magnitude")
 
 
 def method_table(task: str, names: Sequence[str] | None = None) -> dict:
@@ -195,7 +195,7 @@ def unit_workers(*, task, p, s, rep, seed, workers, epochs, variants=VARIANTS) -
                   workers=q, method=variant_name(budget, delay)), problem,
             lambda: fit_simulated(problem.X, problem.y, s, q, loss=LOSS[task],
                                   delay=q if delay == "q" else delay, budget=budget,
-                                  epochs=epochs, seed=rep), s)
+                                  epochs=epochs, seed=rep, rule="magnitude"), s)
         if result is not None:
             stale = result.asy["staleness"]
             row.update(staleness_max=stale["max"], staleness_mean=stale["mean"],
