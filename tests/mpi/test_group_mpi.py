@@ -30,7 +30,7 @@ def _grouped(seed=0, n=50, p=96):
 
 
 def _run(comm, X, y, groups, s1, s2, *, staleness=None, window="auto", batch="auto",
-         epochs=2, record_order=False):
+         epochs=2, record_order=False, rule="auto"):
     stream = ArrayStream(X, block_size=16)
 
     def open_job():
@@ -39,7 +39,8 @@ def _run(comm, X, y, groups, s1, s2, *, staleness=None, window="auto", batch="au
 
     def config(q, p):
         return AsyConfig.build(s1, q, eta=0.3, m=2.0, epochs=epochs, staleness=staleness,
-                               window=window, batch=batch, n_features=p, s2=s2)
+                               window=window, batch=batch, n_features=p, s2=s2,
+                               rule=rule)
 
     return transport.run(comm, open_job, config, record_order=record_order)
 
@@ -103,13 +104,16 @@ def test_tau_zero_is_the_simulator_on_the_recorded_order(window, batch):
     kept sets."""
     X, y, groups = _grouped(seed=2)
     s1, s2 = max(9, 2 * Q), max(3, Q)
+    # the paper's rule: the fitted rule's damping also depends on where views begin,
+    # which pipelining moves
     payload = _run(COMM, X, y, groups, s1, s2, staleness=0, window=window, batch=batch,
-                   record_order=True)
+                   record_order=True, rule="magnitude")
     if COMM.Get_rank() != 0:
         return
     schedule = [worker for worker, _ in payload.asy["order"]]
     simulated = fit_simulated(ArrayStream(X, block_size=16), y, s1, Q, delay=0,
-                              order=schedule, eta=0.3, m=2.0, groups=groups, s2=s2)
+                              order=schedule, eta=0.3, m=2.0, groups=groups, s2=s2,
+                              rule="magnitude")
     np.testing.assert_array_equal(simulated.selected, payload.selected)
     np.testing.assert_allclose(simulated.weights, payload.weights, rtol=0,
                                atol=1e-12)
