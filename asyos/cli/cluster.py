@@ -164,7 +164,8 @@ def run_server(args) -> FitResult:
     config = AsyConfig.build(s, args.workers, loss=loss, epochs=args.epochs,
                              eta=args.eta, m=args.m, staleness=args.staleness,
                              window=args.window, batch=args.batch, s2=s2,
-                             budget=args.budget, rule=args.rule)
+                             budget=args.budget, rule=args.rule,
+                             ridge=args.ridge)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
                        checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
                        resume=args.resume, record_order=args.record_order,

@@ -55,6 +55,10 @@ def add_algorithm_arguments(group) -> None:
                        "against the kept feature whose removal costs least), magnitude "
                        "(the paper's: one gradient step, drop the smallest |w|), auto "
                        "(default): fitted, magnitude on sparse data")
+    group.add_argument("--ridge", type=float, default=None,
+                       help="the fitted rule's ridge λ, relative to the largest "
+                       "curvature of a column (default: 10/n for classification, "
+                       "1e-10 for the squared loss); tune it like abess's alpha")
 
 
 def add_protocol_arguments(group) -> None:

@@ -139,7 +139,8 @@ def run_path(args, job) -> FitResult:
         path = fit_path(job.stream, job.y, loss=job.loss,
                         criterion=args.criterion or "sic",
                         max_features=largest, epochs=args.epochs,
-                        rule=args.rule, standardize=args.standardize,
+                        rule=args.rule, ridge=args.ridge,
+                        standardize=args.standardize,
                         progress=None if bar is None else bar.update)
     finally:
         if bar is not None:
@@ -165,7 +166,8 @@ def run_sequential(args) -> FitResult:
         result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
                         m=args.m, epochs=args.epochs, standardize=args.standardize,
                         progress=bar.update if bar else None, groups=job.groups,
-                        s2=args.group_sparsity, rule=args.rule)
+                        s2=args.group_sparsity, rule=args.rule,
+                        ridge=args.ridge)
     finally:
         if bar is not None:
             bar.total = bar.n   # the fitted rule may stop before its cap
@@ -198,7 +200,7 @@ def run_mpi(args) -> FitResult | None:
                                eta=args.eta, m=args.m, staleness=args.staleness,
                                window=args.window, batch=args.batch,
                                n_features=n_features, s2=s2, budget=args.budget,
-                               rule=args.rule)
+                               rule=args.rule, ridge=args.ridge)
 
     try:
         refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
@@ -232,7 +234,8 @@ def run_simulated(args) -> FitResult:
                             loss=job.loss,
                             epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
                             record_order=args.record_order, groups=job.groups,
-                            s2=args.group_sparsity, rule=args.rule)
+                            s2=args.group_sparsity, rule=args.rule,
+                            ridge=args.ridge)
     return finish_job(args, job, result)
 
 

@@ -26,7 +26,7 @@ from .losses import Loss, loss_value
 from .os_step import drop_to, os_step, recompute, shrink
 from .sparse_step import CSCBlock, compact, sparse_contribution, sparse_steps
 from .step_size import NU_MAX, SUBSTITUTIONS, check_scale
-from .validate import check_at_least, check_choice
+from .validate import check_at_least, check_choice, check_positive
 
 
 class _Kept:
@@ -190,6 +190,12 @@ def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
         return stream.kept_set(capacity), stream.step_blocks
     return GroupKeptSet(stream.n_samples, capacity, groups[0], groups[1],
                         stream.dtype), stream.blocks
+
+
+def check_ridge(ridge) -> float | None:
+    """The fitted rule's relative ridge as given: None (``default_ridge``) or a
+    number > 0."""
+    return None if ridge is None else check_positive("ridge", ridge)
 
 
 def default_ridge(loss: Loss, n_samples: int) -> float:

@@ -54,7 +54,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..core.kept_set import RULES, resolve_epochs
+from ..core.kept_set import RULES, check_ridge, resolve_epochs
 from ..core.losses import Loss, loss_grad, loss_value
 from ..core.validate import binary_labels, check_at_least, check_choice
 from ..errors import InputError
@@ -88,11 +88,12 @@ class _OnlineSubstitution(BaseEstimator):
     _losses = ("squared", *CLASSIFICATION_LOSSES)
 
     def __init__(self, n_features_to_select=None, *, loss="squared", epochs="auto",
-                 rule="auto", criterion="sic", max_features=None, eta="auto",
-                 m="auto", fit_intercept=True, standardize=False, refit=False,
-                 n_workers=1, staleness=None, budget="auto", backend="simulated",
-                 timeout=300.0, random_state=None):
+                 rule="auto", ridge=None, criterion="sic", max_features=None,
+                 eta="auto", m="auto", fit_intercept=True, standardize=False,
+                 refit=False, n_workers=1, staleness=None, budget="auto",
+                 backend="simulated", timeout=300.0, random_state=None):
         self.n_features_to_select = n_features_to_select
+        self.ridge = ridge
         self.criterion = criterion
         self.max_features = max_features
         self.loss = loss
@@ -127,6 +128,7 @@ class _OnlineSubstitution(BaseEstimator):
         check_at_least("n_workers", self.n_workers, 1, integer=True)
         resolve_epochs(self.epochs, "fitted")
         check_choice("rule", self.rule, RULES)
+        check_ridge(self.ridge)
         check_choice("criterion", self.criterion, CRITERIA)
         if self.max_features is not None:
             check_at_least("max_features", self.max_features, 1, integer=True)
@@ -217,7 +219,7 @@ class _OnlineSubstitution(BaseEstimator):
         (``solvers.path.fit_path``), the size picked by ``criterion``; "cv" scores
         every size by 5-fold cross-validated loss (it needs X in memory: ``fit``)."""
         options = dict(loss=loss, max_features=self.max_features, epochs=self.epochs,
-                       rule=self.rule)
+                       rule=self.rule, ridge=self.ridge)
         path = fit_path(stream, y - offset, criterion="sic" if self.criterion == "cv"
                         else self.criterion, **options)
         summary = path.summary()
@@ -258,7 +260,7 @@ class _OnlineSubstitution(BaseEstimator):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``
         ask for."""
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m,
-                       rule=self.rule)
+                       rule=self.rule, ridge=self.ridge)
         if self.n_workers == 1:
             result = fit_os(stream, y, s, **options)
         elif self.backend == "simulated":   # τ = staleness (None: q)
@@ -447,7 +449,11 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     under the fitted rule, which stops after a pass without a swap, else 2),
     ``rule`` (the substitution rule: "fitted", the newcomer's fitted weight against
     the kept feature whose removal costs least; "magnitude", the paper's; "auto":
-    fitted, magnitude on sparse input), ``eta``/``m`` (step size and block factor;
+    fitted, magnitude on sparse input), ``ridge`` (the fitted rule's λ relative to
+    the largest column's curvature; None: 10/n for classification, 1e-10 for the
+    squared loss), ``criterion``/``max_features`` (with
+    ``n_features_to_select="auto"``: the size picked along a path by "sic", "ebic"
+    or 5-fold "cv", up to ``max_features``), ``eta``/``m`` (step size and block factor;
     "auto" = the rule of ``asyos.core.step_size``), ``fit_intercept`` (see the
     module: exact by centring), ``standardize``, ``refit`` (False: OS's own
     coefficients; True: re-estimated on the selected columns by least squares, with
@@ -498,12 +504,13 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
     _losses = CLASSIFICATION_LOSSES
 
     def __init__(self, n_features_to_select=None, *, loss="squared_hinge",
-                 epochs="auto", rule="auto", criterion="sic", max_features=None,
-                 eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 refit=False, n_workers=1, staleness=None, budget="auto",
-                 backend="simulated", timeout=300.0, random_state=None):
+                 epochs="auto", rule="auto", ridge=None, criterion="sic",
+                 max_features=None, eta="auto", m="auto", fit_intercept=True,
+                 standardize=False, refit=False, n_workers=1, staleness=None,
+                 budget="auto", backend="simulated", timeout=300.0,
+                 random_state=None):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, rule=rule,
-                         criterion=criterion, max_features=max_features,
+                         ridge=ridge, criterion=criterion, max_features=max_features,
                          eta=eta, m=m,
                          fit_intercept=fit_intercept, standardize=standardize,
                          refit=refit, n_workers=n_workers, staleness=staleness,

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..core.kept_set import resolve_epochs, resolve_rule
+from ..core.kept_set import check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_value
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
@@ -47,12 +47,13 @@ class AsyConfig:
     sized_for: int | None = None      # p the automatic pipeline was sized for; -1:
     #                                   given by the user, None: p not known yet
     rule: str = "auto"                # the substitution rule (core.kept_set.RULES)
+    ridge: float | None = None        # the fitted rule's relative ridge; None: default
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs="auto", eta="auto", m="auto",
               staleness="auto", window="auto", batch="auto",
               n_features=None, s2=None, budget="auto",
-              rule="auto") -> "AsyConfig":
+              rule="auto", ridge=None) -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
         ``staleness``: the bound τ the server enforces, "auto" (derived from the
@@ -71,7 +72,8 @@ class AsyConfig:
         adaptive, which is measured closer to sequential OS at every q
         (docs/results.md), except with groups, where only fixed budgets exist.
         ``rule``: the substitution rule every worker uses ("auto", "fitted",
-        "magnitude"; ``core.kept_set.resolve_rule``).
+        "magnitude"; ``core.kept_set.resolve_rule``) and ``ridge`` (the fitted rule's,
+        as for ``fit_os``).
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
@@ -98,7 +100,8 @@ class AsyConfig:
                              "adaptive budgets are not supported with groups")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
                    depth, batch, s2=None if s2 is None else int(s2), budget=budget,
-                   sized_for=n_features if automatic else -1, rule=rule)
+                   sized_for=n_features if automatic else -1, rule=rule,
+                   ridge=check_ridge(ridge))
 
     def for_features(self, n_features: int) -> "AsyConfig":
         """This configuration once p is known (a ZeroMQ server learns it from its

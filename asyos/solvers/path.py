@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..core.kept_set import kept_set, resolve_epochs, resolve_rule, warm_up
+from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss
 from ..core.step_size import StepSize
 from ..core.validate import check_choice, check_labels, check_sparsity
@@ -79,8 +79,8 @@ class PathResult:
 
 
 def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
-             max_features=None, epochs="auto", rule="auto", standardize=False,
-             progress=None) -> PathResult:
+             max_features=None, epochs="auto", rule="auto", ridge=None,
+             standardize=False, progress=None) -> PathResult:
     """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
     ``max_features``), each warm-started from the last, and the size ``criterion``
     ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
@@ -103,11 +103,12 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
                          f"{sizes}")
     rule = resolve_rule(rule, stream.sparse)
     epochs = resolve_epochs(epochs, rule)
+    ridge = check_ridge(ridge)
     step = StepSize()
     largest = sizes[-1]
     m = step.block_factor(n, largest)
     warm_up(stream.sparse)
-    kept, blocks = kept_set(stream, largest, None, rule, loss=loss)
+    kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss)
     state = step.state(loss, n, largest)
     fits, values = [], []
     for size in sizes:

@@ -9,7 +9,7 @@ import time
 
 import numpy as np
 
-from ..core.kept_set import kept_set, resolve_epochs, resolve_rule, warm_up
+from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
@@ -20,7 +20,7 @@ from .result import FitResult
 
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
            standardize=False, progress=None, groups=None, s2=None,
-           rule="auto") -> FitResult:
+           rule="auto", ridge=None) -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -46,6 +46,8 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         cheapest drop, ``core/fitted_step.py``), "magnitude" (the paper's: one
         gradient step, drop the smallest |w|) or "auto" (fitted, except on sparse
         streams: ``core.kept_set.resolve_rule``)
+    ridge : the fitted rule's λ relative to curv·max‖x‖²/n (None: 10/n for the
+        classification losses, 1e-10 for the squared loss; ``default_ridge``)
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -57,10 +59,11 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     step = StepSize.parse(eta, m)
     rule = resolve_rule(rule, stream.sparse)
     epochs = resolve_epochs(epochs, rule)
+    ridge = check_ridge(ridge)
     m = step.block_factor(stream.n_samples, s)
 
     warm_up(stream.sparse and constraint is None)
-    kept, blocks = kept_set(stream, s, constraint, rule, loss=loss)
+    kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss)
     state = step.state(loss, stream.n_samples, s)
     result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
                     stream.n_features, progress)

@@ -42,7 +42,7 @@ ORDERS = ("round_robin", "random")
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                   order="round_robin", clock=None, budget="auto", loss="squared",
                   epochs="auto", eta="auto", m="auto", seed=0, record_order=False,
-                  groups=None, s2=None, rule="auto") -> FitResult:
+                  groups=None, s2=None, rule="auto", ridge=None) -> FitResult:
     """Run Asy-OS with ``n_workers`` virtual workers; returns its result.
 
     ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
@@ -55,8 +55,8 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     "auto" (adaptive; fixed with groups).
     ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
     group-aware Asy-OS: each worker's shard is a set of whole groups and its budgets
-    (s1_t, s2_t) sum to (s, s2).  ``rule``: the workers' substitution rule, as for
-    ``fit_os``.
+    (s1_t, s2_t) sum to (s, s2).  ``rule``, ``ridge``: the workers' substitution
+    rule, as for ``fit_os``.
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)
@@ -79,7 +79,7 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     group_of, s2 = group_constraint(groups, s2, p) or (None, None)
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=None, window=depth, batch=1, n_features=p,
-                             s2=s2, budget=budget, rule=rule)
+                             s2=s2, budget=budget, rule=rule, ridge=ridge)
     shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
     groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
@@ -116,7 +116,8 @@ class _Simulation:
         self.drivers = [WorkerDriver(worker_loop(shards[t], y, config.capacities[t],
                                                  config.loss, *step, config.epochs, 1,
                                                  groups=groups[t], rule=config.rule,
-                                                 damping=config.damping), n)
+                                                 damping=config.damping,
+                                                 ridge=config.ridge), n)
                         for t in range(q)]
         self.credit = [0] * q                # the newest credit the server granted
         self.kept = [0] * q                  # |S(t)| after each worker's last step

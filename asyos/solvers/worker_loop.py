@@ -107,7 +107,8 @@ class LocalView:
 
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 eta: float, m: float, epochs: int, batch: int = 1, resume=None,
-                groups=None, rule: str = "auto", damping: float = 1.0):
+                groups=None, rule: str = "auto", damping: float = 1.0,
+                ridge: float | None = None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is answered by (û, version, allowed, budget, η) and followed by up to
@@ -119,10 +120,12 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     (it shrinks it when a push raised the loss), else ``eta``.  ``resume``: (selected, weights, position)
     of a worker this one replaces.  ``groups``: (group_of, s2_t) for group-aware OS,
     at most s2_t groups kept.  ``rule``: the substitution rule
-    (``core.kept_set.resolve_rule``).
+    (``core.kept_set.resolve_rule``); ``damping``, ``ridge``: the fitted rule's
+    (``AsyConfig.damping``, ``fit_os``).
     """
     n = stream.n_samples
-    kept, blocks = kept_set(stream, capacity, groups, rule, loss=loss, damping=damping)
+    kept, blocks = kept_set(stream, capacity, groups, rule, ridge=ridge, loss=loss,
+                            damping=damping)
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0

@@ -11,7 +11,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
 | HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2) |
-| CONFIG    | s→w | last push      | position   | n         | params (f8 ×10), y (f8 ×n), selected (i8), weights (f8) |
+| CONFIG    | s→w | last push      | position   | n         | params (f8 ×11), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
@@ -44,12 +44,12 @@ from ..solvers import messages as m
 
 MAGIC = b"ASYO"
 PROTOCOL = 5   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
-#                5: CONFIG carries the substitution rule
+#                5: CONFIG carries the substitution rule and its ridge
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
 PARAMS = ("loss", "epochs", "budget", "batch", "eta", "m", "staleness",
-          "group_budget", "adaptive", "rule")
+          "group_budget", "adaptive", "rule", "ridge")
 REASON_LIMIT = 4096
 TOKEN_LIMIT = 64    # a run secret: 32 random bytes in hex
 

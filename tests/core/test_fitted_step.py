@@ -281,3 +281,15 @@ def test_group_aware_asy_os_under_the_fitted_rule_keeps_the_budgets():
     assert len(out.selected) <= 12 and np.unique(groups[out.selected]).size <= 4
     assert out.asy["u_check_max_abs_diff"] < 1e-9
     assert recall(out.selected, support) >= 0.75
+
+
+def test_the_ridge_can_be_given_and_is_checked():
+    pb = make_classification(p=200, s=5, seed=2)
+    default = fit_os(pb.X, pb.y, 5, loss="logistic")
+    heavy = fit_os(pb.X, pb.y, 5, loss="logistic", ridge=100.0)
+    assert np.linalg.norm(heavy.weights) < 0.5 * np.linalg.norm(default.weights)
+    explicit = fit_os(pb.X, pb.y, 5, loss="logistic", ridge=10.0 / pb.X.shape[0])
+    np.testing.assert_array_equal(explicit.weights, default.weights)
+    for bad in (0.0, -1.0, float("nan"), "big"):
+        with pytest.raises(InputError, match="ridge must be a finite number > 0"):
+            fit_os(pb.X, pb.y, 5, loss="logistic", ridge=bad)

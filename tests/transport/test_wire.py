@@ -58,7 +58,7 @@ MESSAGES = [
             np.array([0.1, 0.2, 0.3]), blas_threads=2),
     m.Hello(3, 40, 5, 1.25, np.array([12, 99], np.int64)),
     m.Hello(3, 40, 5, 0.5),
-    m.Config(np.arange(10.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
+    m.Config(np.arange(11.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
              position=33),
     m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
 ]
@@ -197,3 +197,12 @@ def test_a_config_naming_an_unknown_substitution_rule_is_a_wire_error():
     for code in (len(RULES), -1.0, 0.5, float("nan")):
         with pytest.raises(WireError, match="substitution rule"):
             _rule(code)
+
+
+def test_a_config_naming_a_bad_ridge_is_a_wire_error():
+    from asyos.transport.zeromq.worker import _ridge
+
+    assert _ridge(0.0) is None and _ridge(0.25) == 0.25
+    for value in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(WireError, match="ridge"):
+            _ridge(value)

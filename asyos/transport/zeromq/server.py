@@ -144,7 +144,7 @@ class ZmqServer:
         (hashes, so a resume can say which one differs)."""
         c = self.config
         settings = repr((c.s, c.n_workers, int(c.loss), c.epochs, c.eta, c.m, c.s2,
-                         c.budget, c.rule))
+                         c.budget, c.rule, c.ridge))
         return {"fingerprint_labels": _digest(self.y.tobytes()),
                 "fingerprint_config": _digest(settings.encode())}
 
@@ -194,7 +194,7 @@ class ZmqServer:
                   self.server.eta, self.server.m,
                   -1 if c.staleness is None else c.staleness,
                   0 if c.s2 is None else c.group_budgets[worker], c.adaptive,
-                  RULES.index(c.rule)]
+                  RULES.index(c.rule), 0.0 if c.ridge is None else c.ridge]
         self._send(worker, messages.Config(np.array(params, dtype=np.float64), self.y,
                                            record.selected, record.weights,
                                            last_push=record.messages,

@@ -5,6 +5,7 @@ acknowledged, heartbeats, and resynchronising when the server reconfigures this
 worker; every step and push is the driver's.
 """
 
+import math
 import random
 import time
 
@@ -29,6 +30,13 @@ from .common import (
     read_secret,
     receive,
 )
+
+
+def _ridge(value: float) -> float | None:
+    """The fitted rule's ridge a CONFIG names: 0 for the default."""
+    if not (value >= 0.0 and math.isfinite(value)):
+        raise WireError(f"CONFIG names ridge {value!r}; expected a number ≥ 0")
+    return None if value == 0.0 else value
 
 
 def _rule(code: float) -> str:
@@ -174,7 +182,8 @@ class ZmqWorker:
                            params["eta"], params["m"], int(params["epochs"]), batch,
                            resume=resume if config.last_push or config.position else None,
                            groups=(self.group_of, s2_t) if s2_t else None,
-                           rule=_rule(params["rule"]), damping=1.0 / self.q)
+                           rule=_rule(params["rule"]), damping=1.0 / self.q,
+                           ridge=_ridge(params["ridge"]))
         driver = WorkerDriver(loop, self.n, config.last_push, config.position)
         self.driver = driver
         self.unacked: dict[int, list] = {}
