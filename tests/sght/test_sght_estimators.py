@@ -8,18 +8,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from asyos import InputError, SGHTClassifier, SGHTRegressor
 
 
-def _expected_failures(estimator):
-    """See the SGHTClassifier docstring: OS's few logistic steps on 2 features."""
-    if estimator.solver == "os" and estimator.loss == "logistic":
-        return {"check_classifiers_train": "OS takes one gradient step per feature "
-                "visit: 4 steps on the 2-feature toy data underfit the logistic loss"}
-    return {}
-
-
 @parametrize_with_checks([SGHTRegressor(), SGHTClassifier(),
                           SGHTRegressor(solver="os"),
-                          SGHTClassifier(loss="logistic", solver="os")],
-                         expected_failed_checks=_expected_failures)
+                          SGHTClassifier(loss="logistic", solver="os")])
 def test_sklearn_checks(estimator, check, sklearn_checks_env):
     check(estimator)
 
