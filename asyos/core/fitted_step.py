@@ -178,55 +178,53 @@ def _needs_a_group(index, k, j, st):
     return groups >= limit
 
 
+@njit(cache=True, inline="always")
+def _group_block(index, k, group, sigma, st, slots):
+    """Group ``group``'s kept slots (into ``slots``), [H_B⁻¹]_GG and w_G: the pieces
+    of its removal cost.  Returns (count, block, w_G)."""
+    m = 0
+    for l in range(k):
+        if st.group_of[index[l]] == group:
+            slots[m] = l
+            m += 1
+    block = np.empty((m, m))
+    w_g = np.empty(m)
+    for r in range(m):
+        w_g[r] = st.w_new[slots[r]]
+        for c in range(m):
+            block[r, c] = st.inv[slots[r], slots[c]] + \
+                st.a[slots[r]] * st.a[slots[c]] / sigma
+    return m, block, w_g
+
+
 @njit(cache=True)
 def _drop_a_group(index, k, newcomer_cost, sigma, st):
     """The kept group whose removal costs least in the model,
     ½ w_Gᵀ([H_B⁻¹]_GG)⁻¹ w_G, if it costs less than rejecting the newcomer: its slots
     are marked in ``st.drop`` and ``st.w_new`` re-optimised without them (the block
     form of the single drop).  Returns whether a group goes."""
-    inv, a, w_new = st.inv, st.a, st.w_new
     slots = np.empty(k, np.int64)
     best, chosen = newcomer_cost, -1
     for l in range(k):
-        g = st.group_of[index[l]]
-        m = 0
-        for l2 in range(k):
-            if st.group_of[index[l2]] == g:
-                slots[m] = l2
-                m += 1
+        group = st.group_of[index[l]]
+        m, block, w_g = _group_block(index, k, group, sigma, st, slots)
         if slots[0] != l:   # each group once, at its first slot
             continue
-        block = np.empty((m, m))
-        w_g = np.empty(m)
-        for r in range(m):
-            w_g[r] = w_new[slots[r]]
-            for c in range(m):
-                block[r, c] = inv[slots[r], slots[c]] + a[slots[r]] * a[slots[c]] / sigma
         cost = 0.5 * np.dot(w_g, np.linalg.solve(block, w_g))
         if cost < best * (1.0 - 1e-9):
-            best, chosen = cost, g
+            best, chosen = cost, group
     if chosen < 0:
         return False
-    m = 0
-    for l in range(k):
-        if st.group_of[index[l]] == chosen:
-            slots[m] = l
-            m += 1
-    block = np.empty((m, m))
-    w_g = np.empty(m)
-    for r in range(m):
-        w_g[r] = w_new[slots[r]]
-        for c in range(m):
-            block[r, c] = inv[slots[r], slots[c]] + a[slots[r]] * a[slots[c]] / sigma
+    m, block, w_g = _group_block(index, k, chosen, sigma, st, slots)
     z = np.linalg.solve(block, w_g)
     for l in range(k):
         delta = 0.0
         for r in range(m):
-            delta += (inv[l, slots[r]] + a[l] * a[slots[r]] / sigma) * z[r]
-        w_new[l] -= delta
+            delta += (st.inv[l, slots[r]] + st.a[l] * st.a[slots[r]] / sigma) * z[r]
+        st.w_new[l] -= delta
     for r in range(m):
-        w_new[k] += a[slots[r]] / sigma * z[r]
-        w_new[slots[r]] = 0.0
+        st.w_new[k] += st.a[slots[r]] / sigma * z[r]
+        st.w_new[slots[r]] = 0.0
         st.drop[slots[r]] = True
     return True
 
