@@ -25,7 +25,10 @@ columns for X_Sᵀg and X_SᵀDx_j, one more to recompute X_S w_S when the weigh
 a swap updates H_S⁻¹ by a rank-one growth and downdate, O(s²).  The curvature D is
 frozen between refreshes (``refresh``: O(n·s² + s³)), which are due when λ changes,
 at the start of each epoch, and for the classification losses after every
-``refresh_every`` swaps or a rejected move.
+``REFRESH_EVERY`` swaps or a rejected move.  With groups (at most ``MAX_GROUPS``), a
+newcomer of a new group when the group budget is full can only displace a whole kept
+group (``_drop_a_group``).  In an Asy-OS worker the moves are damped
+(``fitted_local``'s ``damping``; ``FittedKeptSet.run_local`` sets it).
 """
 
 from typing import NamedTuple
