@@ -41,11 +41,11 @@ from .os_step import _FAST, _dot, vacate
 
 # Slots of ``FittedState.info``: the relative ridge; λ in force; the running
 # max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
-# swaps in all; moves rejected because F rose; swaps between refreshes; F at u and
+# swaps between refreshes (classification losses); F at u and
 # whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
 # predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since).
-(RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, SWAPS, REJECTED, REFRESH_EVERY, OBJECTIVE,
- CURRENT, PRODUCTS, GAIN, MAX_GROUPS) = range(14)
+(RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, REFRESH_EVERY, OBJECTIVE, CURRENT,
+ PRODUCTS, GAIN, MAX_GROUPS) = range(12)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -284,14 +284,21 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
             for r in range(n):
                 sb += col[r] * st.hx[r]
         st.bS[l] = sb
-    gain = 0.0
+    if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
+        gain = 0.0
+        for i in range(k):
+            sv = 0.0
+            for l in range(k):
+                sv += inv[i, l] * st.gS[l]
+            st.v[i] = sv
+            gain += 0.5 * sv * st.gS[i]
+        info[GAIN] = gain
+    gain = info[GAIN]
     for i in range(k):
-        sv, sa = 0.0, 0.0
+        sa = 0.0
         for l in range(k):
-            sv += inv[i, l] * st.gS[l]
             sa += inv[i, l] * st.bS[l]
-        st.v[i], st.a[i] = sv, sa
-        gain += 0.5 * sv * st.gS[i]
+        st.a[i] = sa
     info[PRODUCTS] = 1.0
     w_new, drop = st.w_new, st.drop
     for l in range(k):
@@ -358,7 +365,6 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
     after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
     if after > before * (1.0 + 1e-12) + 1e-300:
-        info[REJECTED] += 1.0
         if loss != 0 and info[ARRIVALS] >= capacity:
             info[STALE] = 1.0   # the frozen curvature has drifted
         return size, not_kept
@@ -381,7 +387,6 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                 last -= 1
         size = last + 1
         info[SINCE] += 1.0
-        info[SWAPS] += 1.0
         if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:
             info[STALE] = 1.0
     else:

@@ -14,7 +14,6 @@ from .fitted_step import (
     NU,
     RIDGE,
     STALE,
-    SWAPS,
     fitted_block,
     fitted_drop_to,
     fitted_local,
@@ -182,10 +181,9 @@ def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
     rule = resolve_rule(rule, stream.sparse)
     if rule == "fitted":
         ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
-        kept = FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
-                             stream.dtype, *(groups or (None, 0)))
-        kept.damping = damping
-        return kept, stream.blocks
+        return FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
+                             stream.dtype, *(groups or (None, 0)),
+                             damping=damping), stream.blocks
     if groups is None:
         return stream.kept_set(capacity), stream.step_blocks
     return GroupKeptSet(stream.n_samples, capacity, groups[0], groups[1],
@@ -211,20 +209,16 @@ class FittedKeptSet(_Kept):
     the same interface as ``KeptSet``, plus H_S⁻¹ (O(s²))."""
 
     def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64,
-                 group_of=None, max_groups: int = 0):
+                 group_of=None, max_groups: int = 0, damping: float = 1.0):
         super().__init__(n_samples, capacity)
         self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
         self.model = fitted_state(self.n_samples, self.capacity, ridge, group_of,
                                   max_groups)
-        self.damping = 1.0    # an Asy-OS worker's least scale of its moves
+        self.damping = damping   # an Asy-OS worker's least scale of its moves
         self.scale = 1.0      # its scale now
         self._seen = np.inf   # the loss at its last view
         self._eta = None      # the first η a worker was given: the server's shrinking
         #                       of η (its safeguard) scales the moves by as much
-
-    @property
-    def swaps(self) -> int:
-        return int(self.model.info[SWAPS])
 
     def start_epoch(self) -> None:
         self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
@@ -236,8 +230,7 @@ class FittedKeptSet(_Kept):
                                         self.limit, block, block_index,
                                         self.contribution, y, int(loss), self.model)
         step_state[SUBSTITUTIONS] += swaps
-        step_state[NU_MAX] = self.model.info[NU]
-        check_scale(self.model.info[NU])
+        step_state[NU_MAX] = self.model.info[NU]   # the driver checks its scale
 
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
                   m: float) -> None:
