@@ -130,10 +130,11 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
     argv = list(sys.argv[1:] if argv is None else argv)
     path = _config_path(argv[at:])
     if path is not None:
+        owner = subparser or parser
         try:
-            settings = config_arguments(subparser or parser, path, command)
-        except InputError as exc:
-            (subparser or parser).error(str(exc))
+            settings = config_arguments(owner, path, command)
+        except InputError as exc:   # one line and status 2, as guarded() reports
+            owner.exit(2, f"{owner.prog}: error: {exc}\n")
         argv = argv[:at] + settings + argv[at:]
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -1,11 +1,13 @@
 """``asyos plot`` and ``asyos inspect``: look at a results JSON (schema 1 or 2).
 
-``plot`` draws four panels to a PNG (matplotlib, Agg backend, imported only here):
-the objective against steps and against time (virtual time for a virtual-clock
-simulation), the steps each Asy-OS worker took, and the histogram of the staleness of
-every push; for a ``-s auto`` run, also the path over model sizes (the criterion with
-the chosen s marked, and the objective, against s) to ``<name>-path.png`` beside it.  ``inspect`` prints the run as a two-column table and the selected
-features by |weight|.
+``plot`` draws the panels that have data to a PNG (matplotlib, Agg backend, imported
+only here): the objective against steps and against time (virtual time for a
+virtual-clock simulation), and for Asy-OS the steps each worker took and the histogram
+of the staleness of every step (counts on a log axis, log-spaced bins for a long tail,
+the bound τ as a line); for a ``-s auto`` run, also the path over model sizes (the
+criterion with the chosen s marked, and the objective, against s) to
+``<name>-path.png`` beside it.  ``inspect`` prints the run, its carrier named, as a
+two-column table and the selected features by |weight|.
 """
 
 import argparse
@@ -14,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..errors import InputError
 from ..experiments.plot import pyplot
 from ..io.results import load_result
 from ..solvers.result import FitResult
@@ -45,44 +48,148 @@ def _title(result: FitResult) -> str:
             f"loss = {config.get('loss', '?')}")
 
 
+# The carrier each results file records (FitResult.asy["transport"]), as we name it
+CARRIERS = {"mpi": "mpi", "zeromq": "zeromq", "simulator": "simulated",
+            "loopback": "loopback"}
+INTEGER_BINS = 64   # staleness up to this many values: one bar per value
+
+
+def carrier(result: FitResult) -> str:
+    """What carried the run: sequential, mpi, zeromq, simulated or loopback; a file
+    that does not record it (an early schema-2 one) gets its carrier inferred from
+    the keys only that carrier writes, marked so."""
+    asy = result.asy
+    if not asy:
+        return "sequential"
+    transport = asy.get("transport")
+    if transport:
+        return CARRIERS.get(transport, str(transport))
+    if result.config.get("simulate") or result.virtual_seconds is not None:
+        guess = "simulated"
+    elif "lost_shards" in asy:
+        guess = "zeromq"
+    else:
+        guess = "mpi"
+    return f"{guess} (inferred)"
+
+
+def staleness_bins(histogram) -> tuple[np.ndarray, np.ndarray, bool]:
+    """The bins of a staleness histogram (counts of staleness 0, 1, 2, ...):
+    ``(edges, counts, log_x)``.  Bin i holds the staleness values
+    ``edges[i] <= k < edges[i + 1]``; the bins run from 0 to the largest staleness
+    seen.  Up to INTEGER_BINS values, one bin per value; a longer tail gets bins whose
+    widths grow geometrically (about 12 a decade, one per value at the start), meant
+    for a logarithmic x axis, so that neither the mass at small staleness nor the tail
+    disappears."""
+    counts = np.asarray(histogram, dtype=np.int64)
+    nonzero = np.flatnonzero(counts)
+    top = int(nonzero[-1]) + 1 if nonzero.size else 1   # one past the largest staleness
+    counts = np.pad(counts[:top], (0, max(top - counts.size, 0)))
+    if top <= INTEGER_BINS:
+        return np.arange(top + 1), counts, False
+    per_decade = 12
+    inner = np.geomspace(1, top, int(np.ceil(per_decade * np.log10(top))) + 1)
+    edges = np.unique(np.concatenate([[0, 1], np.round(inner).astype(np.int64), [top]]))
+    return edges, np.add.reduceat(counts, edges[:-1]), True
+
+
+def draw_staleness(ax, staleness: dict, *, bounded: bool = True):
+    """The staleness histogram of a run on ``ax``: counts on a log axis, bins from
+    :func:`staleness_bins`, and the bound τ as a vertical line when the run had one
+    (``bounded``: a real carrier, whose ``bound`` None means no bound)."""
+    from matplotlib.ticker import FuncFormatter, MaxNLocator
+
+    edges, counts, log_x = staleness_bins(staleness.get("histogram") or [])
+    bound = staleness.get("bound")
+    if log_x:   # bin [a, b) spans a..b on a log(1 + x)-like axis
+        ax.bar(edges[:-1], counts, width=np.diff(edges), align="edge", color="C2",
+               edgecolor="white", linewidth=0.3)
+        ax.set_xscale("symlog", linthresh=1, linscale=0.4)
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f}"))
+        left, right = 0, edges[-1] * 1.15
+        line = None if bound is None else bound + 1   # the edge after staleness τ
+    else:       # one bar per staleness value, centred on it
+        ax.bar(edges[:-1], counts, width=0.8, color="C2")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        left, right = -0.6, edges[-1] - 0.4
+        line = None if bound is None else bound + 0.5   # between τ and τ + 1
+    title = f"staleness: max {staleness['max']}, mean {staleness['mean']:.2f}"
+    if line is not None and line <= 2 * max(right, 1):   # τ near the data: draw it
+        ax.axvline(line, color="C3", linestyle="--", linewidth=1.2,
+                   label=f"bound τ = {bound}")
+        ax.legend(fontsize=8, loc="best")
+        right = max(right, line + (0.5 if not log_x else 0.1 * line))
+    elif bound is not None:
+        title += f", bound τ = {bound}"
+    elif bounded:
+        title += ", no bound"
+    ax.set_xlim(left, right)
+    ax.set_yscale("log")
+    ax.set_ylim(0.6, max(int(counts.max()), 1) * 2.5)
+    ax.set(xlabel="staleness (other workers' steps between view and push)"
+           + (", log scale" if log_x else ""),
+           ylabel="steps" + (" per bin" if log_x else "") + " (log scale)", title=title)
+    ax.grid(alpha=0.3, axis="y")
+    return ax
+
+
+def _panels(result: FitResult) -> list:
+    """The panels that have data, each a function drawing one on an Axes: the
+    objective against steps and against time (from the trace), then for Asy-OS
+    the per-worker progress and the staleness histogram."""
+    trace, asy = result.trace or {}, result.asy
+    # a delay-mode simulation records virtual time 0 throughout: wall time then
+    clock = "virtual_seconds" if result.virtual_seconds else "seconds"
+    panels = []
+    for x, label in (("steps", "feature steps"), (clock, clock.replace("_", " "))):
+        if trace.get(x) and trace.get("objective"):
+            def objective(ax, x=x, label=label):
+                ax.plot(trace[x], trace["objective"], color="C0")
+                ax.set_yscale("log" if min(trace["objective"]) > 0 else "linear")
+                ax.set(xlabel=label, ylabel="objective", title=f"objective vs {label}")
+                ax.grid(alpha=0.3)
+            panels.append(objective)
+    if asy and asy.get("workers"):
+        def workers(ax):
+            shown = asy["workers"]
+            ax.bar(range(len(shown)), [w["steps"] for w in shown], color="C1")
+            if len(shown) <= 16:
+                for t, w in enumerate(shown):
+                    ax.annotate(f"kept {w['kept']}", (t, w["steps"]), ha="center",
+                                va="bottom", fontsize=8)
+            ax.xaxis.get_major_locator().set_params(integer=True)
+            ax.set(xlabel="worker", ylabel="steps", title=f"per-worker progress "
+                   f"({asy['n_workers']} workers, {carrier(result)})")
+        panels.append(workers)
+    if asy and any(asy.get("staleness", {}).get("histogram") or []):
+        panels.append(lambda ax: draw_staleness(
+            ax, asy["staleness"], bounded=asy.get("transport") != "simulator"
+            and "bound" in asy["staleness"]))
+    return panels
+
+
+def plot_figure(plt, result: FitResult):
+    """The figure of ``asyos plot``: only the panels that have data, one row of up
+    to three, two rows of two for four; the figure's size follows."""
+    panels = _panels(result)
+    if not panels:
+        raise InputError("the results hold no trace and no Asy-OS record: nothing "
+                         "to plot")
+    rows, cols = (2, 2) if len(panels) == 4 else (1, len(panels))
+    fig, axes = plt.subplots(rows, cols, figsize=(0.7 + 5.4 * cols, 0.9 + 3.5 * rows),
+                             squeeze=False)
+    for draw, ax in zip(panels, axes.flat):
+        draw(ax)
+    fig.suptitle(_title(result))
+    fig.tight_layout()
+    return fig
+
+
 def run_plot(args) -> Path:
     result = load_result(args.results)
     out = Path(args.out) if args.out else Path(args.results).with_suffix(".png")
     plt = pyplot()
-    trace, asy = result.trace, result.asy
-    fig, axes = plt.subplots(2, 2, figsize=(11, 7.5))
-    (steps_ax, time_ax), (workers_ax, stale_ax) = axes
-    # a delay-mode simulation records virtual time 0 throughout: wall time then
-    clock = "virtual_seconds" if result.virtual_seconds else "seconds"
-    for ax, x, label in ((steps_ax, "steps", "feature steps"),
-                         (time_ax, clock, clock.replace("_", " "))):
-        if trace.get(x):
-            ax.plot(trace[x], trace["objective"], color="C0")
-            ax.set_yscale("log" if min(trace["objective"]) > 0 else "linear")
-        ax.set(xlabel=label, ylabel="objective", title=f"objective vs {label}")
-        ax.grid(alpha=0.3)
-    if asy:
-        workers = asy["workers"]
-        ax = workers_ax
-        ax.bar(range(len(workers)), [w["steps"] for w in workers], color="C1")
-        for t, w in enumerate(workers):
-            ax.annotate(f"kept {w['kept']}", (t, w["steps"]), ha="center",
-                        va="bottom", fontsize=8)
-        ax.set(xlabel="worker", ylabel="steps", xticks=range(len(workers)),
-               title=f"per-worker progress ({asy['n_workers']} workers)")
-        histogram = asy["staleness"].get("histogram") or [0]
-        stale_ax.bar(range(len(histogram)), histogram, color="C2")
-        stale_ax.xaxis.get_major_locator().set_params(integer=True)
-        stale_ax.set(xlabel="staleness (updates between pull and push)",
-                     ylabel="pushes", title=f"staleness: max {asy['staleness']['max']}, "
-                     f"mean {asy['staleness']['mean']:.2f}")
-    else:
-        for ax in (workers_ax, stale_ax):
-            ax.text(0.5, 0.5, "sequential OS: one worker, no staleness",
-                    ha="center", va="center", transform=ax.transAxes)
-            ax.set_axis_off()
-    fig.suptitle(_title(result))
-    fig.tight_layout()
+    fig = plot_figure(plt, result)
     fig.savefig(out, dpi=args.dpi)
     plt.close(fig)
     print(f"wrote {out}")
@@ -134,6 +241,15 @@ def _numbers(values, digits: int = 6) -> str:
     return ", ".join(f"{v:.{digits}g}" for v in values)
 
 
+def _bound(asy: dict) -> str:
+    """", bound τ = 16" or ", no bound" for a real carrier; "" for the simulator,
+    whose delay is its own setting."""
+    if asy.get("transport") == "simulator" or "bound" not in asy["staleness"]:
+        return ""
+    bound = asy["staleness"].get("bound")
+    return ", no bound" if bound is None else f", bound τ = {bound}"
+
+
 def summary(result: FitResult, top: int = 20) -> str:
     """The run as a readable table, then its selected features by |weight|."""
     context, config = result.context, result.config
@@ -155,12 +271,15 @@ def summary(result: FitResult, top: int = 20) -> str:
                              f"{1e6 * result.seconds / result.n_steps:.3g} us per step"))
     rows.append(("step size", f"eta = {result.eta:.4g}, m = {result.m:.4g}"))
     asy = result.asy
+    if not asy:
+        rows.append(("carrier", "sequential (one process)"))
     if asy:
         stale = asy["staleness"]
-        rows += [("Asy-OS", f"{asy['n_workers']} workers ({asy.get('transport', '?')}),"
+        rows += [("Asy-OS", f"{asy['n_workers']} workers ({carrier(result)}),"
                             f" budgets {asy['budgets']}"),
                  ("steps per worker", ", ".join(str(w["steps"]) for w in asy["workers"])),
-                 ("staleness", f"max {stale['max']}, mean {stale['mean']:.3g}"),
+                 ("staleness", f"max {stale['max']}, mean {stale['mean']:.3g}"
+                               + _bound(asy)),
                  ("u check", f"{asy['u_check_max_abs_diff']:.2e}")]
     truth = context.get("truth")
     if truth:

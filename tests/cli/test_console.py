@@ -16,7 +16,7 @@ import pytest
 from asyos import load_result
 from asyos.cli.main import build_parser, main
 from asyos.cli.run import main as run_main
-from asyos.io.config import config_arguments
+from asyos.io.config import TABLES, config_arguments
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120   # hang guard, not a speed assertion
@@ -162,7 +162,18 @@ def test_bad_flags_exit_2_with_a_message(capsys):
 
 
 @pytest.mark.parametrize("text, message", [
-    ("sparsty = 3", "unknown key 'sparsty' for `asyos run` (known: batch,"),
+    ("sparsty = 3", "unknown key 'sparsty' for `asyos run` (known keys: batch,"),
+    ("[run]\nsparsty = 3", "[run]: unknown key 'sparsty' for `asyos run` (known "
+                           "keys: batch,"),
+    ("[rnu]\nsparsity = 3", "unknown table [rnu] (known tables: [run], [server], "
+                            "[worker], [keys], [convert], [experiments], [plot], "
+                            "[inspect]); did you mean [run]?"),
+    ("[worker.extra]\nx = 1", "unknown table [worker.extra] ([worker] holds `asyos "
+                              "worker`'s flags, no tables)"),
+    ("run = 3", "[run] is a table of `asyos run`'s settings, got the key run = 3"),
+    ("[[run]]\nsparsity = 3", "[run] is a table of `asyos run`'s settings, got an "
+                              "array of tables"),
+    ("[run.extra]\nx = 1", "unknown table [run.extra]"),
     ("epochs = 'two'", "argument --epochs: expected a whole number or 'auto', got "
                        "'two'"),
     ("epochs = [1, 2]", "epochs takes one value, got a list"),
@@ -179,6 +190,19 @@ def test_bad_configs_exit_2_with_a_message(tmp_path, capsys, text, message):
         code = exc.code
     assert code == 2
     assert message in capsys.readouterr().err
+
+
+def test_the_known_tables_are_the_subcommands():
+    assert sorted(TABLES) == sorted(build_parser()[1])
+
+
+def test_a_typo_in_a_table_name_exits_2_with_one_line(tmp_path):
+    (tmp_path / "typo.toml").write_text("[rnu]\nsparsity = 3\n[server]\nworkers = 2\n")
+    for command in ("run", "server", "inspect"):
+        proc = _asyos(command, "--config", tmp_path / "typo.toml", "r.json")
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert "typo.toml: unknown table [rnu] (known tables: [run], [server]" \
+            in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_a_missing_config_file_is_named(tmp_path, capsys):
