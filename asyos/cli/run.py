@@ -40,7 +40,7 @@ log = logging.getLogger("asyos.run")
 def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     data = parser.add_argument_group("data (default: the paper's synthetic problem)")
     data.add_argument("--data", help="features: (n, p) .npy (C or feature-major "
-                      "Fortran order), .csv/.txt/.tsv, .svm/.svmlight/.libsvm, or an "
+                      "Fortran), .csv/.txt/.tsv, .svm/.svmlight/.libsvm, .csc, or an "
                       "HDF5 dataset file.h5[:NAME] (default NAME X)")
     data.add_argument("--labels", help="labels: .npy, one-column text, svmlight, or "
                       "file.h5[:NAME] (default y); svmlight and HDF5 data with a y "

@@ -5,7 +5,9 @@ the feature-major (Fortran-order) layout, read by memory map; ``.csv``/``.txt`` 
 dense (n, p) table, optionally with the labels in one of its columns;
 ``.svm``/``.svmlight``/``.libsvm`` — sparse rows with their labels (needs the ``io``
 extra: scikit-learn); ``.h5``/``.hdf5`` — a 2-D dataset, named ``file.h5:NAME``
-(default ``X`` for features, ``y`` for labels; needs the ``hdf5`` extra: h5py).
+(default ``X`` for features, ``y`` for labels; needs the ``hdf5`` extra: h5py);
+``.csc`` — a directory holding a sparse matrix by columns (``asyos convert`` writes
+it; ``streams/csc_file.py``), read by memory map, with its labels when it has them.
 Labels can come from any of these.
 """
 
@@ -17,18 +19,21 @@ import numpy as np
 from ..errors import InputError
 from ..streams import (
     ArrayStream,
+    CSCFileStream,
     FeatureStream,
     HDF5Stream,
     InteractionStream,
     NpyStream,
     SparseStream,
 )
+from ..streams.csc_file import CSC_SUFFIX, is_csc, read_labels
 from ..streams.hdf5 import open_dataset
 
 SVMLIGHT_SUFFIXES = {".svm", ".svmlight", ".libsvm"}
 TEXT_SUFFIXES = {".csv", ".txt", ".tsv"}
 HDF5_SUFFIXES = {".h5", ".hdf5"}
-FORMATS = ".npy, .csv, .txt, .tsv, .svm, .svmlight, .libsvm, .h5 or .hdf5"
+FORMATS = (".npy, .csv, .txt, .tsv, .svm, .svmlight, .libsvm, .h5, .hdf5 or a .csc "
+           "directory")
 
 
 def _existing(path) -> Path:
@@ -97,10 +102,13 @@ def _hdf5_labels(path: Path, name: str) -> np.ndarray:
 
 def _open(path, dataset: str, label_column) -> tuple[Path, str | None, str]:
     """(existing path, HDF5 dataset name or None, lower-case suffix); a label column
-    is only for text tables."""
+    is only for text tables; a ``.csc`` directory is checked when it is opened."""
     path, dataset = split_hdf5(path, dataset)
-    path = _existing(path)
-    suffix = path.suffix.lower()
+    if is_csc(path):
+        path, suffix = Path(path), CSC_SUFFIX
+    else:
+        path = _existing(path)
+        suffix = path.suffix.lower()
     if label_column is not None and suffix not in TEXT_SUFFIXES:
         raise InputError(f"{path}: a label column is for csv/tsv/txt files")
     return path, dataset, suffix
@@ -114,7 +122,8 @@ def load_features(path, *, degree: int = 1, label_column: int | None = None,
     2 or 3: the stream of all products of up to that many of the file's columns
     (``InteractionStream``, generated on the fly; the file's d columns are held).
     ``label_column``: a csv/tsv/txt column holding the labels (not a feature).  An
-    HDF5 file ``file.h5[:NAME]`` returns its dataset ``y`` as labels when it has one.
+    HDF5 file ``file.h5[:NAME]`` returns its dataset ``y`` as labels when it has one,
+    a ``.csc`` directory its ``labels.npy``.
     """
     if degree != 1:
         base, labels = load_features(path, label_column=label_column)
@@ -122,6 +131,9 @@ def load_features(path, *, degree: int = 1, label_column: int | None = None,
     path, dataset, suffix = _open(path, "X", label_column)
     if suffix == ".npy":
         return NpyStream(path, **stream_options), None
+    if suffix == CSC_SUFFIX:
+        stream = CSCFileStream(path, **stream_options)
+        return stream, stream.labels()
     if suffix in TEXT_SUFFIXES:
         table, labels = _load_text(path), None
         if label_column is not None:
@@ -139,8 +151,8 @@ def load_features(path, *, degree: int = 1, label_column: int | None = None,
 
 def load_labels(path, *, column: int | None = None) -> np.ndarray:
     """Labels from ``.npy`` (never unpickled), a text file (one column, or the given
-    ``column``), the labels of an svmlight file, or an HDF5 dataset
-    (``file.h5[:NAME]``, default ``y``)."""
+    ``column``), the labels of an svmlight file or of a ``.csc`` directory, or an
+    HDF5 dataset (``file.h5[:NAME]``, default ``y``)."""
     path, dataset, suffix = _open(path, "y", column)
     if suffix == ".npy":
         try:
@@ -149,6 +161,10 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
             raise InputError(f"{path}: cannot read labels ({exc})") from None
     elif suffix in SVMLIGHT_SUFFIXES:
         y = _load_svmlight(path)[1]
+    elif suffix == CSC_SUFFIX:
+        y = read_labels(path)
+        if y is None:
+            raise InputError(f"{path}: this .csc directory holds no labels.npy")
     elif suffix in HDF5_SUFFIXES:
         y = _hdf5_labels(path, dataset)
     else:

@@ -14,6 +14,7 @@ import numpy as np
 from ..errors import InputError
 from .array import ArrayStream
 from .base import FeatureStream
+from .csc_file import CSCFileStream, is_csc, save_csc
 from .gaussian import GaussianStream
 from .generator import GeneratorStream
 from .hdf5 import HDF5Stream
@@ -22,9 +23,10 @@ from .npy import NpyStream, save_feature_major
 from .sparse import SparseStream
 from .standardize import Standardized
 
-__all__ = ["ArrayStream", "FeatureStream", "GaussianStream", "GeneratorStream",
-           "HDF5Stream", "InteractionStream", "NpyStream", "interaction_count",
-           "SparseStream", "Standardized", "as_stream", "save_feature_major"]
+__all__ = ["ArrayStream", "CSCFileStream", "FeatureStream", "GaussianStream",
+           "GeneratorStream", "HDF5Stream", "InteractionStream", "NpyStream",
+           "interaction_count", "SparseStream", "Standardized", "as_stream",
+           "save_csc", "save_feature_major"]
 
 
 def _is_sparse(obj) -> bool:
@@ -36,8 +38,9 @@ def _is_sparse(obj) -> bool:
 def as_stream(obj, **options) -> FeatureStream:
     """The stream for ``obj``: a FeatureStream as is, an ndarray (or nested list) →
     ArrayStream, a scipy.sparse matrix → SparseStream, a str/Path to a ``.npy`` →
-    NpyStream.  ``options`` (block_size, shuffle, seed) go to the new stream; they are
-    refused for an existing stream rather than silently ignored.
+    NpyStream, to a ``.csc`` directory → CSCFileStream.  ``options`` (block_size,
+    shuffle, seed) go to the new stream; they are refused for an existing stream
+    rather than silently ignored.
     """
     if isinstance(obj, FeatureStream):
         if options:
@@ -48,7 +51,10 @@ def as_stream(obj, **options) -> FeatureStream:
     if isinstance(obj, (str, Path)):
         if Path(obj).suffix.lower() == ".npy":
             return NpyStream(obj, **options)
-        raise InputError(f"{obj}: as_stream reads only .npy files")
+        if is_csc(obj):
+            return CSCFileStream(obj, **options)
+        raise InputError(f"{obj}: as_stream reads only .npy files and .csc "
+                         "directories")
     if isinstance(obj, (np.ndarray, list, tuple)):
         return ArrayStream(obj, **options)
     raise InputError(f"cannot make a feature stream from {type(obj).__name__}")

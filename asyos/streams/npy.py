@@ -26,11 +26,61 @@ from .base import FeatureStream
 
 _PAGE = mmap.PAGESIZE
 _DROP_GAP = 1 << 20   # unmap across gaps up to 1 MiB: fewer syscalls, pages stay cached
+_FAULT_AROUND = 1 << 16   # Linux's default fault_around_bytes
 
 
 def save_feature_major(path, X) -> None:
     """Write an (n, p) array as a Fortran-order ``.npy`` (the fast NpyStream layout)."""
     np.save(path, np.asfortranarray(X))
+
+
+def map_file(path: Path, expected: int) -> mmap.mmap:
+    """A read-only memory map of ``path``, whose size must be ``expected`` bytes (its
+    header's promise), or InputError naming the path."""
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != expected:
+                raise InputError(f"{path}: file has {size} bytes but its header "
+                                 f"needs {expected} (truncated or corrupt)")
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot map the file ({exc})") from None
+
+
+def advise(mm: mmap.mmap, option, start: int, stop: int) -> None:
+    """madvise(option) on [start, stop) of ``mm``, start rounded down to a page boundary
+    (the kernel rounds the length up); a no-op where the platform lacks it."""
+    if option is None or not hasattr(mm, "madvise"):
+        return
+    start -= start % _PAGE
+    stop = min(stop, len(mm))
+    if stop > start:
+        mm.madvise(option, start, stop - start)
+
+
+def drop_pages(mm: mmap.mmap, start: int, stop: int) -> None:
+    """Unmap the pages of [start, stop) just copied; the page cache keeps them, so a
+    reread is cheap (and a shared writable map's changes stay in the file).
+
+    A read fault maps the cached pages of the whole aligned window around it
+    ("fault-around", 64 KiB), some before the range just read, so the range is
+    widened by that much on both sides: with small blocks (a CSC block can be a few
+    KiB) those strays would otherwise add up to most of the file."""
+    advise(mm, getattr(mmap, "MADV_DONTNEED", None), max(0, start - _FAULT_AROUND),
+           stop + _FAULT_AROUND)
+
+
+def page_runs(starts: np.ndarray, stops: np.ndarray) -> list[tuple[int, int]]:
+    """The byte ranges [starts[k], stops[k]) just read (sorted by start, ranges
+    increasing), merged where less than ``_DROP_GAP`` apart: one madvise per run
+    (near columns, a shard's stride too)."""
+    if len(starts) == 0:
+        return []
+    cut = np.flatnonzero(starts[1:] > stops[:-1] + _DROP_GAP) + 1
+    firsts, lasts = np.r_[0, cut], np.r_[cut, len(starts)] - 1
+    return [(int(starts[first]), int(stops[last]))
+            for first, last in zip(firsts, lasts, strict=True)]
 
 
 def _read_header(path: Path) -> tuple[tuple, bool, np.dtype, int]:
@@ -77,42 +127,19 @@ class NpyStream(FeatureStream):
 
     def _open(self) -> None:
         n, p, path = self.n_samples, self.n_features, self.path
-        expected = self._offset + n * p * self._dtype.itemsize
-        try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                if size != expected:
-                    raise InputError(f"{path}: file has {size} bytes but its header "
-                                     f"needs {expected} (truncated or corrupt)")
-                self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        except OSError as exc:
-            raise InputError(f"{path}: cannot map the file ({exc})") from None
+        self._mm = map_file(path, self._offset + n * p * self._dtype.itemsize)
         data = np.frombuffer(self._mm, self._dtype, count=n * p, offset=self._offset)
         # Fortran: column j is row j of a (p, n) array; C: an ordinary (n, p) array.
         self._data = data.reshape((p, n) if self.fortran_order else (n, p))
         if not self.shuffle and self.fortran_order:
-            self._advise(getattr(mmap, "MADV_SEQUENTIAL", None), 0, len(self._mm))
-
-    def _advise(self, option, start: int, stop: int) -> None:
-        """madvise(option) on [start, stop), start rounded down to a page boundary
-        (the kernel rounds the length up); a no-op where the platform lacks it."""
-        if option is None or not hasattr(self._mm, "madvise"):
-            return
-        start -= start % _PAGE
-        stop = min(stop, len(self._mm))
-        if stop > start:
-            self._mm.madvise(option, start, stop - start)
+            advise(self._mm, getattr(mmap, "MADV_SEQUENTIAL", None), 0, len(self._mm))
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         if self.fortran_order:
             block = self._data[indices]  # gathers b contiguous columns (a copy)
             starts = self._offset + np.sort(indices) * self._column_bytes
-            ends = starts + self._column_bytes
-            # runs of near columns (a shard's stride, too): one madvise call per run
-            cut = np.flatnonzero(starts[1:] > ends[:-1] + _DROP_GAP) + 1
-            firsts, lasts = np.r_[0, cut], np.r_[cut, len(starts)] - 1
-            for first, last in zip(firsts, lasts, strict=True):
-                self._drop(int(starts[first]), int(ends[last]))
+            for start, stop in page_runs(starts, starts + self._column_bytes):
+                self._drop(start, stop)
         else:
             block = self._data[:, indices].T  # a copy, strided over all n rows
             item, p = self._dtype.itemsize, self.n_features
@@ -123,4 +150,4 @@ class NpyStream(FeatureStream):
 
     def _drop(self, start: int, stop: int) -> None:
         """Unmap the pages of [start, stop) just copied (page cache keeps them)."""
-        self._advise(getattr(mmap, "MADV_DONTNEED", None), start, stop)
+        drop_pages(self._mm, start, stop)

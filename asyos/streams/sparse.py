@@ -1,4 +1,11 @@
-"""A stream over a scipy.sparse matrix: CSC blocks for the sparse OS kernel."""
+"""Streams of sparse columns: CSC blocks for the sparse OS kernel.
+
+``CSCColumns`` is what every such stream shares (the kept set that reads CSC blocks,
+the blocks themselves with their NaN/inf check, b columns densified for baselines and
+refits); a subclass only says how to slice a set of columns (``_slice``).
+``SparseStream`` slices an in-memory scipy matrix, ``CSCFileStream``
+(``streams/csc_file.py``) a ``.csc`` directory on disk.
+"""
 
 from __future__ import annotations
 
@@ -14,17 +21,63 @@ from .base import FeatureStream
 from .prefetch import prefetch
 
 
-class SparseStream(FeatureStream):
-    """Columns of a scipy.sparse (n, p) matrix.
+class CSCColumns(FeatureStream):
+    """A stream whose columns are sparse: OS reads it through ``step_blocks``
+    (``CSCBlock``s for ``SparseKeptSet``, whose steps cost O(nnz) instead of O(n·s));
+    ``blocks`` (baselines, refits) densifies just b columns at a time.
 
-    The matrix is converted to CSC once (column slicing is then O(nnz of the columns)).
-    OS reads it through ``step_blocks``: ``CSCBlock``s for ``SparseKeptSet``, whose
-    steps cost O(nnz) instead of O(n·s).  ``blocks`` (for the baselines and
-    refits) densifies just b columns: memory O(nnz + b·n), never O(n·p).  scipy is
-    imported only here, and only when such a stream is made.
+    Subclasses implement ``_slice(index)``: (indptr int (b+1,) from 0, rows int,
+    values) of the columns ``index`` in that order, rows ascending in each column.
     """
 
     sparse = True
+
+    def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        raise NotImplementedError
+
+    def _what(self) -> str:
+        """Prefix of the NaN/inf message (a file stream names its path)."""
+        return ""
+
+    def _read(self, indices: np.ndarray) -> np.ndarray:
+        indptr, rows, vals = self._slice(indices)
+        dense = np.zeros((len(indices), self.n_samples), vals.dtype)
+        dense[np.repeat(np.arange(len(indices)), np.diff(indptr)), rows] = vals
+        return dense
+
+    def kept_set(self, capacity: int) -> SparseKeptSet:
+        return SparseKeptSet(self.n_samples, capacity, self.dtype)
+
+    def step_blocks(self, epoch: int = 0) -> Iterator:
+        return self.csc_blocks_in(self.order(epoch), self.block_size)
+
+    def csc_blocks_in(self, order: np.ndarray, block_size: int) -> Iterator:
+        """(indices, CSCBlock) batches of the columns ``order``, read ahead in a
+        thread like ``blocks``; a NaN or inf is refused naming its feature."""
+        raw = (self._csc(order[start:start + block_size])
+               for start in range(0, len(order), block_size))
+        return prefetch(raw) if self.prefetch else raw
+
+    def _csc(self, index: np.ndarray) -> tuple[np.ndarray, CSCBlock]:
+        indptr, rows, vals = self._slice(index)
+        finite = np.isfinite(vals)
+        if not finite.all():
+            column = np.searchsorted(indptr, np.argmin(finite), side="right") - 1
+            raise InputError(f"{self._what()}feature {int(index[column])} contains "
+                             "NaN or inf")
+        return index, CSCBlock(indptr.astype(np.int64, copy=False),
+                               rows.astype(np.int64, copy=False),
+                               np.ascontiguousarray(vals, dtype=self.dtype),
+                               self.n_samples)
+
+
+class SparseStream(CSCColumns):
+    """Columns of a scipy.sparse (n, p) matrix.
+
+    The matrix is converted to CSC once (column slicing is then O(nnz of the columns)):
+    memory O(nnz + b·n), never O(n·p).  scipy is imported only here, and only when
+    such a stream is made.
+    """
 
     def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
                  seed: int = 0, dtype="float64"):
@@ -42,30 +95,6 @@ class SparseStream(FeatureStream):
         self._X.sum_duplicates()
         self._X.sort_indices()   # rows ascending: the kernel walks u and g in order
 
-    def _read(self, indices: np.ndarray) -> np.ndarray:
-        # (n, b) CSC → transpose is (b, n) CSR → dense C-order (b, n), one copy.
-        return self._X[:, indices].T.toarray()
-
-    def kept_set(self, capacity: int) -> SparseKeptSet:
-        return SparseKeptSet(self.n_samples, capacity, self.dtype)
-
-    def step_blocks(self, epoch: int = 0) -> Iterator:
-        return self.csc_blocks_in(self.order(epoch), self.block_size)
-
-    def csc_blocks_in(self, order: np.ndarray, block_size: int) -> Iterator:
-        """(indices, CSCBlock) batches of the columns ``order``, read ahead in a
-        thread like ``blocks``; a NaN or inf is refused naming its feature."""
-        raw = (self._csc(order[start:start + block_size])
-               for start in range(0, len(order), block_size))
-        return prefetch(raw) if self.prefetch else raw
-
-    def _csc(self, index: np.ndarray) -> tuple[np.ndarray, CSCBlock]:
+    def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         part = self._X[:, index]
-        finite = np.isfinite(part.data)
-        if not finite.all():
-            column = np.searchsorted(part.indptr, np.argmin(finite), side="right") - 1
-            raise InputError(f"feature {int(index[column])} contains NaN or inf")
-        return index, CSCBlock(part.indptr.astype(np.int64),
-                               part.indices.astype(np.int64),
-                               np.ascontiguousarray(part.data, dtype=self.dtype),
-                               self.n_samples)
+        return part.indptr, part.indices, part.data

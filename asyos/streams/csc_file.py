@@ -1,0 +1,260 @@
+"""A stream over a sparse matrix stored by columns on disk: the ``.csc`` directory.
+
+Layout (``asyos convert`` writes it; ``save_csc`` writes one from memory)::
+
+    data.csc/
+        meta.json     {"format": "asyos-csc", "version": 1, "n_samples": n,
+                       "n_features": p, "nnz": nnz, "dtype": "float64"}
+        indptr.npy    int64 (p + 1,): column j is entries indptr[j]:indptr[j+1]
+        indices.npy   int32 or int64 (nnz,): row indices, ascending within a column
+        data.npy      float32 or float64 (nnz,): the values
+        labels.npy    (n,) labels, when the input had them (optional)
+
+The ``.npy`` files are uncompressed, so ``indices`` and ``data`` are read by memory
+map: a block of columns is one copy of a contiguous range (or, in a shuffled or
+sharded order, one gather), after which the pages just read are dropped
+(``madvise(MADV_DONTNEED)``, as ``NpyStream`` does): resident memory is one block
+plus ``indptr`` (O(p)), never O(nnz).  The sizes, ``indptr`` and the dtypes are
+checked when the directory is opened; the row indices of each block as it is read
+(a bad row index must never reach the compiled kernel).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import InputError
+from .array import check_design_shape
+from .npy import _read_header, drop_pages, map_file, page_runs
+from .sparse import CSCColumns
+
+CSC_SUFFIX = ".csc"
+FORMAT, VERSION = "asyos-csc", 1
+FILES = ("meta.json", "indptr.npy", "indices.npy", "data.npy")
+
+
+def is_csc(path) -> bool:
+    """Whether ``path`` names a ``.csc`` directory (by its suffix)."""
+    return Path(str(path)).suffix.lower() == CSC_SUFFIX
+
+
+def csc_meta(n: int, p: int, nnz: int, dtype) -> dict:
+    return {"format": FORMAT, "version": VERSION, "n_samples": int(n),
+            "n_features": int(p), "nnz": int(nnz), "dtype": np.dtype(dtype).name}
+
+
+def install(temporary: Path, final: Path) -> None:
+    """Move the finished directory ``temporary`` to ``final``, replacing an earlier
+    ``.csc`` directory there (``check_replaceable`` said it may be replaced)."""
+    old = None
+    if final.exists():
+        old = final.with_name(f"{final.name}.old-{os.getpid()}")
+        os.rename(final, old)
+    os.rename(temporary, final)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def check_replaceable(final: Path) -> None:
+    """InputError unless ``final`` is absent, an empty directory or a ``.csc``
+    directory (never delete what asyos did not write)."""
+    if not final.exists() and not final.is_symlink():
+        return
+    if final.is_dir() and not final.is_symlink() and (
+            not any(final.iterdir()) or (final / "meta.json").is_file()):
+        return
+    raise InputError(f"{final}: exists and is not a .csc directory; not replacing it")
+
+
+def save_csc(path, X, y=None, *, dtype="float64") -> Path:
+    """Write an in-memory (n, p) matrix (scipy.sparse or dense) as a ``.csc``
+    directory, with labels ``y`` when given."""
+    import scipy.sparse as sp
+
+    final = Path(path)
+    if not is_csc(final):
+        raise InputError(f"{final}: a .csc directory's name ends in .csc")
+    check_replaceable(final)
+    X = sp.csc_matrix(X, dtype=np.dtype(dtype))
+    X.sum_duplicates()
+    X.sort_indices()
+    n, p = check_design_shape(X.shape, "X")
+    temporary = final.with_name(f"{final.name}.tmp-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    temporary.mkdir()
+    try:
+        np.save(temporary / "indptr.npy", X.indptr.astype(np.int64))
+        np.save(temporary / "indices.npy",
+                X.indices.astype(np.int32 if n < 2**31 else np.int64))
+        np.save(temporary / "data.npy", X.data)
+        if y is not None:
+            np.save(temporary / "labels.npy", np.asarray(y))
+        (temporary / "meta.json").write_text(json.dumps(csc_meta(n, p, X.nnz, dtype)))
+        install(temporary, final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return final
+
+
+def _meta(path: Path) -> dict:
+    """meta.json of the directory ``path``, checked."""
+    if not path.is_dir():
+        raise InputError(f"{path}: no such directory" if not path.exists() else
+                         f"{path}: a .csc input must be a directory")
+    for name in FILES:
+        if not (path / name).is_file():
+            raise InputError(f"{path}: not a .csc directory (no {name})")
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError) as exc:
+        raise InputError(f"{path}: meta.json is not readable JSON ({exc})") from None
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise InputError(f"{path}: meta.json does not say format {FORMAT!r}")
+    if meta.get("version") != VERSION:
+        raise InputError(f"{path}: .csc version {meta.get('version')!r}; this asyos "
+                         f"reads version {VERSION}")
+    for key in ("n_samples", "n_features", "nnz"):
+        value = meta.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InputError(f"{path}: meta.json {key} must be a whole number ≥ 0, "
+                             f"got {value!r}")
+    if meta.get("dtype") not in ("float32", "float64"):
+        raise InputError(f"{path}: meta.json dtype must be float32 or float64, got "
+                         f"{meta.get('dtype')!r}")
+    return meta
+
+
+class _Mapped:
+    """One 1-D ``.npy`` of the directory, by memory map (its length and dtype
+    checked)."""
+
+    def __init__(self, path: Path, length: int, kinds: tuple[str, ...]):
+        shape, _, dtype, self.offset = _read_header(path)
+        if dtype.str.lstrip("<|=") not in kinds:
+            raise InputError(f"{path}: dtype {dtype} is not one of "
+                             f"{', '.join(kinds)}")
+        if shape != (length,):
+            raise InputError(f"{path}: shape {shape}, expected ({length},) from "
+                             "meta.json")
+        self.path, self.item = path, dtype.itemsize
+        self.mm = map_file(path, self.offset + length * dtype.itemsize)
+        self.array = np.frombuffer(self.mm, dtype, count=length, offset=self.offset) \
+            if length else np.zeros(0, dtype)
+
+    def drop(self, starts: np.ndarray, stops: np.ndarray) -> None:
+        """Release the pages of the entries [starts[k], stops[k]) (starts sorted)."""
+        for start, stop in page_runs(self.offset + starts * self.item,
+                                     self.offset + stops * self.item):
+            drop_pages(self.mm, start, stop)
+
+
+def read_indptr(path: Path, meta: dict) -> np.ndarray:
+    """indptr.npy of the directory ``path``, in memory (O(p)), checked against meta."""
+    p, nnz = meta["n_features"], meta["nnz"]
+    mapped = _Mapped(path / "indptr.npy", p + 1, ("i8", "i4"))
+    indptr = np.array(mapped.array, dtype=np.int64)
+    mapped.array = None   # no view may outlive the mapping
+    mapped.mm.close()
+    if indptr[0] != 0:
+        raise InputError(f"{path}: indptr.npy must start at 0, got {indptr[0]}")
+    if np.any(np.diff(indptr) < 0):
+        column = int(np.argmax(np.diff(indptr) < 0))
+        raise InputError(f"{path}: indptr.npy decreases at feature {column} (it must "
+                         "be non-decreasing)")
+    if indptr[-1] != nnz:
+        raise InputError(f"{path}: indptr.npy ends at {indptr[-1]}, but meta.json "
+                         f"says nnz = {nnz}")
+    return indptr
+
+
+def read_labels(path) -> np.ndarray | None:
+    """labels.npy of the ``.csc`` directory ``path``, or None when it has none."""
+    path = Path(path)
+    meta = _meta(path)
+    if not (path / "labels.npy").is_file():
+        return None
+    try:
+        y = np.load(path / "labels.npy", allow_pickle=False)
+    except (ValueError, OSError) as exc:
+        raise InputError(f"{path / 'labels.npy'}: cannot read labels ({exc})") from None
+    if y.shape != (meta["n_samples"],):
+        raise InputError(f"{path / 'labels.npy'}: shape {y.shape}, expected "
+                         f"({meta['n_samples']},) labels")
+    return y
+
+
+class CSCFileStream(CSCColumns):
+    """Columns of a ``.csc`` directory, read block by block by memory map.
+
+    The sparse kernel reads it exactly as it reads ``SparseStream`` over the same
+    matrix (the same CSC blocks), so the results are the same; resident memory is
+    O(p) for ``indptr`` plus one block, whatever nnz is.  ``labels()`` gives the
+    directory's labels (None without ``labels.npy``).
+    """
+
+    def __init__(self, path, *, block_size: int = 256, shuffle: bool = False,
+                 seed: int = 0, dtype="float64"):
+        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
+                         dtype=dtype)
+        self.path = Path(path)
+        meta = _meta(self.path)
+        try:
+            self.n_samples, self.n_features = check_design_shape(
+                (meta["n_samples"], meta["n_features"]), "the matrix")
+        except InputError as exc:
+            raise InputError(f"{self.path}: {exc}") from None
+        self.nnz = meta["nnz"]
+        self._indptr = read_indptr(self.path, meta)
+        self._rows = _Mapped(self.path / "indices.npy", self.nnz, ("i4", "i8"))
+        self._vals = _Mapped(self.path / "data.npy", self.nnz,
+                             ("f4" if meta["dtype"] == "float32" else "f8",))
+
+    def labels(self) -> np.ndarray | None:
+        return read_labels(self.path)
+
+    def _what(self) -> str:
+        return f"{self.path}: "
+
+    def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        starts, stops = self._indptr[index], self._indptr[index + 1]
+        indptr = np.zeros(len(index) + 1, np.int64)
+        np.cumsum(stops - starts, out=indptr[1:])
+        if len(index) and np.all(np.diff(index) == 1):   # a range: one copy each
+            lo, hi = int(starts[0]), int(stops[-1])
+            rows = np.array(self._rows.array[lo:hi])
+            vals = np.array(self._vals.array[lo:hi])
+            starts, stops = starts[:1], stops[-1:]
+        else:                                            # shuffled, a shard: a gather
+            at = np.repeat(starts - indptr[:-1], stops - starts) + np.arange(indptr[-1])
+            rows, vals = self._rows.array[at], self._vals.array[at]
+            order = np.argsort(starts, kind="stable")
+            starts, stops = starts[order], stops[order]
+        self._rows.drop(starts, stops)
+        self._vals.drop(starts, stops)
+        self._check_rows(index, indptr, rows)
+        return indptr, rows, vals
+
+    def _check_rows(self, index, indptr, rows) -> None:
+        """Row indices in [0, n), strictly ascending within each column."""
+        if rows.size == 0:
+            return
+        if rows.min() < 0 or rows.max() >= self.n_samples:
+            at = int(np.argmax((rows < 0) | (rows >= self.n_samples)))
+            column = np.searchsorted(indptr, at, side="right") - 1
+            raise InputError(f"{self.path}: feature {int(index[column])} has row index "
+                             f"{int(rows[at])}, outside 0..{self.n_samples - 1}")
+        falls = np.diff(rows) <= 0
+        boundaries = indptr[1:-1] - 1                 # between columns: no order
+        falls[boundaries[(boundaries >= 0) & (boundaries < falls.size)]] = False
+        if falls.any():
+            column = np.searchsorted(indptr, int(np.argmax(falls)) + 1,
+                                     side="right") - 1
+            raise InputError(f"{self.path}: the row indices of feature "
+                             f"{int(index[column])} are not strictly ascending "
+                             "(unsorted or repeated)")
