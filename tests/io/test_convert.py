@@ -1,4 +1,5 @@
-"""asyos convert: every input format to the feature-major layout, in bounded memory."""
+"""asyos convert: every input format to the feature-major .npy or the sparse .csc
+layout, in bounded memory."""
 
 import json
 import subprocess
@@ -8,9 +9,10 @@ import numpy as np
 import pytest
 
 from asyos.errors import InputError
+from asyos.io import convert as convert_module
 from asyos.io.convert import convert
 from asyos.solvers.sequential import fit_os
-from asyos.streams import NpyStream
+from asyos.streams import CSCFileStream, NpyStream
 
 TIMEOUT = 120
 
@@ -145,3 +147,251 @@ def test_converting_a_large_file_stays_in_bounded_memory(tmp_path):
     assert out.shape == (n, p) and out.flags.f_contiguous
     check = np.load(tmp_path / "rows.npy", mmap_mode="r")
     np.testing.assert_array_equal(out[:, [0, 99_999, p - 1]], check[:, [0, 99_999, p - 1]])
+
+
+# -- the sparse layout: .csc directories ----------------------------------------------
+
+def _csc_matrix(path):
+    """The matrix and labels of a .csc directory, through the stream that reads it."""
+    stream = CSCFileStream(path)
+    return stream.columns(np.arange(stream.n_features)).T, stream.labels()
+
+
+@pytest.mark.parametrize("name", ["X_zero.svm", "X_one.svm"])
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_svmlight_to_csc_is_what_scikit_learn_reads(tmp_path, data, monkeypatch, name,
+                                                    dtype):
+    """Chunks of 300 bytes (many per pass) and segments of 600 bytes of output."""
+    from sklearn.datasets import load_svmlight_file
+
+    monkeypatch.setattr(convert_module, "SVMLIGHT_BYTES", 300)
+    X, y = data
+    _write(tmp_path / name, X, y)
+    info = convert(tmp_path / name, tmp_path / "out", dtype=dtype, block_bytes=600,
+                   labels_out=tmp_path / "y.npy")
+    assert info["output"] == str(tmp_path / "out.csc") and info["layout"] == "sparse"
+    assert info["nnz"] == np.count_nonzero(X) and info["labels"] == str(tmp_path /
+                                                                         "y.npy")
+    expected, labels = load_svmlight_file(str(tmp_path / name), dtype=np.float64)
+    assert (info["n_samples"], info["n_features"]) == expected.shape == X.shape
+    out, inside = _csc_matrix(tmp_path / "out.csc")
+    np.testing.assert_array_equal(out, expected.toarray().astype(dtype))
+    np.testing.assert_array_equal(inside, labels)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), labels)
+    folder = tmp_path / "out.csc"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "data.npy", "indices.npy", "indptr.npy", "labels.npy", "meta.json"]
+    assert np.load(folder / "indices.npy").dtype == np.int32
+    assert np.load(folder / "data.npy").dtype == np.dtype(dtype)
+    assert json.loads((folder / "meta.json").read_text()) == {
+        "format": "asyos-csc", "version": 1, "n_samples": 40, "n_features": 130,
+        "nnz": info["nnz"], "dtype": dtype}
+
+
+@pytest.mark.parametrize("name", ["X.csv", "X.tsv", "X.npy"])
+def test_tables_and_arrays_to_csc_equal_the_dense_matrix(tmp_path, data, name):
+    X, y = data
+    _write(tmp_path / name, X, y)
+    text = name != "X.npy"
+    info = convert(tmp_path / name, tmp_path / "X.csc", block_bytes=40 * 8 * 7,
+                   label_column=0 if text else None)
+    assert info["layout"] == "sparse"
+    assert info["density"] == np.count_nonzero(X) / X.size
+    out, labels = _csc_matrix(tmp_path / "X.csc")
+    np.testing.assert_array_equal(out, X)
+    if text:
+        np.testing.assert_array_equal(labels, y)
+    else:
+        assert labels is None
+    # and back: .csc → the feature-major .npy, its labels on the way
+    info = convert(tmp_path / "X.csc", tmp_path / "back", labels_out=tmp_path / "y.npy")
+    assert info["output"] == str(tmp_path / "back.npy") and info["layout"] == "dense"
+    back = np.load(tmp_path / "back.npy")
+    assert back.flags.f_contiguous
+    np.testing.assert_array_equal(back, X)
+    assert (tmp_path / "y.npy").exists() == text
+
+
+def test_the_layout_follows_the_name_or_the_data(tmp_path, data):
+    X, y = data                                     # 43 % nonzero: dense under auto
+    _write(tmp_path / "X.csv", X, y)
+    _write(tmp_path / "X_one.svm", X, y)
+    sparse = np.zeros((30, 50))
+    sparse[::7, ::3] = 2.0                          # 5 % nonzero
+    np.save(tmp_path / "S.npy", sparse)
+    assert convert(tmp_path / "X.csv", tmp_path / "a")["output"] == \
+        str(tmp_path / "a.npy")
+    assert convert(tmp_path / "S.npy", tmp_path / "b")["output"] == \
+        str(tmp_path / "b.csc")
+    assert convert(tmp_path / "X_one.svm", tmp_path / "c")["layout"] == "sparse"
+    assert convert(tmp_path / "X.csv", tmp_path / "d", layout="sparse")["output"] == \
+        str(tmp_path / "d.csc")
+    assert convert(tmp_path / "S.npy", tmp_path / "e.npy")["layout"] == "dense"
+    assert convert(tmp_path / "X_one.svm", tmp_path / "f.npy")["density"] < 0.5
+    with pytest.raises(InputError, match="--layout sparse writes a .csc directory"):
+        convert(tmp_path / "X.csv", tmp_path / "g.npy", layout="sparse")
+    with pytest.raises(InputError, match="--layout dense writes a .npy file"):
+        convert(tmp_path / "X.csv", tmp_path / "g.csc", layout="dense")
+    with pytest.raises(InputError, match="layout must be one of"):
+        convert(tmp_path / "X.csv", tmp_path / "g", layout="csr")
+    with pytest.raises(InputError, match="already a .csc directory"):
+        convert(tmp_path / "b.csc", tmp_path / "h.csc")
+    with pytest.raises(InputError, match="overwrite"):
+        convert(tmp_path / "b.csc", tmp_path / "b")
+    before = sorted(p.name for p in tmp_path.iterdir())
+    np.testing.assert_array_equal(_csc_matrix(tmp_path / "b.csc")[0], sparse)
+    convert(tmp_path / "X_one.svm", tmp_path / "b.csc")   # replaces a .csc directory
+    np.testing.assert_allclose(_csc_matrix(tmp_path / "b.csc")[0], X, rtol=1e-15)
+    assert sorted(p.name for p in tmp_path.iterdir()) == before
+
+
+@pytest.mark.parametrize("make, message", [
+    (lambda p: p.write_text("1 1:2 3:4\n-1 2:x\n"), "line 2 is not svmlight"),
+    (lambda p: p.write_text("1 1:2 3:4\n1 3:1 2:1\n"), "line 2 is not svmlight"),
+    (lambda p: p.write_text("1 1:2\n# note\n-1 2:1 7:nan\n"),
+     "feature 6 contains NaN or inf \\(sample 1\\)"),
+    (lambda p: p.write_text("1 0:2\n-1 2:inf\n"), "feature 2 contains NaN or inf"),
+    (lambda p: p.write_text(""), "empty"),
+    (lambda p: p.write_text("# only a comment\n"), "no data rows"),
+])
+def test_bad_svmlight_is_refused_and_leaves_nothing(tmp_path, make, message):
+    source = tmp_path / "bad.svm"
+    make(source)
+    for output in ("out.csc", "out.npy"):
+        with pytest.raises(InputError, match=message):
+            convert(source, tmp_path / output)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.svm"]
+
+
+def test_a_bad_line_is_found_in_a_later_chunk(tmp_path, monkeypatch):
+    monkeypatch.setattr(convert_module, "SVMLIGHT_BYTES", 64)
+    lines = [f"{k % 2} {k + 1}:{k}.5 {k + 3}:1" for k in range(200)]
+    lines[137] = "1 4:1 5;2"
+    (tmp_path / "d.svm").write_text("\n".join(lines) + "\n")
+    with pytest.raises(InputError, match="line 138 is not svmlight .*'1 4:1 5;2'"):
+        convert(tmp_path / "d.svm", tmp_path / "d.csc")
+    assert not (tmp_path / "d.csc").exists()
+
+
+def test_bad_outputs_are_refused_before_any_work(tmp_path, data):
+    X, y = data
+    _write(tmp_path / "X.csv", X, y)
+    (tmp_path / "taken.csc").mkdir()
+    (tmp_path / "taken.csc" / "mine.txt").write_text("keep me")
+    with pytest.raises(InputError, match="not a .csc directory; not replacing"):
+        convert(tmp_path / "X.csv", tmp_path / "taken.csc")
+    assert (tmp_path / "taken.csc" / "mine.txt").read_text() == "keep me"
+    with pytest.raises(InputError, match="no such directory"):
+        convert(tmp_path / "X.csv", tmp_path / "nowhere" / "X.csc")
+    (tmp_path / "folder.npy").mkdir()
+    with pytest.raises(InputError, match="is a directory"):
+        convert(tmp_path / "X.csv", tmp_path / "folder.npy")
+    nan = np.ones((6, 4))
+    nan[2, 1] = np.inf
+    np.savetxt(tmp_path / "nan.csv", nan, delimiter=",")
+    with pytest.raises(InputError, match="feature 1 contains NaN or inf"):
+        convert(tmp_path / "nan.csv", tmp_path / "nan.csc")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X.csv", "folder.npy",
+                                                          "nan.csv", "taken.csc"]
+
+
+def test_cli_writes_csc_and_exits_2_on_bad_input(tmp_path, data):
+    X, y = data
+    _write(tmp_path / "X_one.svm", X, y)
+    proc = subprocess.run([sys.executable, "-m", "asyos", "convert",
+                           str(tmp_path / "X_one.svm"), str(tmp_path / "X")],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {tmp_path / 'X.csc'}: n = 40, p = 130, float64, sparse columns, " \
+        f"{np.count_nonzero(X)} nonzeros" in proc.stdout
+    sparse = np.zeros((30, 50))
+    sparse[::7, ::3] = 2.0                          # 5 % nonzero
+    _write(tmp_path / "S_one.svm", sparse, np.ones(30))
+    proc = subprocess.run([sys.executable, "-m", "asyos.convert",
+                           str(tmp_path / "S_one.svm"), str(tmp_path / "S.npy")],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0 and "feature-major" in proc.stdout
+    assert "note: only 5.78% of the values are nonzero; a .csc output would hold " \
+        "just those" in proc.stderr
+    for args, message in [(["X.csc", "X.csc"], "must not overwrite the input"),
+                          (["X_one.svm", "Y.npy", "--layout", "sparse"], "--layout"),
+                          (["missing.svm", "Y.csc"], "no such file")]:
+        proc = subprocess.run([sys.executable, "-m", "asyos.convert",
+                               *(str(tmp_path / a) if "." in a else a for a in args)],
+                              capture_output=True, text=True, timeout=TIMEOUT)
+        assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+        assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+PEAK_RSS_SPARSE = """
+import sys
+import numpy as np
+import sklearn.datasets
+from asyos.io import convert as c
+
+def peak_mib():
+    with open("/proc/self/status") as f:
+        line = next(line for line in f if line.startswith("VmHWM"))
+        return int(line.split()[1]) >> 10
+
+ints = np.zeros(1, np.int64)
+c._place(ints, ints, np.zeros(1), ints, np.ones(1, np.int64), np.zeros(1, np.int32),
+         np.zeros(1))                       # numba's cached kernel, loaded
+before = peak_mib()
+if len(sys.argv) > 1:
+    c.convert(sys.argv[1], sys.argv[2], block_bytes=8 << 20)
+print(peak_mib() - before)
+"""
+
+
+def _svmlight_strata(path, n, p, per_row):
+    """n rows of per_row sorted distinct indices (one per stratum of p // per_row
+    columns), one-digit values: a large svmlight file written in a second."""
+    rng = np.random.default_rng(0)
+    width = p // per_row
+    words = np.arange(per_row) * width + rng.integers(0, width, (n, per_row)) + 1
+    cells = np.empty((n, per_row, 10), np.uint8)
+    cells[..., 0], cells[..., 7], cells[..., 9] = ord(" "), ord(":"), ord("5")
+    cells[..., 1:7] = ord("0") + (words[..., None] // 10 ** np.arange(5, -1, -1)) % 10
+    cells[..., 8] = ord("1") + rng.integers(0, 9, (n, per_row))
+    lines = np.empty((n, per_row * 10 + 2), np.uint8)
+    lines[:, 0], lines[:, -1] = ord("1"), ord("\n")
+    lines[:, 1:-1] = cells.reshape(n, -1)
+    path.write_bytes(lines.tobytes())
+    return words
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"),
+                    reason="reads /proc/self/status")
+def test_svmlight_to_csc_memory_does_not_grow_with_nnz(tmp_path):
+    """5·10⁶ nonzeros (50 MB of text, 60 MB of output; dense it would be 8 GB)
+    converted with 8 MiB blocks: the process holds chunks and segments, not the
+    matrix."""
+    n, p = 10_000, 100_000
+    words = _svmlight_strata(tmp_path / "t.svm", n, p, 500)
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_SPARSE,
+                           str(tmp_path / "t.svm"), str(tmp_path / "t.csc")],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    grew = int(proc.stdout.split()[-1])
+    assert grew < 60, f"converting grew the peak RSS by {grew} MiB (output: 60 MB)"
+    stream = CSCFileStream(tmp_path / "t.csc")
+    assert (stream.n_samples, stream.n_features, stream.nnz) == (n, p, n * 500)
+    rows = np.flatnonzero((words == 201).any(axis=1))   # one-based index 201
+    np.testing.assert_array_equal(np.flatnonzero(stream.columns([200])[0]), rows)
+
+
+def test_svmlight_to_dense_densifies_a_few_rows_at_a_time(tmp_path):
+    """400 rows × 50,000 columns (160 MB dense) in one svmlight chunk: written with
+    8 MiB blocks, never densified whole."""
+    words = _svmlight_strata(tmp_path / "t.svm", 400, 50_000, 20)
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_SPARSE,
+                           str(tmp_path / "t.svm"), str(tmp_path / "t.npy")],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    grew = int(proc.stdout.split()[-1])
+    assert grew < 60, f"converting grew the peak RSS by {grew} MiB (dense: 160 MB)"
+    out = np.load(tmp_path / "t.npy", mmap_mode="r")
+    assert out.shape == (400, words.max()) and out.flags.f_contiguous
+    np.testing.assert_array_equal(np.flatnonzero(out[:, 100]),
+                                  np.flatnonzero((words == 101).any(axis=1)))
