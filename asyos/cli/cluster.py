@@ -121,8 +121,7 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--server-timeout", type=float, help="give up after this "
                         "many seconds without a word from the server (default 120)")
     parser.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads "
-                        "of this worker (default: all cores; give cores / workers "
-                        "when several share a machine)")
+                        "of this worker (default 1: the kernels run on one core)")
     _common(parser)
     _synthetic_group(parser, sparsity=True)
 

@@ -93,10 +93,9 @@ def blas_threads(value: int | None) -> int | None:
 
 def apply_blas_threads(value: int | None) -> None:
     """--blas-threads for a process that runs alone (sequential OS, a ZeroMQ worker);
-    None leaves the BLAS default (every core)."""
-    threads = blas_threads(value)
-    if threads is not None:
-        NodeShare.of(1, threads).apply()
+    None means 1: the OS kernels run on one core, and a BLAS pool spread over every
+    core collapsed on a busy machine (docs/benchmarks.md)."""
+    NodeShare.of(1, blas_threads(value) or 1).apply()
 
 
 
@@ -178,3 +177,28 @@ def module_main(argv, prog: str, description: str, add_arguments, command: str,
     add_common(parser)
     args = parse(parser, argv, command)
     return guarded(lambda: action(args))
+
+
+class ProgressBar:
+    """A tqdm bar on stderr that appears at its first update: the wait before it
+    (numba compiling kernels on a first run, announced on its own line) would
+    otherwise show as 0 % with an ETA of many minutes.  ``quiet``: no bar at all."""
+
+    def __init__(self, quiet: bool, **options):
+        self.quiet, self.options, self._bar = quiet, options, None
+
+    def update(self, k: int) -> None:
+        if self.quiet:
+            return
+        if self._bar is None:
+            from tqdm import tqdm
+
+            self._bar = tqdm(file=sys.stderr, mininterval=0.2, **self.options)
+        self._bar.update(k)
+
+    def close(self) -> None:
+        """Close the bar as complete where it stopped (a run may end before its cap
+        of passes)."""
+        if self._bar is not None:
+            self._bar.total = self._bar.n
+            self._bar.close()

@@ -10,7 +10,6 @@ needs to make y.
 
 import argparse
 import logging
-import sys
 
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
@@ -24,6 +23,7 @@ from ..transport.base import launched_by_mpi
 from .job import finish_job, load_job
 from .options import (
     LOSS_NAMES,
+    ProgressBar,
     add_algorithm_arguments,
     add_protocol_arguments,
     apply_blas_threads,
@@ -88,8 +88,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
     add_protocol_arguments(asy)
     asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
-                     "process (default: all cores; under mpirun, the node's cores "
-                     "shared among its ranks)")
+                     "process (default 1; under mpirun, the node's cores shared "
+                     "among its ranks)")
     sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
     sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
                      "over the server state machine, with simulated staleness")
@@ -130,21 +130,15 @@ def run_path(args, job) -> FitResult:
         # the synthetic problem: up to twice its true size, which abess's default
         # (n / (log log n · log p), about 0.9 s at the paper's n) would stop short of
         largest = min(p, 2 * job.truth.support.size)
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        bar = tqdm(unit="feature", desc="OS path", file=sys.stderr, mininterval=0.2)
+    bar = ProgressBar(args.quiet, unit="feature", desc="OS path")
     try:
         path = fit_path(job.stream, job.y, loss=job.loss,
                         criterion=args.criterion or "sic",
                         max_features=largest, epochs=args.epochs,
                         rule=args.rule, ridge=args.ridge,
-                        standardize=args.standardize,
-                        progress=None if bar is None else bar.update)
+                        standardize=args.standardize, progress=bar.update)
     finally:
-        if bar is not None:
-            bar.close()
+        bar.close()
     result = path.best
     result.context["size_path"] = {**path.summary(), "seconds": path.seconds,
                                    "n_steps": sum(f.n_steps for f in path.fits)}
@@ -155,23 +149,17 @@ def run_sequential(args) -> FitResult:
     job = load_job(args)
     if args.sparsity == "auto":
         return run_path(args, job)
-    bar = None
-    if not args.quiet:
-        from tqdm import tqdm
-
-        rule = resolve_rule(args.rule, job.stream.sparse)
-        bar = tqdm(total=job.stream.n_features * resolve_epochs(args.epochs, rule),
-                   unit="feature", desc="OS", file=sys.stderr, mininterval=0.2)
+    rule = resolve_rule(args.rule, job.stream.sparse)
+    bar = ProgressBar(args.quiet, unit="feature", desc="OS",
+                      total=job.stream.n_features * resolve_epochs(args.epochs, rule))
     try:
         result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
                         m=args.m, epochs=args.epochs, standardize=args.standardize,
-                        progress=bar.update if bar else None, groups=job.groups,
+                        progress=bar.update, groups=job.groups,
                         s2=args.group_sparsity, rule=args.rule,
-                        ridge=args.ridge)
+                        ridge=args.ridge, blas_threads=None)   # run() applied them
     finally:
-        if bar is not None:
-            bar.total = bar.n   # the fitted rule may stop before its cap
-            bar.close()
+        bar.close()   # the fitted rule may stop before its cap
     return finish_job(args, job, result)
 
 

@@ -89,19 +89,81 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
 
 
 @njit(cache=True)
+def _cholesky(A, m):
+    """A[:m, :m] (symmetric positive definite) → its lower Cholesky factor, in
+    place.  Hand-written rather than ``np.linalg``: numba compiles its LAPACK
+    bindings for seconds on a first run, and s is small.  A pivot that rounding made
+    ≤ 0 is taken as the smallest positive one."""
+    for j in range(m):
+        d = A[j, j]
+        for k in range(j):
+            d -= A[j, k] * A[j, k]
+        d = np.sqrt(max(d, 1e-300))
+        A[j, j] = d
+        for i in range(j + 1, m):
+            total = A[i, j]
+            for k in range(j):
+                total -= A[i, k] * A[j, k]
+            A[i, j] = total / d
+
+
+@njit(cache=True)
+def spd_solve(A, m, b):
+    """A⁻¹b for the SPD A[:m, :m] (A is overwritten by its factor)."""
+    _cholesky(A, m)
+    z = b[:m].copy()
+    for i in range(m):              # L z' = b
+        for k in range(i):
+            z[i] -= A[i, k] * z[k]
+        z[i] /= A[i, i]
+    for i in range(m - 1, -1, -1):  # Lᵀ z = z'
+        for k in range(i + 1, m):
+            z[i] -= A[k, i] * z[k]
+        z[i] /= A[i, i]
+    return z
+
+
+@njit(cache=True)
+def spd_inverse(A, m, out):
+    """out[:m, :m] = A⁻¹ for the SPD A[:m, :m] (A is overwritten): Cholesky, then
+    L⁻¹ in A's lower part and out = L⁻ᵀL⁻¹, O(m³)."""
+    _cholesky(A, m)
+    for j in range(m):              # L⁻¹, lower, column by column, into A
+        A[j, j] = 1.0 / A[j, j]
+        for i in range(j + 1, m):
+            total = 0.0
+            for k in range(j, i):
+                total -= A[i, k] * A[k, j]
+            A[i, j] = total / A[i, i]
+    for i in range(m):
+        for j in range(i + 1):
+            total = 0.0
+            for k in range(i, m):
+                total += A[k, i] * A[k, j]
+            out[i, j] = total
+            out[j, i] = total
+
+
+@njit(cache=True, fastmath=_FAST)
 def refactor(cols, size, st):
     """H_S⁻¹ from scratch with the stored curvature: O(n·s² + s³).  Columns whose
     products overflow mark the scale as overflowing (``NU`` = inf): the caller refuses
     the data (``step_size.check_scale``)."""
     if size > 0:
-        X = cols[:size].astype(np.float64)
-        H = (X * st.curv) @ X.T
-        for k in range(size):
-            H[k, k] += st.info[LAMBDA]
-        if not np.all(np.isfinite(H)):
-            st.info[NU] = np.inf
-            return
-        st.inv[:size, :size] = np.linalg.inv(H)
+        H = np.empty((size, size))
+        n = cols.shape[1]
+        for i in range(size):   # H = X_S D X_Sᵀ + λI, in loops: compiles in a
+            for l in range(i + 1):   # fraction of the time of a float32-aware matmul
+                total = 0.0
+                for r in range(n):
+                    total += st.curv[r] * cols[i, r] * cols[l, r]
+                H[i, l] = total
+                H[l, i] = total
+            H[i, i] += st.info[LAMBDA]
+            if not np.isfinite(H[i, i]):
+                st.info[NU] = np.inf
+                return
+        spd_inverse(H, size, st.inv)
     st.info[ARRIVALS] = 0.0
     st.info[SINCE] = 0.0
 
@@ -213,13 +275,13 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
         m, block, w_g = _group_block(index, k, group, sigma, st, slots)
         if slots[0] != l:   # each group once, at its first slot
             continue
-        cost = 0.5 * np.dot(w_g, np.linalg.solve(block, w_g))
+        cost = 0.5 * _dot(w_g, spd_solve(block, m, w_g))
         if cost < best * (1.0 - 1e-9):
             best, chosen = cost, group
     if chosen < 0:
         return False
     m, block, w_g = _group_block(index, k, chosen, sigma, st, slots)
-    z = np.linalg.solve(block, w_g)
+    z = spd_solve(block, m, w_g)
     for l in range(k):
         delta = 0.0
         for r in range(m):

@@ -7,6 +7,7 @@ sequential OS run and of an Asy-OS worker.
 
 import numpy as np
 
+from .compile_notice import compile_notice
 from .drivers import NO_GROUPS, os_block, os_local
 from .fitted_step import (
     CURRENT,
@@ -99,6 +100,12 @@ class KeptSet(_Kept):
                              self.limit, block, block_index, u_local, y, int(loss),
                              float(eta), float(m), self._g, self._gS, self.contribution,
                              self._previous, self.group_of, self.max_groups)
+
+    def twin(self):
+        """(a 2-sample kept set of this kind and storage type, a block for it):
+        ``warm_up`` runs it to compile exactly these kernels (a group-aware kept set
+        runs the same ones: its group labels are an int64 array either way)."""
+        return KeptSet(2, 1, self.cols.dtype), np.ones((1, 2), self.cols.dtype)
 
     def set_limit(self, limit: int) -> None:
         """Keep at most ``limit`` (1..capacity) features from now on: an Asy-OS worker's
@@ -220,6 +227,12 @@ class FittedKeptSet(_Kept):
         self._eta = None      # the first η a worker was given: the server's shrinking
         #                       of η (its safeguard) scales the moves by as much
 
+    def twin(self):
+        # group labels are an int64 array with or without groups: the same kernels
+        twin = FittedKeptSet(2, 1, self.model.info[RIDGE], self.cols.dtype,
+                             damping=self.damping)
+        return twin, np.ones((1, 2), self.cols.dtype)
+
     def start_epoch(self) -> None:
         self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
 
@@ -300,6 +313,10 @@ class SparseKeptSet(_Kept):
             u_grad, self.contribution, separate, y, int(loss), float(m), step_state,
             self._g, self._mark, self._touched, self._w_old, self._gS)
 
+    def twin(self):
+        dense = np.ones((1, 2), self.vals.dtype)
+        return SparseKeptSet(2, 1, self.vals.dtype), CSCBlock.from_dense(dense)
+
     def run_block(self, block_index: np.ndarray, block: CSCBlock, y: np.ndarray,
                   loss: Loss, m: float, step_state: np.ndarray) -> None:
         """Sequential OS over a CSC block, gradients at the exact u = X_S w_S."""
@@ -334,29 +351,17 @@ class SparseKeptSet(_Kept):
                             self.contribution)
 
 
-def warm_up(sparse: bool = False) -> None:
-    """Load every compiled kernel (from numba's on-disk cache) before timing starts.
-
-    The first call of each kernel costs ~0.1-0.5 s; runs that time themselves, and
-    MPI ranks that would otherwise stall each other one by one, call this first.
-    ``sparse``: the sparse kernels too.
-    """
-    from .losses import loss_value
-    from .server_state import all_finite
-
-    all_finite(np.ones(2))
-    y = np.ones(2)
-    for dtype in (np.float64, np.float32):
-        column = np.ones((1, 2), dtype=dtype)
-        for kind in (KeptSet, SparseKeptSet) if sparse else (KeptSet,):
-            kept = kind(2, 1, dtype)
-            block = CSCBlock.from_dense(column) if kind is SparseKeptSet else column
-            kept.run_local(np.arange(1), block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-            kept.run_block(np.arange(1), block, y, Loss.SQUARED, 1.0,
-                           np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0]))
-        KeptSet(2, 1, dtype).step(0, column[0], np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-        fitted = FittedKeptSet(2, 1, 1e-6, dtype)
-        fitted.run_block(np.arange(1), column, y, Loss.SQUARED, 1.0, np.zeros(7))
-        fitted.run_local(np.arange(1), column, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-        fitted.set_limit(1)
-    loss_value(0, y, y)
+def warm_up(kept, asy: bool = False) -> None:
+    """Compile, or load from numba's on-disk cache, the kernels ``kept`` will run,
+    before a run's clock starts: a two-sample twin of the same kind and storage type
+    takes one block (and, for an Asy-OS worker, ``asy``, a local block and a budget
+    change).  Only what the run needs is compiled; the first run on a machine
+    compiles, which takes seconds, so that wait is announced once on stderr."""
+    twin, block = kept.twin()
+    y, index = np.ones(2), np.arange(1)
+    state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
+    with compile_notice():
+        twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)
+        if asy:
+            twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+            twin.set_limit(1)

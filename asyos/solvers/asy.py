@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..core.kept_set import check_ridge, resolve_epochs, resolve_rule
+from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss, loss_value
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
@@ -198,6 +198,15 @@ def worker_shard(stream, q: int, t: int, group_of=None):
         return stream.shard(q, t)
     owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
     return GroupShard(stream, owner, t)
+
+
+def warm_worker(shard, config: AsyConfig, groups=None) -> None:
+    """Compile (or load from numba's cache) the kernels a worker of ``config`` runs on
+    ``shard``, before its first pull: a worker compiling mid-run would hold the
+    others at the staleness bound.  ``groups``: ``config.groups(t, group_of)``."""
+    kept, _ = kept_set(shard, 1, groups, config.rule, ridge=config.ridge,
+                       loss=config.loss, damping=config.damping)
+    warm_up(kept, asy=True)
 
 
 def group_fingerprint(group_of) -> np.ndarray:

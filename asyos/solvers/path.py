@@ -107,8 +107,8 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     step = StepSize()
     largest = sizes[-1]
     m = step.block_factor(n, largest)
-    warm_up(stream.sparse)
     kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss)
+    warm_up(kept)
     state = step.state(loss, n, largest)
     fits, values = [], []
     for size in sizes:

@@ -6,6 +6,7 @@ set: O(n·s) memory whatever p is; X is never held.
 """
 
 import time
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -13,14 +14,28 @@ from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule,
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
-from ..core.validate import check_labels, check_sparsity
+from ..core.validate import check_at_least, check_labels, check_sparsity
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
 
+@contextmanager
+def blas_limit(threads: int | None):
+    """At most ``threads`` BLAS threads inside the block (threadpoolctl); None: no
+    change."""
+    if threads is None:
+        yield
+        return
+    import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS numba's np.dot calls)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield
+
+
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
            standardize=False, progress=None, groups=None, s2=None,
-           rule="auto", ridge=None) -> FitResult:
+           rule="auto", ridge=None, blas_threads: int | None = 1) -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -48,6 +63,9 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         streams: ``core.kept_set.resolve_rule``)
     ridge : the fitted rule's λ relative to curv·max‖x‖²/n (None: 10/n for the
         classification losses, 1e-10 for the squared loss; ``default_ridge``)
+    blas_threads : BLAS threads during the run (default 1: the kernels run on one
+        core, and a multi-threaded BLAS on their small products collapses on a busy
+        machine, docs/benchmarks.md); None leaves the process's setting
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -60,13 +78,16 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     rule = resolve_rule(rule, stream.sparse)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)
+    if blas_threads is not None:
+        blas_threads = check_at_least("blas_threads", blas_threads, 1, integer=True)
     m = step.block_factor(stream.n_samples, s)
 
-    warm_up(stream.sparse and constraint is None)
     kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss)
+    warm_up(kept)
     state = step.state(loss, stream.n_samples, s)
-    result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
-                    stream.n_features, progress)
+    with blas_limit(blas_threads):
+        result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
+                        stream.n_features, progress)
     if standardize:
         mean, scale = stream.stats(result.selected)
         result.standardization = {"mean": mean, "scale": scale}

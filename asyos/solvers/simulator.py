@@ -23,7 +23,6 @@ same result.  Only the delivery of views is scheduled, deterministically for a s
 
 import numpy as np
 
-from ..core.kept_set import warm_up
 from ..core.losses import Loss
 from ..core.projection import group_constraint
 from ..core.server_state import SentView
@@ -83,7 +82,6 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
     groups = [config.groups(t, group_of) for t in range(q)]
     step = config.step(n, max(first_block_nu(shard) for shard in shards))
-    warm_up()
     sim = _Simulation(y, config, shards, step, p, record_order, groups, group_of)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))

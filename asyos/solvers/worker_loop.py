@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kept_set import kept_set
+from ..core.kept_set import kept_set, warm_up
 from ..core.losses import Loss
 from ..streams import FeatureStream
 from . import messages
@@ -126,6 +126,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     n = stream.n_samples
     kept, blocks = kept_set(stream, capacity, groups, rule, ridge=ridge, loss=loss,
                             damping=damping)
+    warm_up(kept, asy=True)   # compiled before the first pull, not during it
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
     first_epoch, skip = 0, 0

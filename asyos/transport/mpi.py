@@ -18,11 +18,10 @@ from collections import deque
 import numpy as np
 from mpi4py import MPI
 
-from ..core.kept_set import warm_up
 from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers import messages
-from ..solvers.asy import AsyConfig, first_block_nu, worker_shard
+from ..solvers.asy import AsyConfig, first_block_nu, warm_worker, worker_shard
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver, worker_loop
@@ -113,6 +112,24 @@ def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
     return error or "setup failed", 0.0
 
 
+def _warm_node(node, rank: int, size: int, warm, share: NodeShare) -> str | None:
+    """Collective on the node: its first worker warms up first (on a first run it
+    compiles, and numba caches the kernels on disk), then the others, which load
+    them; a node of q workers compiling the same kernels at once would take q times
+    the CPU.  ``warm``: this rank's warm-up, None for the server or a rank whose
+    setup failed.  Returns an error message or None."""
+    first = node.allreduce(rank if warm is not None else size, op=MPI.MIN)
+    error = None
+    for leader in (True, False):
+        if warm is not None and (rank == first) == leader:
+            try:
+                warm()
+            except Exception as exc:   # reported by _agree, like a setup error
+                error = f"{type(exc).__name__}: {exc}"
+        _wait(node.Ibarrier(), share)   # polled: a blocking barrier spins a core
+    return error
+
+
 def _limits(config: AsyConfig, n: int) -> wire.Limits:
     return wire.Limits(n, max(config.capacities), config.batch)
 
@@ -193,7 +210,6 @@ def run(comm, open_job, config_factory, record_order: bool = False,
                          f"got {size}")
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     share = NodeShare.of(node.Get_size(), threads)
-    node.Free()
     share.apply()
     q = size - 1
     error, nu, shard, groups = None, 0.0, None, None
@@ -204,9 +220,11 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             shard = worker_shard(stream, q, rank - 1, group_of)
             groups = config.groups(rank - 1, group_of)
             nu = first_block_nu(shard)
-            warm_up()
     except InputError as exc:
         error = str(exc)
+    warm = None if shard is None else (lambda: warm_worker(shard, config, groups))
+    error = _warm_node(node, rank, size, warm, share) or error
+    node.Free()
     error, nu = _agree(comm, error, nu)
     if error is not None:
         raise InputError(error)

@@ -94,3 +94,16 @@ def test_bad_input_is_named():
     y_nan = y.copy()
     y_nan[4] = np.inf
     _bad("label 4 is NaN or inf", X, y_nan, 3)
+
+
+def test_os_runs_on_one_blas_thread_by_default_and_restores_the_setting():
+    from asyos.transport.base import blas_threads_in_use
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((40, 300)), rng.standard_normal(40)
+    before, seen = blas_threads_in_use(), []
+    fit_os(X, y, 5, rule="magnitude", progress=lambda k: seen.append(
+        blas_threads_in_use()))
+    assert set(seen) == {1} and blas_threads_in_use() == before
+    with pytest.raises(InputError, match="blas_threads must be ≥ 1"):
+        fit_os(X, y, 5, blas_threads=0)

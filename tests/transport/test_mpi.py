@@ -16,8 +16,9 @@ MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or \
 TIMEOUT = 300  # hang guard only
 
 
-def _mpiexec(n, *args, cwd=ROOT):
+def _mpiexec(n, *args, cwd=ROOT, **extra_env):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PMI_", "PMIX_"))}
+    env.update(extra_env)
     return subprocess.run([MPIEXEC, "-n", str(n), sys.executable, *args],
                           capture_output=True, text=True, timeout=TIMEOUT, cwd=cwd,
                           env=env)
@@ -87,6 +88,17 @@ def test_oversubscribed_twelve_ranks_finish_and_the_server_sleeps(tmp_path):
     assert result["asy"]["n_workers"] == 11
     # rank 0 polls with backoff: its CPU time stays well below the wall time
     assert result["asy"]["server_cpu_seconds"] < 0.5 * result["timings"]["seconds"]
+
+
+def test_on_a_first_run_one_process_per_node_compiles(tmp_path):
+    # an empty numba cache is a first run: the node's first worker compiles, the
+    # other two wait and load its cache, so the announcement appears once
+    proc = _mpiexec(4, "-m", "asyos.run", "-p", "300", "-s", "12", "--quiet",
+                    NUMBA_CACHE_DIR=str(tmp_path / "numba"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("compiling kernels for this machine") == 1, proc.stderr
+    assert proc.stderr.count("kernels compiled in") == 1
+    assert "Asy-OS: 3 workers" in proc.stdout
 
 
 def test_setup_errors_exit_2_with_one_message(tmp_path):

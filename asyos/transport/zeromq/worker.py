@@ -12,7 +12,7 @@ import time
 import numpy as np
 import zmq
 
-from ...core.kept_set import RULES, warm_up
+from ...core.kept_set import RULES, kept_set, warm_up
 from ...core.losses import Loss
 from ...errors import InputError
 from ...solvers import messages
@@ -149,7 +149,9 @@ class ZmqWorker:
         nu = first_block_nu(self.shard)
         fingerprint = np.zeros(0, np.int64) if self.group_of is None else \
             group_fingerprint(self.group_of)
-        warm_up()
+        for rule in ("fitted", "magnitude"):   # the server's CONFIG names the rule;
+            # compile both now, before the server counts this worker's silences
+            warm_up(kept_set(self.shard, 1, rule=rule)[0], asy=True)
         envelope = None
         while envelope is None or not isinstance(envelope.body, messages.Config):
             if envelope is not None and isinstance(envelope.body, messages.Done):
