@@ -1,14 +1,15 @@
-"""A stream over an (n, p) ``.npy`` file, read by memory map without loading it.
+"""A stream over an (n, p) ``.npy`` file, read a block at a time without loading it.
 
 Two layouts are accepted.  The *feature-major* layout is a Fortran-order (n, p) file
 (``save_feature_major``): each column is one contiguous run of n values on disk, so a
 block is one sequential read.  An ordinary C-order file works too, but every column is
 strided across all n rows (correct, slower).
 
-Resident memory must not grow with p.  Reading through a mapping leaves the file's
-pages mapped into the process (and counted in its RSS), so after copying a block the
-range just read is dropped with ``madvise(MADV_DONTNEED)``; the pages stay in the OS
-page cache, so rereading them is cheap.
+Resident memory must not grow with p.  A feature-major block is read with ``pread``
+into a fresh array, so the file's pages stay in the OS page cache (cheap to reread)
+and never count in this process's RSS.  A C-order file is read through a memory map,
+and after copying a block the range just read is dropped with
+``madvise(MADV_DONTNEED)``.
 """
 
 from __future__ import annotations
@@ -128,26 +129,42 @@ class NpyStream(FeatureStream):
     def _open(self) -> None:
         n, p, path = self.n_samples, self.n_features, self.path
         self._mm = map_file(path, self._offset + n * p * self._dtype.itemsize)
+        if self.fortran_order:   # read by pread: the map only checked the size
+            self._mm.close()
+            self._file = open(path, "rb", buffering=0)   # closed when collected
+            if not self.shuffle and hasattr(os, "posix_fadvise"):
+                os.posix_fadvise(self._file.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            return
         data = np.frombuffer(self._mm, self._dtype, count=n * p, offset=self._offset)
-        # Fortran: column j is row j of a (p, n) array; C: an ordinary (n, p) array.
-        self._data = data.reshape((p, n) if self.fortran_order else (n, p))
-        if not self.shuffle and self.fortran_order:
-            advise(self._mm, getattr(mmap, "MADV_SEQUENTIAL", None), 0, len(self._mm))
+        self._data = data.reshape(n, p)
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         if self.fortran_order:
-            block = self._data[indices]  # gathers b contiguous columns (a copy)
-            starts = self._offset + np.sort(indices) * self._column_bytes
-            for start, stop in page_runs(starts, starts + self._column_bytes):
-                self._drop(start, stop)
-        else:
-            block = self._data[:, indices].T  # a copy, strided over all n rows
-            item, p = self._dtype.itemsize, self.n_features
-            lo, hi = int(indices.min()), int(indices.max()) + 1
-            self._drop(self._offset + lo * item,
-                       self._offset + ((self.n_samples - 1) * p + hi) * item)
+            return self._read_columns(indices)
+        block = self._data[:, indices].T  # a copy, strided over all n rows
+        item, p = self._dtype.itemsize, self.n_features
+        lo, hi = int(indices.min()), int(indices.max()) + 1
+        drop_pages(self._mm, self._offset + lo * item,
+                   self._offset + ((self.n_samples - 1) * p + hi) * item)
         return block
 
-    def _drop(self, start: int, stop: int) -> None:
-        """Unmap the pages of [start, stop) just copied (page cache keeps them)."""
-        drop_pages(self._mm, start, stop)
+    def _read_columns(self, indices: np.ndarray) -> np.ndarray:
+        """Feature-major: each run of consecutive columns is one ``pread`` straight
+        into the block.  Not a memory map: its pages would count in this process's
+        resident memory until dropped (and read-ahead maps more than was read), while
+        pread leaves them in the page cache only, so RSS stays at one block."""
+        size = self._column_bytes
+        block = np.empty((len(indices), self.n_samples), self._dtype)
+        view = memoryview(block).cast("B")
+        cut = np.flatnonzero(np.diff(indices) != 1) + 1
+        for first, stop in zip(np.r_[0, cut], np.r_[cut, len(indices)], strict=True):
+            where = self._offset + int(indices[first]) * size
+            part = view[int(first) * size:int(stop) * size]
+            done = 0
+            while done < len(part):   # pread may return short (signals, large reads)
+                got = os.preadv(self._file.fileno(), [part[done:]], where + done)
+                if got <= 0:
+                    raise InputError(f"{self.path}: the file ended early (truncated "
+                                     "while open?)")
+                done += got
+        return block
