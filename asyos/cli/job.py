@@ -11,6 +11,7 @@ from ..core.validate import binary_labels, check_labels
 from ..datasets import stream_problem
 from ..errors import InputError
 from ..io.data import load_features, load_groups, load_labels
+from ..io.describe import FeatureShape, describe_features
 from ..io.results import check_finite, write_result
 from ..solvers.result import FitResult
 from ..streams import FeatureStream, InteractionStream
@@ -22,7 +23,7 @@ log = logging.getLogger("asyos.run")
 class Job:
     """What a run works on, loaded from the arguments (the same on every rank)."""
 
-    stream: FeatureStream
+    stream: FeatureStream | FeatureShape   # a server's: the shape only
     y: np.ndarray
     truth: object          # the synthetic Problem, or None for user data
     s: int | str           # "auto": a path over sizes (-s auto)
@@ -51,8 +52,11 @@ def plain_label(value):
     return value
 
 
-def load_job(args) -> Job:
-    """Open the data (or generate the synthetic problem) and validate the labels."""
+def load_job(args, features: bool = True) -> Job:
+    """Open the data (or generate the synthetic problem) and validate the labels.
+
+    ``features`` False (an Asy-OS server): the data file's shape and labels only
+    (``io.describe``); its columns are the workers' to read."""
     if args.data is None:
         if args.degree != 1:
             raise InputError("--degree expands the columns of --data; give --data")
@@ -70,9 +74,13 @@ def load_job(args) -> Job:
             raise InputError("give either --data or --synthetic, not both")
         if args.sparsity is None:
             raise InputError("-s/--sparsity is required with --data")
-        stream, y = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
-                                  seed=args.seed, dtype=args.dtype,
-                                  label_column=args.label_column)
+        if features:
+            stream, y = load_features(args.data, degree=args.degree,
+                                      shuffle=args.shuffle, seed=args.seed,
+                                      dtype=args.dtype, label_column=args.label_column)
+        else:
+            stream, y = describe_features(args.data, degree=args.degree,
+                                          label_column=args.label_column)
         if args.labels is not None:
             y = load_labels(args.labels)
         if y is None:
@@ -116,8 +124,10 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
 
 
 def finish_job(args, job: Job, result: FitResult) -> FitResult:
-    if isinstance(job.stream, InteractionStream):   # "x4*x11" says more than 151
-        result.context["feature_names"] = job.stream.names(result.selected)
+    if isinstance(job.stream, InteractionStream | FeatureShape):
+        names = job.stream.names(result.selected)   # "x4*x11" says more than 151
+        if names is not None:
+            result.context["feature_names"] = names
     return finish(args, result, source=job.source, n_samples=job.stream.n_samples,
                   n_features=job.stream.n_features, s=job.s, loss=job.loss,
                   truth=job.truth, classes=job.classes)

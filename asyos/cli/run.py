@@ -178,7 +178,7 @@ def run_mpi(args) -> FitResult | None:
         nonlocal job, s2
         if args.out and MPI.COMM_WORLD.Get_rank() == 0:   # the server writes them
             check_out(args.out)
-        job = load_job(args)
+        job = load_job(args, features=MPI.COMM_WORLD.Get_rank() != 0)
         group_of, s2 = group_constraint(job.groups, args.group_sparsity,
                                         job.stream.n_features) or (None, None)
         return job.stream, job.y, group_of

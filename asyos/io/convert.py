@@ -714,3 +714,13 @@ class _CSCWriter:
         for f in self.files:
             f.close(flush=False)
         shutil.rmtree(self.temporary, ignore_errors=True)
+
+
+def count_rows(source: Path, label_column=None) -> tuple[int, int, np.ndarray | None]:
+    """(n, p, labels or None) of a csv/tsv/txt or svmlight file in one pass of
+    bounded memory (the conversion's count): what an Asy-OS server needs of a data
+    file, without holding its values."""
+    kind = "svmlight" if source.suffix.lower() in SVMLIGHT_SUFFIXES else "text"
+    job = _Job(source, kind, np.dtype(np.float64), label_column, BLOCK_BYTES, None)
+    count = job.count()
+    return count.n, count.p, job.labels

@@ -159,8 +159,10 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
             y = np.load(path, allow_pickle=False)
         except (ValueError, OSError) as exc:
             raise InputError(f"{path}: cannot read labels ({exc})") from None
-    elif suffix in SVMLIGHT_SUFFIXES:
-        y = _load_svmlight(path)[1]
+    elif suffix in SVMLIGHT_SUFFIXES or (suffix in TEXT_SUFFIXES and column is not None):
+        from .convert import count_rows  # (convert imports this module)
+
+        y = count_rows(path, column)[2]   # one bounded pass: the values are not kept
     elif suffix == CSC_SUFFIX:
         y = read_labels(path)
         if y is None:
@@ -169,8 +171,6 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
         y = _hdf5_labels(path, dataset)
     else:
         y = _load_text(path)
-        if column is not None:
-            y = _label_column(y, column, path)[1]
     y = np.asarray(y)
     if y.ndim == 2 and 1 in y.shape:
         y = y.ravel()

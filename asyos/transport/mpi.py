@@ -7,7 +7,8 @@ pair in order and loses none, so there are no resends; a rank that dies ends the
 (MPI's fault model), with one line from rank 0.  Both sides poll (``Iprobe``/``Test``
 with ``Backoff``) instead of blocking, which spins a core, and each rank takes its
 ``NodeShare`` of the node's cores for BLAS.  Every rank opens the job itself (rank 0
-needs only y), and the step size is agreed collectively before the first pull.
+reads only the features' shape and the labels), and the step size is agreed
+collectively before the first pull.
 """
 
 import os
@@ -197,8 +198,9 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     """Run Asy-OS on ``comm``; returns the result on rank 0, None elsewhere.
 
     Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
-    being checked compact group ids or None; ``config_factory(q, n_features)`` →
-    AsyConfig.  A worker takes its shard and group budget from ``worker_shard``, as
+    being checked compact group ids or None, and rank 0's "stream" anything with
+    ``n_features`` (``io.describe.FeatureShape``: the server reads no column);
+    ``config_factory(q, n_features)`` → AsyConfig.  A worker takes its shard and group budget from ``worker_shard``, as
     the simulator does; the server keeps the labels to check ≤ s2 groups at the end.
     Setup errors on any rank end every rank with InputError (exit 2); a failure
     while running aborts the job from rank 0.  ``threads``: BLAS threads per rank

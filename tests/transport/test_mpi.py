@@ -101,6 +101,23 @@ def test_on_a_first_run_one_process_per_node_compiles(tmp_path):
     assert "Asy-OS: 3 workers" in proc.stdout
 
 
+def test_the_server_reads_only_the_shape_and_labels_of_a_table(tmp_path):
+    # rank 0 counts the csv's rows and keeps its label column; the workers read the
+    # columns and generate their products; the server names the products it kept
+    rng = np.random.default_rng(2)
+    X = rng.standard_normal((80, 6))
+    y = X[:, 1] * X[:, 4] + 2.0 * X[:, 0] + 0.01 * rng.standard_normal(80)
+    np.savetxt(tmp_path / "t.csv", np.c_[y, X], delimiter=",")
+    out = tmp_path / "r.json"
+    proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "t.csv"),
+                    "--label-column", "0", "--degree", "2", "-s", "4", "--quiet",
+                    "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["data"]["n_features"] == 6 + 21 and result["data"]["n_samples"] == 80
+    assert {"x0", "x1*x4"} <= set(result["feature_names"])
+
+
 def test_setup_errors_exit_2_with_one_message(tmp_path):
     proc = _mpiexec(5, "-m", "asyos.run", "-p", "100", "-s", "3", "--quiet")
     assert proc.returncode == 2
