@@ -11,10 +11,10 @@ Layout (``asyos convert`` writes it; ``save_csc`` writes one from memory)::
         labels.npy    (n,) labels, when the input had them (optional)
 
 The ``.npy`` files are uncompressed, so ``indices`` and ``data`` are read by memory
-map: a block of columns is one copy of a contiguous range (or, in a shuffled or
-sharded order, one gather), after which the pages just read are dropped
-(``madvise(MADV_DONTNEED)``, as ``NpyStream`` does): resident memory is one block
-plus ``indptr`` (O(p)), never O(nnz).  The sizes, ``indptr`` and the dtypes are
+map, ``indptr`` too: a block of columns is one copy of a contiguous range (or, in a
+shuffled or sharded order, one gather), after which the pages just read are dropped
+(``madvise(MADV_DONTNEED)``, as ``NpyStream`` does): resident memory is one block,
+never O(nnz) (nor O(p) for ``indptr``).  The sizes, ``indptr`` and the dtypes are
 checked when the directory is opened; the row indices of each block as it is read
 (a bad row index must never reach the compiled kernel).
 """
@@ -36,6 +36,7 @@ from .sparse import CSCColumns
 CSC_SUFFIX = ".csc"
 FORMAT, VERSION = "asyos-csc", 1
 FILES = ("meta.json", "indptr.npy", "indices.npy", "data.npy")
+_CHECKED = 1 << 20   # indptr entries checked at a time when a directory is opened
 
 
 def is_csc(path) -> bool:
@@ -154,23 +155,26 @@ class _Mapped:
             drop_pages(self.mm, start, stop)
 
 
-def read_indptr(path: Path, meta: dict) -> np.ndarray:
-    """indptr.npy of the directory ``path``, in memory (O(p)), checked against meta."""
+def _map_indptr(path: Path, meta: dict) -> _Mapped:
+    """indptr.npy of the directory ``path``, mapped and checked against meta a
+    million entries at a time (its pages released: O(p) is not held either)."""
     p, nnz = meta["n_features"], meta["nnz"]
     mapped = _Mapped(path / "indptr.npy", p + 1, ("i8", "i4"))
-    indptr = np.array(mapped.array, dtype=np.int64)
-    mapped.array = None   # no view may outlive the mapping
-    mapped.mm.close()
+    indptr = mapped.array
     if indptr[0] != 0:
         raise InputError(f"{path}: indptr.npy must start at 0, got {indptr[0]}")
-    if np.any(np.diff(indptr) < 0):
-        column = int(np.argmax(np.diff(indptr) < 0))
-        raise InputError(f"{path}: indptr.npy decreases at feature {column} (it must "
-                         "be non-decreasing)")
+    for start in range(0, p, _CHECKED):
+        stop = min(start + _CHECKED, p) + 1
+        falls = np.diff(indptr[start:stop]) < 0
+        mapped.drop(np.array([start]), np.array([stop]))
+        if falls.any():
+            raise InputError(f"{path}: indptr.npy decreases at feature "
+                             f"{start + int(np.argmax(falls))} (it must be "
+                             "non-decreasing)")
     if indptr[-1] != nnz:
         raise InputError(f"{path}: indptr.npy ends at {indptr[-1]}, but meta.json "
                          f"says nnz = {nnz}")
-    return indptr
+    return mapped
 
 
 def read_labels(path) -> np.ndarray | None:
@@ -194,7 +198,7 @@ class CSCFileStream(CSCColumns):
 
     The sparse kernel reads it exactly as it reads ``SparseStream`` over the same
     matrix (the same CSC blocks), so the results are the same; resident memory is
-    O(p) for ``indptr`` plus one block, whatever nnz is.  ``labels()`` gives the
+    one block, whatever nnz and p are.  ``labels()`` gives the
     directory's labels (None without ``labels.npy``).
     """
 
@@ -210,7 +214,7 @@ class CSCFileStream(CSCColumns):
         except InputError as exc:
             raise InputError(f"{self.path}: {exc}") from None
         self.nnz = meta["nnz"]
-        self._indptr = read_indptr(self.path, meta)
+        self._indptr = _map_indptr(self.path, meta)
         self._rows = _Mapped(self.path / "indices.npy", self.nnz, ("i4", "i8"))
         self._vals = _Mapped(self.path / "data.npy", self.nnz,
                              ("f4" if meta["dtype"] == "float32" else "f8",))
@@ -222,7 +226,10 @@ class CSCFileStream(CSCColumns):
         return f"{self.path}: "
 
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        starts, stops = self._indptr[index], self._indptr[index + 1]
+        starts = self._indptr.array[index].astype(np.int64)
+        stops = self._indptr.array[index + 1].astype(np.int64)
+        held = np.sort(index)
+        self._indptr.drop(held, held + 2)
         indptr = np.zeros(len(index) + 1, np.int64)
         np.cumsum(stops - starts, out=indptr[1:])
         if len(index) and np.all(np.diff(index) == 1):   # a range: one copy each
