@@ -12,7 +12,7 @@ from numba import njit
 
 from .group_step import group_os_step
 from .losses import loss_value
-from .os_step import _dot, adapt_eta, os_step, safeguard
+from .os_step import _FAST, _dot, adapt_eta, os_step, safeguard
 from .step_size import ADAPTIVE, ETA, SUBSTITUTIONS
 
 NO_GROUPS = np.zeros(0, np.int64)   # ``group_of`` of a plain kept set (max_groups 0)
@@ -30,7 +30,7 @@ def _step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m, g
     return size, 1 if dropped >= 0 and dropped != j else 0
 
 
-@njit(cache=True, nogil=True)   # nogil: a prefetch thread reads the next block
+@njit(cache=True, nogil=True, fastmath=_FAST)   # nogil: prefetch reads meanwhile
 def os_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
              m, g, gS, step, group_of, max_groups):
     """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.

@@ -96,7 +96,7 @@ def hess_at(loss, u, y):
     return p * (1.0 - p)
 
 
-@njit(cache=True)
+@njit(cache=True, fastmath={"reassoc", "contract", "nsz", "arcp"})
 def loss_value(loss, u, y):
     """L(u, y) for the code ``loss``."""
     n = u.shape[0]

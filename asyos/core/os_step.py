@@ -9,9 +9,8 @@ kernel (``core/sparse_step.py``) uses them on CSC columns.
 
 ``os_step`` feeds ``_substitute`` the gradient products at a given ``u_grad`` (stale in
 an Asy-OS worker; the exact u in sequential OS) and recomputes X_S w_S: two
-passes over the kept columns, O(n·s), each a BLAS gemv (numba calls SciPy's BLAS) for
-float64 columns, or a float64-accumulating loop for float32 ones (half the
-memory).  ``os_block`` drives ``os_step`` over a block of columns for the sequential
+passes over the kept columns, O(n·s), each a plain loop accumulating in float64 (for
+float32 columns too: half the memory), vectorised under ``_FAST``.  ``os_block`` drives ``os_step`` over a block of columns for the sequential
 solver, with the default step-size rule.
 
 Slot convention (the tie rule, which the paper leaves open; see docs/algorithms.md,
@@ -22,9 +21,7 @@ towards the lowest slot; the newcomer (slot ``capacity``) then moves into the fr
 slot: an O(n) copy instead of an O(n·s) shift.
 """
 
-import numpy as np
-from numba import njit, types
-from numba.extending import overload
+from numba import njit
 
 from .losses import loss_grad
 from .step_size import COEF, ETA, LAST_LOSS, NU_MAX, SHRINK
@@ -33,7 +30,7 @@ from .step_size import COEF, ETA, LAST_LOSS, NU_MAX, SHRINK
 _FAST = {"reassoc", "contract", "nsz", "arcp"}
 
 
-@njit(cache=True, fastmath=_FAST, inline="always")
+@njit(cache=True, fastmath=_FAST)
 def _dot(a, b):
     total = 0.0
     for r in range(a.shape[0]):
@@ -41,42 +38,31 @@ def _dot(a, b):
     return total
 
 
-def _matvec(cols, v, out):
-    """out = cols @ v (X_Sᵀ g): BLAS for float64 columns, a float64-accumulating
-    loop for float32 ones (half the memory traffic, no float32 rounding in the sums)."""
+@njit(cache=True, fastmath=_FAST)
+def _matvec(cols, size, v, out):
+    """out[k] = x_kᵀ v for the kept slots k < size (X_Sᵀ g), accumulated in float64
+    whatever the columns' type.  Plain loops over the whole C-ordered buffer: a
+    BLAS call on s × n costs more than it saves, and a slice ``cols[:size]`` is typed
+    as any-layout, which numba does not vectorise.  Not inlined: every kernel calls
+    the same compiled loops, so the sums round alike in all of them."""
+    n = cols.shape[1]
+    for k in range(size):
+        total = 0.0
+        for r in range(n):
+            total += cols[k, r] * v[r]
+        out[k] = total
 
 
-def _vecmat(w, cols, out):
-    """out = w @ cols (X_S w_S), like ``_matvec``."""
-
-
-@overload(_matvec, inline="always")
-def _matvec_impl(cols, v, out):
-    if cols.dtype == types.float64:
-        def impl(cols, v, out):
-            out[:] = np.dot(cols, v)  # BLAS gemv
-        return impl
-
-    def mixed(cols, v, out):
-        for k in range(cols.shape[0]):
-            out[k] = _dot(cols[k], v)
-    return mixed
-
-
-@overload(_vecmat, inline="always")
-def _vecmat_impl(w, cols, out):
-    if cols.dtype == types.float64:
-        def impl(w, cols, out):
-            out[:] = np.dot(w, cols)  # BLAS gemv
-        return impl
-
-    def mixed(w, cols, out):
-        out[:] = 0.0
-        for k in range(cols.shape[0]):
-            wk = w[k]
-            for r in range(cols.shape[1]):
-                out[r] += wk * cols[k, r]
-    return mixed
+@njit(cache=True, fastmath=_FAST)
+def _vecmat(w, cols, size, out):
+    """out = Σ_{k < size} w_k x_k (X_S w_S), like ``_matvec``."""
+    n = cols.shape[1]
+    for r in range(n):
+        out[r] = 0.0
+    for k in range(size):
+        wk = w[k]
+        for r in range(n):
+            out[r] += wk * cols[k, r]
 
 
 @njit(cache=True, inline="always")
@@ -184,18 +170,14 @@ def shrink(cols, index, weights, size, limit, contribution):
 @njit(cache=True, inline="always")
 def recompute(weights, cols, size, contribution):
     """contribution = X_S w_S, exactly (Algorithm 1 recomputes u at every step)."""
-    if size > 0:
-        _vecmat(weights[:size], cols[:size], contribution)
-    else:
-        contribution[:] = 0.0
+    _vecmat(weights, cols, size, contribution)
 
 
 @njit(cache=True, inline="always")
 def gradients(cols, size, x, u_grad, y, loss, g, gS):
     """g = dL/du at ``u_grad`` and gS = X_Sᵀ g; returns x_jᵀ g."""
     loss_grad(loss, u_grad, y, g)
-    if size > 0:
-        _matvec(cols[:size], g, gS[:size])  # X_Sᵀ g
+    _matvec(cols, size, g, gS)  # X_Sᵀ g
     return _dot(x, g)
 
 

@@ -55,9 +55,12 @@ def test_s2_equal_to_the_number_of_groups_is_plain_os_exactly(loss, rule):
     groups = np.random.default_rng(0).integers(0, 12, 150)
     plain = fit_os(X, y, 15, loss=loss, epochs=3, rule=rule)
     grouped = fit_os(X, y, 15, loss=loss, epochs=3, groups=groups, s2=12, rule=rule)
+    # the same steps in two kernels compiled apart, whose vectorised sums may round
+    # differently in the last bit: the same features, the same swaps, the same weights
+    # up to rounding
     np.testing.assert_array_equal(grouped.selected, plain.selected)
-    np.testing.assert_array_equal(grouped.weights, plain.weights)
-    assert grouped.objective == plain.objective
+    np.testing.assert_allclose(grouped.weights, plain.weights, rtol=1e-12, atol=1e-14)
+    assert grouped.objective == pytest.approx(plain.objective, rel=1e-12)
     assert grouped.substitutions_per_epoch == plain.substitutions_per_epoch
     one = fit_simulated(X, y, 15, 1, loss=loss, groups=groups, s2=12, rule=rule)
     np.testing.assert_array_equal(one.selected,
