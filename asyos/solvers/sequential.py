@@ -26,7 +26,6 @@ def blas_limit(threads: int | None):
     if threads is None:
         yield
         return
-    import scipy.linalg.cython_blas  # noqa: F401  (load the BLAS numba's np.dot calls)
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads, user_api="blas"):

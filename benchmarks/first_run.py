@@ -1,0 +1,98 @@
+"""What a new user waits for: the first run on a fresh install, and the first mpiexec.
+
+numba compiles the kernels a run needs on its first call and caches them on disk
+(``__pycache__`` next to the sources, or ``NUMBA_CACHE_DIR``), so the first run on a
+machine waits for the compiler and later runs load the cache.  This script runs, each
+in a fresh process with an empty cache directory of its own:
+
+* the README's first command, ``python -m asyos.run`` (the embedded synthetic problem,
+  default settings), cold then warm (the same cache, now filled);
+* ``mpiexec -n Q python -m asyos.run`` cold then warm, where one worker per node
+  compiles and the others load what it cached;
+* with ``--kernels``, the compile time of each kernel the first run compiles (numba's
+  compile events), to see where the wait goes.
+
+    python benchmarks/first_run.py [--mpi 3] [--kernels]
+
+Seconds are wall clock of the whole process (imports, compile, run, report).
+"""
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+KERNELS = r"""
+import collections, sys, time
+from numba.core import event
+
+spent, stack = collections.defaultdict(float), []
+
+class Timer(event.Listener):
+    def on_start(self, ev):
+        stack.append(time.perf_counter())
+
+    def on_end(self, ev):
+        took = time.perf_counter() - stack.pop()
+        dispatcher = ev.data.get("dispatcher")
+        name = getattr(getattr(dispatcher, "py_func", None), "__qualname__", "?")
+        module = getattr(getattr(dispatcher, "py_func", None), "__module__", "")
+        if module.startswith("asyos"):   # inclusive of what it calls
+            spent[f"{module}.{name}"] += took
+
+event.register("numba:compile", Timer())
+from asyos.cli.run import main
+main(["--quiet"])
+for name, took in sorted(spent.items(), key=lambda kv: -kv[1]):
+    print(f"{took:7.2f} s  {name}")
+"""
+
+
+def timed(command, cache: str) -> tuple[float, int]:
+    env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+    env = {k: v for k, v in env.items() if not k.startswith(("PMI_", "PMIX_"))}
+    start = time.perf_counter()
+    proc = subprocess.run(command, env=env, capture_output=True, text=True,
+                          timeout=1800)
+    if proc.returncode != 0:
+        sys.exit(f"{' '.join(command)} failed:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - start, proc.stderr.count("compiling kernels")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mpi", type=int, default=3, metavar="Q",
+                        help="ranks of the mpiexec case (0: skip it)")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also list the compile time of each kernel")
+    args = parser.parse_args()
+    python = [sys.executable, "-m", "asyos.run", "--quiet"]
+    cases = [("python -m asyos.run", python)]
+    mpiexec = shutil.which("mpiexec", path=os.path.dirname(sys.executable)) or \
+        shutil.which("mpiexec")
+    if args.mpi and mpiexec:
+        cases.append((f"mpiexec -n {args.mpi} python -m asyos.run",
+                      [mpiexec, "-n", str(args.mpi), *python]))
+    print(f"{os.cpu_count()} cores; load average {os.getloadavg()[0]:.2f}")
+    for name, command in cases:
+        with tempfile.TemporaryDirectory() as cache:
+            cold, said = timed(command, cache)
+            warm, _ = timed(command, cache)
+        print(f"{name:38s} first run {cold:6.1f} s (announced {said}x), "
+              f"then {warm:5.1f} s")
+    if args.kernels:
+        with tempfile.TemporaryDirectory() as cache:
+            env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+            proc = subprocess.run([sys.executable, "-c", KERNELS], env=env,
+                                  capture_output=True, text=True, timeout=1800)
+        print("compile time per kernel (inclusive of the kernels it calls):")
+        for line in proc.stdout.splitlines():
+            if " s  asyos." in line:   # the kernels' lines, not the run's report
+                print(line)
+
+
+if __name__ == "__main__":
+    main()
