@@ -12,6 +12,12 @@ any integer labels (a kept set of ≤ s1 + 1 features in group-aware OS);
 ``bilevel_keep_compact`` takes compact group ids and sorts only each group's top s1
 (long vectors: ``bilevel_projection``, the SGHT solver).  The public
 ``bilevel_projection`` validates its input in Python first.
+
+Both run the DP with s2 clamped to min(s2, s1, G) (``dp_budgets``): a larger group
+budget binds nothing, and the table costs G·(s2+1)·(s1+1).  When the clamped s2 is
+min(s1, G) the group budget cannot bind at all and the DP runs without its group axis
+(``_top_counts``, the same comparisons bit for bit), so s2 ≥ s1, e.g. every feature
+its own group, costs G·(s1+1).
 """
 
 import numbers
@@ -22,7 +28,7 @@ from numba import njit
 from ..errors import InputError
 
 __all__ = ["bilevel_keep", "bilevel_keep_compact", "bilevel_projection", "check_groups",
-           "group_constraint"]
+           "dp_budgets", "group_constraint"]
 
 
 @njit(cache=True)
@@ -69,13 +75,67 @@ def _sgss_counts(w2, starts, s1, s2):
 
 
 @njit(cache=True)
+def _top_counts(w2, starts, s1):
+    """``_sgss_counts`` when the group budget cannot bind (s2 ≥ min(s1, G)): the same
+    recurrence, ties and backtracking without the j axis, in G·(s1+1) time and memory.
+
+    Any k elements meet at most k groups, and groups ≤ i number i + 1, so
+    T(i, j, k) = T(i, ∞, k) whenever j ≥ min(k, i + 1); that region is closed under
+    the recurrence (both T(i−1, j, k) and T(i−1, j−1, k−t), t ≥ 1, stay in it) and
+    under the backtracking from (G−1, s2, s1), so every comparison, path entry and
+    count is the 3-D DP's own, bit for bit.  Returns (cnt, W*).
+    """
+    n_groups = starts.shape[0] - 1
+    prev = np.zeros(s1 + 1)
+    cur = np.zeros(s1 + 1)
+    path = np.zeros((n_groups, s1 + 1), dtype=np.int32)
+    ch = np.zeros(s1 + 1)
+    for i in range(n_groups):
+        first = starts[i]
+        size = min(starts[i + 1] - first, s1)
+        for t in range(size):
+            ch[t] = w2[first + t] + (ch[t - 1] if t > 0 else 0.0)
+        for k in range(1, s1 + 1):
+            best = prev[k]
+            choice = 0
+            for t in range(1, min(k, size) + 1):
+                candidate = prev[k - t] + ch[t - 1]
+                if candidate > best:
+                    best = candidate
+                    choice = t
+            cur[k] = best
+            path[i, k] = choice
+        prev, cur = cur, prev
+    cnt = np.zeros(n_groups, dtype=np.int64)
+    k = s1
+    for i in range(n_groups - 1, -1, -1):
+        cnt[i] = path[i, k]
+        k -= cnt[i]
+    return cnt, prev[s1]
+
+
+@njit(cache=True)
+def dp_budgets(n_groups, n_candidates, s1, s2):
+    """The budgets the DP runs with: s1 ≤ the candidates it sees, s2 ≤ min(s1, G).
+
+    Neither clamp changes the projection (k elements meet at most k groups, and
+    there are only G), only the table, G·(s2+1)·(s1+1) cells; s2 = min(s1, G) means
+    the group budget cannot bind and the DP drops its j axis (``_top_counts``)."""
+    s1 = min(s1, n_candidates)
+    return s1, min(s2, s1, n_groups)
+
+
+@njit(cache=True)
 def _keep(v, grouped, starts, s1, s2, keep):
     """Run the DP on ``v[grouped]`` (group after group, each largest |v| first, at
     least its top min(s1, size)) and mark the argmax support in ``keep``; returns W*."""
     n_groups = starts.shape[0] - 1
-    s2 = min(s2, n_groups)          # larger budgets bind nothing: smaller tables
-    s1 = min(s1, grouped.shape[0])
-    cnt, total = _sgss_counts(v[grouped] ** 2, starts, s1, s2)
+    s1, s2 = dp_budgets(n_groups, grouped.shape[0], s1, s2)
+    w2 = v[grouped] ** 2
+    if s2 == min(s1, n_groups):         # the group budget cannot bind
+        cnt, total = _top_counts(w2, starts, s1)
+    else:
+        cnt, total = _sgss_counts(w2, starts, s1, s2)
     keep[:] = False
     for g in range(n_groups):
         for r in range(starts[g], starts[g] + cnt[g]):
@@ -173,9 +233,11 @@ def bilevel_projection(v, groups, s1, s2) -> np.ndarray:
     """SGHT(v): the closest x to v with ≤ s1 nonzeros in ≤ s2 groups
     (Xiang et al., KDD 2014, problem (2)).
 
-    ``groups[i]`` is feature i's group label.  Exact, by the O(s1·s2·p + p log p)
-    dynamic program of the paper's Algorithms 3-4; among equally good supports the
-    DP's tie rule decides.  s1 = 0 or s2 = 0 gives x = 0.
+    ``groups[i]`` is feature i's group label.  Exact, by the dynamic program of the
+    paper's Algorithms 3-4 in O(s1·s2·p + p log p) time and O(G·s1·s2) memory, with
+    s2 first clamped to min(s2, s1, G) (no result changes; s2 = min(s1, G) drops the
+    group axis: O(s1·p) and O(G·s1)); among equally good supports the DP's tie rule
+    decides.  s1 = 0 or s2 = 0 gives x = 0.
     """
     v = np.asarray(v, dtype=np.float64)
     if v.ndim != 1:

@@ -48,8 +48,9 @@ class _Problem:
 
     def __init__(self, X, y, loss, group_of, s1, s2):
         self.X, self.y, self.code = X, y, int(loss)
-        self.group_of, self.s1, self.s2 = group_of, s1, s2
         self.n_groups = int(group_of.max()) + 1
+        # s2 > min(s1, G) binds nothing but would cost a G·(s2+1)·(s1+1) table
+        self.group_of, self.s1, self.s2 = group_of, s1, min(s2, s1, self.n_groups)
         self._g = np.empty(X.shape[0])
         self._keep = np.empty(X.shape[1], dtype=np.bool_)
 

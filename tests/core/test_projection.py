@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from reference_os import brute_force
 
 from asyos import InputError, bilevel_projection
+from asyos.core.projection import bilevel_keep, bilevel_keep_compact, dp_budgets
 
 
 @st.composite
@@ -102,3 +103,48 @@ def test_string_labels_are_groups_too():
 def test_bad_input_raises_input_error(v, groups, s1, s2, message):
     with pytest.raises(InputError, match=message):
         bilevel_projection(v, groups, s1, s2)
+
+
+def _unclamped_dp(v, labels, s1, s2):
+    """The DP as it ran before s2 was clamped to min(s2, s1, G): the full
+    G·(s2+1)·(s1+1) table, on ``bilevel_keep``'s order.  Returns (keep, W*)."""
+    from asyos.core.projection import _sgss_counts
+    by_size = np.argsort(-np.abs(v), kind="mergesort")
+    grouped = by_size[np.argsort(labels[by_size], kind="mergesort")]
+    sorted_labels = labels[grouped]
+    starts = np.flatnonzero(np.r_[True, sorted_labels[1:] != sorted_labels[:-1]])
+    starts = np.r_[starts, len(v)].astype(np.int64) if len(v) else np.zeros(1, np.int64)
+    n_groups = len(starts) - 1
+    cnt, total = _sgss_counts(v[grouped] ** 2, starts, min(s1, len(v)),
+                              min(s2, n_groups))
+    keep = np.zeros(len(v), dtype=bool)
+    for g in range(n_groups):
+        keep[grouped[starts[g]:starts[g] + cnt[g]]] = True
+    return keep, total
+
+
+@settings(max_examples=300, deadline=None)
+@given(cases(), st.integers(0, 4))
+def test_clamping_s2_changes_nothing_but_the_table(case, extra):
+    """s2 > min(s1, G) binds nothing: with s2 = s1 + extra the support equals that of
+    s2 = s1, and both kernels equal, bit for bit (support and W*), the DP run on the
+    whole unclamped table."""
+    v, groups, s1, s2 = case
+    labels = np.unique(groups, return_inverse=True)[1].astype(np.int64)
+    n_groups = int(labels.max()) + 1
+    for budget in (s2, s1 + extra, n_groups + extra):
+        reference, best = _unclamped_dp(v, labels, s1, budget)
+        keep = np.zeros(len(v), dtype=np.bool_)
+        assert bilevel_keep(v, labels, s1, budget, keep) == best
+        np.testing.assert_array_equal(keep, reference)
+        assert bilevel_keep_compact(v, labels, n_groups, s1, budget, keep) == best
+        np.testing.assert_array_equal(keep, reference)
+    np.testing.assert_array_equal(bilevel_projection(v, groups, s1, s1 + extra),
+                                  bilevel_projection(v, groups, s1, s1))
+
+
+def test_dp_budgets_clamp_s2_to_s1_and_the_number_of_groups():
+    assert dp_budgets(5000, 5000, 10, 2500) == (10, 10)    # groups=None, default s2
+    assert dp_budgets(20, 200, 100, 50) == (100, 20)
+    assert dp_budgets(20, 30, 100, 5) == (30, 5)           # s1 ≤ the candidates
+    assert dp_budgets(20, 200, 0, 5) == (0, 0)

@@ -61,3 +61,45 @@ def test_bad_parameters_raise_input_error(params, message):
     X, y, groups = _grouped()
     with pytest.raises(InputError, match=message):
         SGHTRegressor(**({"groups": groups} | params)).fit(X, y)
+
+
+def _recording_dp(monkeypatch):
+    """Record the (s1, s2) of every bi-level DP the SGHT solver runs."""
+    import asyos.sght.solver as solver
+    calls, original = [], solver.bilevel_keep_compact
+
+    def record(v, ids, n_groups, s1, s2, keep):
+        calls.append((n_groups, s1, s2))
+        return original(v, ids, n_groups, s1, s2, keep)
+
+    monkeypatch.setattr(solver, "bilevel_keep_compact", record)
+    return calls
+
+
+def test_default_group_budget_runs_the_dp_at_s2_le_s1(monkeypatch):
+    """groups=None (each feature its own group) with the default s2 = p/2: the DP
+    runs at s2 = s1, not s2 = 2,500 (a table 250 times larger, 23 s instead of
+    0.4 s), and the fit is the explicit budget's, coefficient for coefficient."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((200, 5000))
+    w = np.zeros(5000)
+    w[rng.choice(5000, 10, replace=False)] = rng.uniform(1, 3, 10)
+    y = X @ w
+    calls = _recording_dp(monkeypatch)
+    default = SGHTRegressor(10).fit(X, y)
+    assert calls and set(calls) == {(5000, 10, 10)}
+    explicit = SGHTRegressor(10, 10).fit(X, y)
+    np.testing.assert_array_equal(default.coef_, explicit.coef_)
+    assert default.n_iter_ == explicit.n_iter_
+
+
+def test_both_default_budgets_run_the_dp_without_its_group_axis(monkeypatch):
+    """SGHTRegressor() at p = 400: s1 = s2 = 200 = min(s1, G), so the group budget
+    cannot bind and the DP runs without its j axis (G·(s1+1) cells, not
+    G·(s2+1)·(s1+1): 77 s before)."""
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 400))
+    y = X[:, :5] @ np.ones(5)
+    calls = _recording_dp(monkeypatch)
+    SGHTRegressor(max_iter=20).fit(X, y)
+    assert set(calls) == {(400, 200, 200)}
