@@ -12,6 +12,12 @@ Section 2 and Table 1):
 f is the mean loss L(Xw, y) used throughout asyos (squared, squared hinge, logistic),
 so L ≈ 1 for columns with ‖x‖²/n ≈ 1: the floor L ≥ 1 of the BB start is in the same
 units.
+
+FISTA is not monotone, least of all on a nonconvex set: a step that raises f restarts
+the momentum (O'Donoghue & Candès 2015, function-value restart) and is replaced by a
+plain projected-gradient step from the last iterate, which the Lipschitz test makes
+monotone (Beck & Teboulle 2009, MFISTA).  Every variant thus stops only at a relative
+decrease ≤ tol, at a plain step that no longer decreases f, or at ``max_iter``.
 """
 
 from __future__ import annotations
@@ -36,11 +42,17 @@ MAX_BACKTRACKS = 100  # η = 2: L grows by 2^100, far past any Lipschitz constan
 
 @dataclass
 class SGHTPath:
-    """The final iterate and the objective after every iteration."""
+    """The final iterate, the objective after every accepted iteration, the
+    iterations run (rejected FISTA steps included), whether the solver converged
+    (``False``: it stopped at ``max_iter``), the last relative decrease of f and the
+    number of momentum restarts."""
 
     w: np.ndarray
     objective: list = field(default_factory=list)
     n_iter: int = 0
+    converged: bool = False
+    change: float = math.inf
+    restarts: int = 0
 
 
 class _Problem:
@@ -104,9 +116,12 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     """Xiang et al., Algorithm 1 (ISTA) or 2 (FISTA) from w = 0: returns the iterate
     and its objective history.
 
-    Stops when the relative change of the objective is ≤ ``tol``, or when it stops
-    decreasing (FISTA is not monotone on a nonconvex set; the better iterate is kept),
-    or after ``max_iter`` iterations.
+    Stops when the relative change of the objective is ≤ ``tol``, when a plain step
+    from the iterate (no momentum) does not decrease it (only rounding can make it
+    rise), or after ``max_iter`` iterations.  A FISTA step that raises f is rejected:
+    the momentum restarts (function-value restart, O'Donoghue & Candès 2015) and the
+    next step is a plain one from the current iterate, so f never rises (monotone
+    FISTA, Beck & Teboulle 2009).
     """
     X, y, s1, loss = check_problem(X, y, s1, loss)
     group_of, s2 = group_constraint(groups, s2, X.shape[1])
@@ -119,25 +134,38 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     w = w_old = np.zeros(X.shape[1])
     f = problem.value(w)
     path = SGHTPath(w=w, objective=[f])
+    fista = variant.startswith("FISTA")
     alpha_old, alpha = 0.0, 1.0          # FISTA's α_{m−2}, α_{m−1} (Algorithm 2)
     z_old = grad_old = None
     for it in range(1, int(max_iter) + 1):
         z = w
-        if variant.startswith("FISTA"):
-            z = w + ((alpha_old - 1.0) / alpha) * (w - w_old)
+        momentum = fista and it > 1 and bool(np.any(w != w_old))
+        if fista:
+            if momentum:
+                z = w + ((alpha_old - 1.0) / alpha) * (w - w_old)
             alpha_old, alpha = alpha, 0.5 * (1.0 + math.sqrt(1.0 + 4.0 * alpha * alpha))
         fz, grad = problem.value_grad(z)
         L = _start_l(variant, z, grad, z_old, grad_old)
         w_new, f_new, _ = _line_search(problem, variant, z, fz, grad, w, f, L, eta)
         z_old, grad_old = z, grad
         path.n_iter = it
-        if f_new > f:                     # stopped decreasing: keep the better one
-            break
+        if f_new > f:
+            if not momentum:   # a plain step from w cannot rise but by rounding
+                path.converged = True
+                break
+            # function-value restart (O'Donoghue & Candès 2015): drop the momentum;
+            # the next step is then a plain one from w, monotone as in MFISTA
+            # (Beck & Teboulle 2009)
+            w_old, (alpha_old, alpha) = w, (0.0, 1.0)
+            path.restarts += 1
+            continue
         w_old, w = w, w_new
         path.objective.append(f_new)
         change = f - f_new
         f = f_new
-        if change <= tol * max(abs(f), np.finfo(float).tiny):
+        path.change = change / max(abs(f), np.finfo(float).tiny)
+        if path.change <= tol:
+            path.converged = True
             break
     path.w = w
     return path

@@ -25,12 +25,25 @@ def grouped_problem(seed, n=100, p=200, per=3, noise=0.0, amp=None):
     return X, X @ w + noise * rng.standard_normal(n), groups, w
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_noiseless_recovery(seed):
-    """ISTA-L recovers x̄ from n = 100 noiseless samples."""
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("seed", range(5))
+def test_noiseless_recovery(seed, variant):
+    """Every variant recovers x̄ (support and values) from n = 100 noiseless samples.
+    FISTA and FISTA-C used to stop at their first rise of f, 7-24 iterations in and
+    up to 3.6 % from x̄; the momentum restart with a monotone step keeps them going."""
     X, y, groups, w = grouped_problem(seed)
-    path = sght_solve(X, y, 18, groups, 6, tol=1e-12)
+    path = sght_solve(X, y, 18, groups, 6, variant=variant, tol=1e-12)
+    np.testing.assert_array_equal(np.flatnonzero(path.w), np.flatnonzero(w))
     assert np.linalg.norm(path.w - w) <= 1e-5 * np.linalg.norm(w)
+    assert path.converged and path.n_iter < 1000
+
+
+def test_fista_restarts_its_momentum_instead_of_stopping_at_a_rise():
+    """On these problems FISTA's momentum overshoots: without the restart the first
+    rejected step would have ended the run."""
+    for seed in range(5):
+        X, y, groups, _ = grouped_problem(seed)
+        assert sght_solve(X, y, 18, groups, 6, variant="FISTA", tol=1e-12).restarts
 
 
 @settings(max_examples=25, deadline=None)
