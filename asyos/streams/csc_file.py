@@ -10,13 +10,17 @@ Layout (``asyos convert`` writes it; ``save_csc`` writes one from memory)::
         data.npy      float32 or float64 (nnz,): the values
         labels.npy    (n,) labels, when the input had them (optional)
 
-The ``.npy`` files are uncompressed, so ``indices`` and ``data`` are read by memory
-map, ``indptr`` too: a block of columns is one copy of a contiguous range (or, in a
-shuffled or sharded order, one gather), after which the pages just read are dropped
-(``madvise(MADV_DONTNEED)``, as ``NpyStream`` does): resident memory is one block,
-never O(nnz) (nor O(p) for ``indptr``).  The sizes, ``indptr`` and the dtypes are
-checked when the directory is opened; the row indices of each block as it is read
-(a bad row index must never reach the compiled kernel).
+The ``.npy`` files are uncompressed, so a block of columns is read straight from
+them with ``pread``, like ``NpyStream``'s feature-major file: a contiguous range of
+columns is one read per file (``indptr``, ``indices``, ``data``); a shuffled or
+sharded block reads its columns' entries in runs of near ones and gathers them.  The
+pages read stay in the page cache, never in this process's resident memory, which
+is one block whatever nnz and p are.  (A memory map with the pages dropped behind
+each block kept a quarter of ``data.npy`` resident on a kernel whose page cache
+maps large folios: a fault maps the whole folio, partly outside the range dropped.)
+The sizes, ``indptr`` and the dtypes are checked when the directory is opened; the
+row indices of each block as it is read (a bad row index must never reach the
+compiled kernel).
 """
 
 from __future__ import annotations
@@ -30,13 +34,14 @@ import numpy as np
 
 from ..errors import InputError
 from .array import check_design_shape
-from .npy import _read_header, drop_pages, map_file, page_runs
+from .npy import _read_header, open_sized, read_exactly
 from .sparse import CSCColumns
 
 CSC_SUFFIX = ".csc"
 FORMAT, VERSION = "asyos-csc", 1
 FILES = ("meta.json", "indptr.npy", "indices.npy", "data.npy")
 _CHECKED = 1 << 20   # indptr entries checked at a time when a directory is opened
+_GAP = 1 << 16       # bytes: spans this close are read in one run
 
 
 def is_csc(path) -> bool:
@@ -131,50 +136,70 @@ def _meta(path: Path) -> dict:
     return meta
 
 
-class _Mapped:
-    """One 1-D ``.npy`` of the directory, by memory map (its length and dtype
-    checked)."""
+class _Entries:
+    """One 1-D ``.npy`` of the directory (its length and dtype checked), read by
+    ``pread``."""
 
     def __init__(self, path: Path, length: int, kinds: tuple[str, ...]):
-        shape, _, dtype, self.offset = _read_header(path)
-        if dtype.str.lstrip("<|=") not in kinds:
-            raise InputError(f"{path}: dtype {dtype} is not one of "
+        shape, _, self.dtype, self.offset = _read_header(path)
+        if self.dtype.str.lstrip("<|=") not in kinds:
+            raise InputError(f"{path}: dtype {self.dtype} is not one of "
                              f"{', '.join(kinds)}")
         if shape != (length,):
             raise InputError(f"{path}: shape {shape}, expected ({length},) from "
                              "meta.json")
-        self.path, self.item = path, dtype.itemsize
-        self.mm = map_file(path, self.offset + length * dtype.itemsize)
-        self.array = np.frombuffer(self.mm, dtype, count=length, offset=self.offset) \
-            if length else np.zeros(0, dtype)
+        self.path, self.item = path, self.dtype.itemsize
+        self.file = open_sized(path, self.offset + length * self.item)
 
-    def drop(self, starts: np.ndarray, stops: np.ndarray) -> None:
-        """Release the pages of the entries [starts[k], stops[k]) (starts sorted)."""
-        for start, stop in page_runs(self.offset + starts * self.item,
-                                     self.offset + stops * self.item):
-            drop_pages(self.mm, start, stop)
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Entries [start, stop), one read."""
+        out = np.empty(stop - start, self.dtype)
+        read_exactly(self.file, memoryview(out).cast("B"),
+                     self.offset + start * self.item, self.path)
+        return out
+
+    def gather(self, starts: np.ndarray, stops: np.ndarray) -> np.ndarray:
+        """The entries [starts[k], stops[k]) one after the other (any order, overlaps
+        allowed), read a run of spans less than ``_GAP`` apart at a time."""
+        order = np.argsort(starts, kind="stable")
+        first, last = starts[order], np.maximum.accumulate(stops[order])
+        cut = np.flatnonzero(first[1:] > last[:-1] + _GAP // self.item) + 1
+        heads, tails = np.r_[0, cut], np.r_[cut, len(first)] - 1
+        lo, hi = first[heads], last[tails]
+        at = np.zeros(len(lo) + 1, np.int64)
+        np.cumsum(hi - lo, out=at[1:])
+        runs = np.empty(at[-1], self.dtype)
+        view = memoryview(runs).cast("B")
+        for run in range(len(lo)):
+            read_exactly(self.file, view[at[run] * self.item:at[run + 1] * self.item],
+                         self.offset + int(lo[run]) * self.item, self.path)
+        run_of = np.repeat(np.arange(len(lo)), tails - heads + 1)
+        base = np.empty(len(starts), np.int64)   # span k's first entry in ``runs``
+        base[order] = at[:-1][run_of] + first - lo[run_of]
+        lengths = stops - starts
+        ends = np.cumsum(lengths)
+        return runs[np.repeat(base - ends + lengths, lengths) + np.arange(
+            ends[-1] if len(ends) else 0)]
 
 
-def _map_indptr(path: Path, meta: dict) -> _Mapped:
-    """indptr.npy of the directory ``path``, mapped and checked against meta a
-    million entries at a time (its pages released: O(p) is not held either)."""
+def _open_indptr(path: Path, meta: dict) -> _Entries:
+    """indptr.npy of the directory ``path``, checked against meta a million entries
+    at a time (never held whole)."""
     p, nnz = meta["n_features"], meta["nnz"]
-    mapped = _Mapped(path / "indptr.npy", p + 1, ("i8", "i4"))
-    indptr = mapped.array
-    if indptr[0] != 0:
-        raise InputError(f"{path}: indptr.npy must start at 0, got {indptr[0]}")
+    indptr = _Entries(path / "indptr.npy", p + 1, ("i8", "i4"))
+    first, end = indptr.read(0, 1)[0], indptr.read(p, p + 1)[0]
+    if first != 0:
+        raise InputError(f"{path}: indptr.npy must start at 0, got {first}")
     for start in range(0, p, _CHECKED):
-        stop = min(start + _CHECKED, p) + 1
-        falls = np.diff(indptr[start:stop]) < 0
-        mapped.drop(np.array([start]), np.array([stop]))
+        falls = np.diff(indptr.read(start, min(start + _CHECKED, p) + 1)) < 0
         if falls.any():
             raise InputError(f"{path}: indptr.npy decreases at feature "
                              f"{start + int(np.argmax(falls))} (it must be "
                              "non-decreasing)")
-    if indptr[-1] != nnz:
-        raise InputError(f"{path}: indptr.npy ends at {indptr[-1]}, but meta.json "
-                         f"says nnz = {nnz}")
-    return mapped
+    if end != nnz:
+        raise InputError(f"{path}: indptr.npy ends at {end}, but meta.json says "
+                         f"nnz = {nnz}")
+    return indptr
 
 
 def read_labels(path) -> np.ndarray | None:
@@ -194,12 +219,12 @@ def read_labels(path) -> np.ndarray | None:
 
 
 class CSCFileStream(CSCColumns):
-    """Columns of a ``.csc`` directory, read block by block by memory map.
+    """Columns of a ``.csc`` directory, read block by block with ``pread``.
 
     The sparse kernel reads it exactly as it reads ``SparseStream`` over the same
     matrix (the same CSC blocks), so the results are the same; resident memory is
-    one block, whatever nnz and p are.  ``labels()`` gives the
-    directory's labels (None without ``labels.npy``).
+    one block, whatever nnz and p are.  ``labels()`` gives the directory's labels
+    (None without ``labels.npy``).
     """
 
     def __init__(self, path, *, block_size: int = 256, shuffle: bool = False,
@@ -214,10 +239,10 @@ class CSCFileStream(CSCColumns):
         except InputError as exc:
             raise InputError(f"{self.path}: {exc}") from None
         self.nnz = meta["nnz"]
-        self._indptr = _map_indptr(self.path, meta)
-        self._rows = _Mapped(self.path / "indices.npy", self.nnz, ("i4", "i8"))
-        self._vals = _Mapped(self.path / "data.npy", self.nnz,
-                             ("f4" if meta["dtype"] == "float32" else "f8",))
+        self._indptr = _open_indptr(self.path, meta)
+        self._rows = _Entries(self.path / "indices.npy", self.nnz, ("i4", "i8"))
+        self._vals = _Entries(self.path / "data.npy", self.nnz,
+                              ("f4" if meta["dtype"] == "float32" else "f8",))
 
     def labels(self) -> np.ndarray | None:
         return read_labels(self.path)
@@ -226,24 +251,19 @@ class CSCFileStream(CSCColumns):
         return f"{self.path}: "
 
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        starts = self._indptr.array[index].astype(np.int64)
-        stops = self._indptr.array[index + 1].astype(np.int64)
-        held = np.sort(index)
-        self._indptr.drop(held, held + 2)
         indptr = np.zeros(len(index) + 1, np.int64)
-        np.cumsum(stops - starts, out=indptr[1:])
-        if len(index) and np.all(np.diff(index) == 1):   # a range: one copy each
-            lo, hi = int(starts[0]), int(stops[-1])
-            rows = np.array(self._rows.array[lo:hi])
-            vals = np.array(self._vals.array[lo:hi])
-            starts, stops = starts[:1], stops[-1:]
-        else:                                            # shuffled, a shard: a gather
-            at = np.repeat(starts - indptr[:-1], stops - starts) + np.arange(indptr[-1])
-            rows, vals = self._rows.array[at], self._vals.array[at]
-            order = np.argsort(starts, kind="stable")
-            starts, stops = starts[order], stops[order]
-        self._rows.drop(starts, stops)
-        self._vals.drop(starts, stops)
+        if len(index) and np.all(np.diff(index) == 1):   # a range: one read each
+            bounds = self._indptr.read(int(index[0]), int(index[-1]) + 2)
+            bounds = bounds.astype(np.int64, copy=False)
+            np.subtract(bounds[1:], bounds[0], out=indptr[1:])
+            lo, hi = int(bounds[0]), int(bounds[-1])
+            rows, vals = self._rows.read(lo, hi), self._vals.read(lo, hi)
+        else:                                            # shuffled, a shard: gathers
+            bounds = self._indptr.gather(index, index + 2).reshape(-1, 2)
+            starts, stops = bounds.astype(np.int64, copy=False).T
+            np.cumsum(stops - starts, out=indptr[1:])
+            rows = self._rows.gather(starts, stops)
+            vals = self._vals.gather(starts, stops)
         self._check_rows(index, indptr, rows)
         return indptr, rows, vals
 

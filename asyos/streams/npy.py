@@ -26,7 +26,6 @@ from .array import check_design_shape
 from .base import FeatureStream
 
 _PAGE = mmap.PAGESIZE
-_DROP_GAP = 1 << 20   # unmap across gaps up to 1 MiB: fewer syscalls, pages stay cached
 _FAULT_AROUND = 1 << 16   # Linux's default fault_around_bytes
 
 
@@ -35,18 +34,50 @@ def save_feature_major(path, X) -> None:
     np.save(path, np.asfortranarray(X))
 
 
+def _check_size(path: Path, f, expected: int) -> None:
+    size = os.fstat(f.fileno()).st_size
+    if size != expected:
+        raise InputError(f"{path}: file has {size} bytes but its header needs "
+                         f"{expected} (truncated or corrupt)")
+
+
 def map_file(path: Path, expected: int) -> mmap.mmap:
     """A read-only memory map of ``path``, whose size must be ``expected`` bytes (its
     header's promise), or InputError naming the path."""
     try:
         with open(path, "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            if size != expected:
-                raise InputError(f"{path}: file has {size} bytes but its header "
-                                 f"needs {expected} (truncated or corrupt)")
+            _check_size(path, f, expected)
             return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except OSError as exc:
         raise InputError(f"{path}: cannot map the file ({exc})") from None
+
+
+def open_sized(path: Path, expected: int):
+    """``path`` opened unbuffered for ``read_exactly``; its size must be ``expected``
+    bytes (its header's promise), or InputError naming the path."""
+    try:
+        f = open(path, "rb", buffering=0)   # kept open by its reader
+    except OSError as exc:
+        raise InputError(f"{path}: cannot open the file ({exc})") from None
+    try:
+        _check_size(path, f, expected)
+    except InputError:
+        f.close()
+        raise
+    return f
+
+
+def read_exactly(f, view: memoryview, where: int, path) -> None:
+    """Fill ``view`` with the bytes of ``f`` from ``where`` on, by pread: the pages
+    stay in the page cache and never count in this process's resident memory (a
+    memory map's would, and on kernels with large page-cache folios a fault maps far
+    more than was read)."""
+    done = 0
+    while done < len(view):   # pread may return short (signals, large reads)
+        got = os.preadv(f.fileno(), [view[done:]], where + done)
+        if got <= 0:
+            raise InputError(f"{path}: the file ended early (truncated while open?)")
+        done += got
 
 
 def advise(mm: mmap.mmap, option, start: int, stop: int) -> None:
@@ -70,18 +101,6 @@ def drop_pages(mm: mmap.mmap, start: int, stop: int) -> None:
     KiB) those strays would otherwise add up to most of the file."""
     advise(mm, getattr(mmap, "MADV_DONTNEED", None), max(0, start - _FAULT_AROUND),
            stop + _FAULT_AROUND)
-
-
-def page_runs(starts: np.ndarray, stops: np.ndarray) -> list[tuple[int, int]]:
-    """The byte ranges [starts[k], stops[k]) just read (sorted by start, ranges
-    increasing), merged where less than ``_DROP_GAP`` apart: one madvise per run
-    (near columns, a shard's stride too)."""
-    if len(starts) == 0:
-        return []
-    cut = np.flatnonzero(starts[1:] > stops[:-1] + _DROP_GAP) + 1
-    firsts, lasts = np.r_[0, cut], np.r_[cut, len(starts)] - 1
-    return [(int(starts[first]), int(stops[last]))
-            for first, last in zip(firsts, lasts, strict=True)]
 
 
 def _read_header(path: Path) -> tuple[tuple, bool, np.dtype, int]:
@@ -128,13 +147,13 @@ class NpyStream(FeatureStream):
 
     def _open(self) -> None:
         n, p, path = self.n_samples, self.n_features, self.path
-        self._mm = map_file(path, self._offset + n * p * self._dtype.itemsize)
-        if self.fortran_order:   # read by pread: the map only checked the size
-            self._mm.close()
-            self._file = open(path, "rb", buffering=0)   # closed when collected
+        expected = self._offset + n * p * self._dtype.itemsize
+        if self.fortran_order:   # read by pread
+            self._file = open_sized(path, expected)   # closed when collected
             if not self.shuffle and hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(self._file.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
             return
+        self._mm = map_file(path, expected)
         data = np.frombuffer(self._mm, self._dtype, count=n * p, offset=self._offset)
         self._data = data.reshape(n, p)
 
@@ -158,13 +177,6 @@ class NpyStream(FeatureStream):
         view = memoryview(block).cast("B")
         cut = np.flatnonzero(np.diff(indices) != 1) + 1
         for first, stop in zip(np.r_[0, cut], np.r_[cut, len(indices)], strict=True):
-            where = self._offset + int(indices[first]) * size
-            part = view[int(first) * size:int(stop) * size]
-            done = 0
-            while done < len(part):   # pread may return short (signals, large reads)
-                got = os.preadv(self._file.fileno(), [part[done:]], where + done)
-                if got <= 0:
-                    raise InputError(f"{self.path}: the file ended early (truncated "
-                                     "while open?)")
-                done += got
+            read_exactly(self._file, view[int(first) * size:int(stop) * size],
+                         self._offset + int(indices[first]) * size, self.path)
         return block
