@@ -14,7 +14,15 @@ own) and the table is printed at the end, side by side in one run:
   ``--dense-p`` columns (the ratio of their steps/s is the point);
 * beside them, abess and scikit-learn's ``Lasso`` on the first p columns of the same
   file held in memory, for growing p until one fails or passes ``--batch-timeout``
-  (dense float64 for the disk file; CSC for the text-like matrix).
+  (dense float64 for the disk file; CSC for the text-like matrix);
+* ``csc``: a text-like svmlight file (``--csc-n`` documents over ``--p`` words, word
+  frequencies falling like a power law), converted by ``asyos convert`` into the
+  ``.csc`` layout, then sequential OS on that directory from disk (``asyos run``),
+  each in its own process: seconds and peak RSS (the ru_maxrss ``/usr/bin/time -v``
+  reports), beside the floor (``asyos run`` on a 50-row ``.csc``: the interpreter and
+  the compiled kernels).
+
+    python benchmarks/scale.py --only csc [--p 1000000] [--csc-n 30000] [-s 100]
 
     python benchmarks/scale.py [--p 1000000] [--n 1000] [-s 100] [--d 2000] [--epochs 1]
 
@@ -24,6 +32,7 @@ included), peak RSS of the process (MB), and the size of the data it went throug
 
 import argparse
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -168,6 +177,117 @@ def write_text_like(path: Path, n: int, p: int) -> None:
     np.save(str(path) + ".y.npy", y)
 
 
+def write_text_svmlight(path: Path, n: int, p: int, words: float) -> int:
+    """A bag-of-words svmlight file: n documents of about ``words`` draws from p words
+    (Zipf: word of rank r drawn with probability ∝ 1/(r + 10)), the value of a word
+    log(1 + count) times a random idf-like factor, 3 decimals; y is a combination of
+    20 words of ranks 100 to 2000 (in 0.2 %–6 % of the documents) plus noise.
+    Written a few thousand documents at a time, the text built by numpy.  Returns
+    the number of nonzeros."""
+    rng = np.random.default_rng(0)
+    cdf = np.cumsum(1.0 / (np.arange(p) + 10.0))
+    cdf /= cdf[-1]
+    word_of_rank = rng.permutation(p)            # frequent words anywhere in 0..p-1
+    coef = np.zeros(p)
+    ranks = np.unique(np.geomspace(100, 2000, 20).astype(np.int64))
+    coef[word_of_rank[ranks]] = rng.choice([-2.0, 2.0], len(ranks))
+    digits = 10 ** np.arange(6, -1, -1)          # one-based indices up to 10⁷ - 1
+    nnz = 0
+    with open(path, "wb") as out:
+        for first in range(0, n, 2000):
+            m = min(2000, n - first)
+            doc = np.repeat(np.arange(m), rng.poisson(words, m))
+            word = word_of_rank[np.searchsorted(cdf, rng.random(doc.size))]
+            key, count = np.unique(doc * p + word, return_counts=True)   # sorted
+            doc, word = key // p, key % p
+            value = np.round(np.log1p(count) * (1 + rng.random(count.size)), 3)
+            y = np.bincount(doc, coef[word] * value, minlength=m) + \
+                0.1 * rng.standard_normal(m)
+            nnz += key.size
+            # one token " IIIIIII:VV.FFF" per entry, leading zeros then dropped
+            index, whole = word + 1, value.astype(np.int64)
+            tenths = np.round((value - whole) * 1000).astype(np.int64)
+            cells = np.empty((key.size, 15), np.uint8)
+            cells[:, 0], cells[:, 8], cells[:, 11] = ord(" "), ord(":"), ord(".")
+            cells[:, 1:8] = ord("0") + (index[:, None] // digits) % 10
+            cells[:, 9], cells[:, 10] = ord("0") + whole // 10, ord("0") + whole % 10
+            cells[:, 12:15] = ord("0") + (tenths[:, None] // digits[-3:]) % 10
+            keep = np.ones(cells.shape, bool)
+            keep[:, 1:8] = np.arange(7) >= 7 - (np.floor(np.log10(index)) + 1)[:, None]
+            keep[:, 9] = whole >= 10
+            body = cells[keep].tobytes()
+            ends = np.r_[0, np.cumsum(keep.sum(axis=1))][np.searchsorted(
+                doc, np.arange(m + 1))]
+            out.write(b"".join(b"%.6f" % y[k] + body[ends[k]:ends[k + 1]] + b"\n"
+                               for k in range(m)))
+    return nnz
+
+
+PEAK = r"""
+import os, sys
+pid = os.fork()
+if pid == 0:
+    os.execvp(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
+"""
+
+
+def measured(command: list, timeout: float) -> dict:
+    """Run ``command`` as the child of a fresh small process (a child inherits its
+    parent's peak through fork, so not of this one): exit status, seconds, peak RSS
+    in MB (its ru_maxrss, what ``/usr/bin/time -v`` reports)."""
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", PEAK, *map(str, command)],
+                          capture_output=True, text=True, timeout=timeout)
+    seconds = time.perf_counter() - start
+    status, peak_kib = (int(v) for v in proc.stdout.split()[-2:])
+    if status != 0:
+        raise SystemExit(f"{' '.join(map(str, command))}: exit status {status}\n"
+                         f"{proc.stderr}")
+    return {"seconds": seconds, "peak_mb": peak_kib / 1024, "stdout": proc.stdout}
+
+
+def disk_mb(path: Path) -> float:
+    files = path.rglob("*") if path.is_dir() else [path]
+    return sum(f.stat().st_size for f in files if f.is_file()) / 1e6
+
+
+def run_csc(args, folder: Path) -> list[tuple[str, dict]]:
+    """Text svmlight → .csc by ``asyos convert``, then ``asyos run`` on it from disk;
+    and the floor, ``asyos run`` on a tiny .csc."""
+    asyos = [sys.executable, "-m", "asyos"]
+    text = folder / f"text_{args.csc_n}x{args.p}.svm"
+    if not text.exists():
+        start = time.perf_counter()
+        nnz = write_text_svmlight(text, args.csc_n, args.p, args.csc_words)
+        print(f"{text}: {nnz} nonzeros, {disk_mb(text):.0f} MB "
+              f"({time.perf_counter() - start:.0f} s)", file=sys.stderr)
+    csc = folder / f"text_{args.csc_n}x{args.p}.csc"
+    shutil.rmtree(csc, ignore_errors=True)
+    rows = [("asyos convert (svmlight → .csc)",
+             measured([*asyos, "convert", text, csc, "--quiet"], args.timeout))]
+    rows[-1][1]["data"] = f"{disk_mb(text):.0f} MB text → {disk_mb(csc):.0f} MB"
+    meta = json.loads((csc / "meta.json").read_text())
+    print(f"{csc}: n = {meta['n_samples']}, p = {meta['n_features']}, nnz = "
+          f"{meta['nnz']}", file=sys.stderr)
+    rows.append((f"asyos run -s {args.s} on the .csc",
+                 measured([*asyos, "run", "--data", csc, "-s", args.s, "--epochs",
+                           args.epochs, "--quiet", "--out", folder / "csc_run.json"],
+                          args.timeout)))
+    result = json.loads((folder / "csc_run.json").read_text())
+    rows[-1][1]["data"] = f"{meta['n_features'] * args.epochs} feature steps, " \
+        f"{result['timings']['seconds']:.0f} s fitting"
+    tiny = folder / "tiny.svm"
+    tiny.write_text("".join(f"{k % 3 - 1} {k + 1}:1.5 {k + 7}:2\n" for k in range(50)))
+    measured([*asyos, "convert", tiny, folder / "tiny", "--quiet"], args.timeout)
+    rows.append(("floor: asyos run on a 50-row .csc",
+                 measured([*asyos, "run", "--data", folder / "tiny.csc", "-s", "5",
+                           "--epochs", "1", "--quiet"], args.timeout)))
+    rows[-1][1]["data"] = "interpreter + kernels"
+    return rows
+
+
 def run(kind, arg, dtype, prefetch, args) -> dict:
     proc = subprocess.run([sys.executable, "-c", PROBE, kind, str(arg), dtype, prefetch,
                            str(args.s), str(args.epochs), str(args.n)],
@@ -178,7 +298,7 @@ def run(kind, arg, dtype, prefetch, args) -> dict:
 
 
 TOOLS = ["abess", "sklearn-lasso"]
-PARTS = ["disk", "text", "interactions", "batch-dense", "batch-text"]
+PARTS = ["disk", "text", "interactions", "batch-dense", "batch-text", "csc"]
 
 
 def main() -> None:
@@ -201,6 +321,10 @@ def main() -> None:
                         help="columns of the text-like matrix for the dense kernel")
     parser.add_argument("--text-batch-ps", type=int, nargs="*",
                         default=[100_000, 1_000_000])
+    parser.add_argument("--csc-n", type=int, default=30_000,
+                        help="documents of the text-like svmlight file (csc part)")
+    parser.add_argument("--csc-words", type=float, default=400,
+                        help="word draws per document (csc part; repeats merge)")
     parser.add_argument("--tools", nargs="+", default=TOOLS, choices=TOOLS)
     parser.add_argument("--only", nargs="+", default=PARTS, choices=PARTS,
                         help="run only these parts (default: all)")
@@ -224,6 +348,7 @@ def main() -> None:
             rows.append((f"text-like {kind} p={p}", "in memory",
                          text.stat().st_size * p / args.p / 1e9,
                          run(kind, f"{text}:{p}", "float64", "on", args)))
+    csc = run_csc(args, folder) if "csc" in args.only else []
     d = args.d
     if "interactions" in args.only:
         rows.append((f"interactions d={d} float32", "prefetch on",
@@ -242,6 +367,14 @@ def main() -> None:
                               run_batch(tool, data, p, args)))
                 if "failed" in batch[-1][2]:
                     break           # a larger p will not do better
+    if csc:
+        print(f"text-like svmlight, n = {args.csc_n}, p = {args.p}; targets: convert "
+              "≤ 500 MB, run ≤ 200 MB peak RSS")
+        print(f"{'process':>36} {'seconds':>8} {'peak RSS MB':>12}  data")
+        for name, r in csc:
+            print(f"{name:>36} {r['seconds']:8.1f} {r['peak_mb']:12.0f}  {r['data']}")
+    if not rows and not batch:
+        return
     print(f"n = {args.n}, s = {args.s}, {args.epochs} epoch(s); p = {args.p} on disk")
     print(f"{'source':>28} {'read':>13} {'data GB':>8} {'steps':>9} {'steps/s':>9} "
           f"{'peak RSS MB':>12} {'kept MB':>8}")
