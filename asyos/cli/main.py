@@ -28,7 +28,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
                    cluster.add_worker_arguments),
         "keys": ("make CURVE keys for a server bound beyond 127.0.0.1",
                  cluster.add_keys_arguments),
-        "convert": ("row-major data to the feature-major .npy (bounded memory)",
+        "convert": ("row-major data to the feature-major .npy or the sparse .csc "
+                    "(bounded memory)",
                     convert.add_convert_arguments),
         "experiments": ("the paper's experiments (python -m asyos.experiments)",
                         experiments.add_arguments),

@@ -320,11 +320,12 @@ class _OnlineSubstitution(BaseEstimator):
     def fit_stream(self, source, y=None):
         """Fit on features that need not fit in memory.
 
-        ``source``: a ``FeatureStream`` (``asyos.streams``: memory-mapped ``.npy``,
-        HDF5, generated columns, ...; used as it is, in its own order, whatever
-        ``random_state`` says), a file path (``.npy``, csv, svmlight,
-        ``file.h5[:NAME]``), or an array.  ``y``: labels, a path to them, or None when
-        the file carries them (svmlight, HDF5 with a ``y`` dataset).  Only O(n·s)
+        ``source``: a ``FeatureStream`` (``asyos.streams``: a feature-major ``.npy``,
+        a sparse ``.csc`` directory, HDF5, generated columns, ...; used as it is, in
+        its own order, whatever ``random_state`` says), a file path (``.npy``,
+        ``.csc``, csv, svmlight, ``file.h5[:NAME]``), or an array.  ``y``: labels, a
+        path to them, or None when the file carries them (svmlight, ``.csc`` with
+        labels, HDF5 with a ``y`` dataset).  Only O(n·s)
         columns are held; predicting still takes an in-memory X.
         """
         loss = self._check_params()

@@ -228,8 +228,12 @@ class Shard(FeatureStream):
 
     def step_blocks(self, epoch: int = 0) -> Iterator:
         if self.parent.sparse:
-            return self.parent.csc_blocks_in(self.order(epoch), self.block_size)
+            return self.csc_blocks_in(self.order(epoch), self.block_size)
         return self.blocks(epoch)
+
+    def csc_blocks_in(self, order: np.ndarray, block_size: int) -> Iterator:
+        """A sparse parent's CSC blocks of ``order`` (shards of shards too)."""
+        return self.parent.csc_blocks_in(order, block_size)
 
     @property
     def sparse(self) -> bool:

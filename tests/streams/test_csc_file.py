@@ -339,3 +339,16 @@ def test_csc_stream_memory_does_not_grow_with_nnz(tmp_path):
     assert grown_mb("drop") < 30
     assert grown_mb("drop", shuffle="1") < 30
     assert grown_mb("map") > 60   # a memory map's pages would accumulate
+
+
+def test_shards_of_shards_of_a_sparse_stream_hand_out_csc_blocks(tmp_path):
+    X = _matrix(n=20, p=60, density=0.3, seed=4)
+    save_csc(tmp_path / "X.csc", X)
+    for stream in (SparseStream(X, block_size=4), CSCFileStream(tmp_path / "X.csc",
+                                                                 block_size=4)):
+        inner = stream.shard(3, 1).shard(2, 1)
+        got = [(index, block.toarray()) for index, block in inner.step_blocks(0)]
+        indices = np.concatenate([index for index, _ in got])
+        np.testing.assert_array_equal(indices, np.arange(60)[1::3][1::2])
+        for index, block in got:
+            np.testing.assert_array_equal(stream.columns(index), block)
