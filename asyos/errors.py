@@ -18,3 +18,12 @@ class PartialRun(AsyosError):
     """An Asy-OS run that ended without some of its shards (lost and not replaced).
     Its results are written, marked ``partial``, but it is not a success: the CLI
     exits with status 3 unless the user accepted partial results."""
+
+
+class ConvergenceWarning(UserWarning):
+    """A solver stopped at its iteration cap before its convergence test held (SGHT,
+    the Lasso path, FGM).  The message names the solver, the cap and how far from
+    convergence it stopped.  The solvers below the estimators may not import
+    scikit-learn, so this is asyos's own class; the scikit-learn estimators pass
+    ``sklearn.exceptions.ConvergenceWarning`` as the solvers' ``convergence_warning``
+    instead, and any solver takes ``convergence_warning=None`` to stay silent."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -50,6 +51,8 @@ _PARAMS_DOC = """
     coef_ : dense weights over the input features (``polynomial_degree=1`` only: the
         mapped space can be too large to hold densely).
     n_iter_ : activations run;  result_ : the ``FGMResult`` (objective, gaps, stop).
+    A run that stops at ``max_activations`` (neither (37), (38) nor the budget met)
+    issues scikit-learn's ``ConvergenceWarning``.
 """
 
 
@@ -85,7 +88,8 @@ class _FGM(BaseEstimator):
                      max_activations=self.max_activations, tol=self.tol,
                      inner_tol=self.inner_tol, max_inner=self.max_inner,
                      fit_intercept=bool(self.fit_intercept),
-                     exclude_active=bool(self.exclude_active))
+                     exclude_active=bool(self.exclude_active),
+                     convergence_warning=ConvergenceWarning)
         self.result_ = result
         self.selected_, self.weights_ = result.selected, result.weights
         self.intercept_ = result.intercept

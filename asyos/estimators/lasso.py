@@ -10,8 +10,6 @@ as scikit-learn reports it, and ``tol`` is scikit-learn's: stop when the gap ≤
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import scipy.sparse as sp
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -20,7 +18,14 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.validate import check_choice, check_int, check_positive
 from ..errors import InputError
-from ..lasso.path import SCREENINGS, check_xy, make_design, solve_path
+from ..lasso.path import (
+    SCREENINGS,
+    SOLVER_NAMES,
+    check_xy,
+    make_design,
+    solve_path,
+    warn_unconverged,
+)
 from ..lasso.saif import fused_coef, fused_design
 
 __all__ = ["FusedLasso", "GroupLasso", "Lasso", "lasso_path"]
@@ -59,10 +64,11 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
             X, y = X - x_mean, y - y_mean
         n = X.shape[0]
         coef, gap, epochs = self._solve(X, y, n * float(self.alpha))
-        if gap > self.tol * float(y @ y):
-            warnings.warn(f"{type(self).__name__} stopped after {epochs} epochs with "
-                          f"duality gap {gap / n:.3g} above tol; raise max_iter",
-                          ConvergenceWarning, stacklevel=2)
+        warn_unconverged([gap / n], self.tol * float(y @ y) / n, [self.alpha],
+                         [epochs], self.screening, self.max_iter, ConvergenceWarning,
+                         name=f"{type(self).__name__} "
+                              f"({SOLVER_NAMES[self.screening]})",
+                         scale="(1/(2n))‖y − Xw‖²", cap="max_iter")
         self.coef_ = coef
         self.intercept_ = (y_mean - float(x_mean @ coef)) if self.fit_intercept else 0.0
         self.dual_gap_ = gap / n
@@ -84,7 +90,8 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
 
     def _solve_units(self, X, y, lam, groups=None, weights=None):
         res = solve_path(make_design(X, groups, weights), y, [lam], self.tol,
-                         self.screening, max_epochs=self.max_iter)
+                         self.screening, max_epochs=self.max_iter,
+                         convergence_warning=None)     # fit warns, in its own scale
         return res.coefs[0], float(res.gaps[0]), int(res.epochs[0])
 
 
@@ -199,13 +206,15 @@ class FusedLasso(_ScreenedLinear):
 
 
 def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
-               screening="saif", max_iter=10_000, coef_init=None):
+               screening="saif", max_iter=10_000, coef_init=None, return_n_iter=False):
     """The Lasso (1/(2n))‖y − Xw‖² + α‖w‖₁ (no intercept) along α, warm-started.
 
     Like ``sklearn.linear_model.lasso_path``: α sorted decreasing, by default
     ``n_alphas`` log-spaced from α_max = ‖Xᵀy‖_∞/n down to eps·α_max; each solve stops
     at duality gap ≤ tol·‖y‖².  Returns (alphas, coefs of shape
-    (p, n_alphas), dual gaps in scikit-learn's scale).
+    (p, n_alphas), dual gaps in scikit-learn's scale), and the epochs per α with
+    ``return_n_iter``.  An α still above its gap target at ``max_iter`` epochs gives
+    a ``ConvergenceWarning`` (scikit-learn's), one for the whole path.
     """
     X, y = check_xy(X, y)
     check_positive("tol", tol)
@@ -225,5 +234,12 @@ def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
         coef_init = np.asarray(coef_init, dtype=np.float64)
         if coef_init.shape != (p,) or not np.all(np.isfinite(coef_init)):
             raise InputError(f"coef_init must be {p} finite numbers")
-    res = solve_path(design, y, n * alphas, tol, screening, max_iter, coef_init)
+    res = solve_path(design, y, n * alphas, tol, screening, max_iter, coef_init,
+                     convergence_warning=None)
+    warn_unconverged(res.gaps / n, tol * float(y @ y) / n, alphas, res.epochs,
+                     screening, max_iter, ConvergenceWarning,
+                     name=f"lasso_path ({SOLVER_NAMES[screening]})",
+                     scale="(1/(2n))‖y − Xw‖²", cap="max_iter")
+    if return_n_iter:
+        return alphas, res.coefs.T.copy(), res.gaps / n, res.epochs.copy()
     return alphas, res.coefs.T.copy(), res.gaps / n

@@ -18,6 +18,7 @@ classifier is binary (scikit-learn's multiclass checks are skipped by its tags).
 import numpy as np
 from scipy.optimize import minimize_scalar
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -76,7 +77,7 @@ class _BiLevel(BaseEstimator):
         if self.solver == "sght":
             path = sght_solve(Xc, y - offset, s1, group_of, s2, loss=loss,
                               variant=self.variant, max_iter=self.max_iter,
-                              tol=self.tol)
+                              tol=self.tol, convergence_warning=ConvergenceWarning)
             coef, self.n_iter_ = path.w, path.n_iter
         else:
             result = fit_os(Xc, y - offset, s1, loss=loss, epochs=self.epochs,
@@ -123,7 +124,9 @@ class SGHTRegressor(RegressorMixin, _BiLevel):
     most ``n_groups_to_select`` groups (None: half of each).
 
     Fitted: ``coef_``, ``intercept_``, ``support_``, ``n_groups_selected_``,
-    ``n_iter_`` (SGHT iterations, or OS feature steps), ``n_features_in_``.
+    ``n_iter_`` (SGHT iterations, or OS feature steps), ``n_features_in_``.  SGHT
+    stopped at ``max_iter`` before its relative decrease reached ``tol`` issues
+    scikit-learn's ``ConvergenceWarning``.
     """
 
     def fit(self, X, y):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from numbers import Integral
 
@@ -29,7 +30,7 @@ from ..core.validate import (
     check_positive,
     check_problem,
 )
-from ..errors import InputError
+from ..errors import ConvergenceWarning, InputError
 from ..streams import FeatureStream, InteractionStream, as_stream
 from .apg import apg
 from .search import (
@@ -132,7 +133,8 @@ def _best_constant(code: int, y, C: float) -> float:
 def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
         n_select: int | None = None, max_activations: int | None = None,
         tol: float = 1e-3, inner_tol: float = 1e-3, max_inner: int = 20,
-        fit_intercept: bool = False, exclude_active: bool = False) -> FGMResult:
+        fit_intercept: bool = False, exclude_active: bool = False,
+        convergence_warning=ConvergenceWarning) -> FGMResult:
     """Run FGM (Tan et al., Algorithm 1) on a space of ``fgm_search`` (``make_space``).
 
     Each activation ranks the candidates by c_j² at the current model and activates
@@ -143,6 +145,10 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
     ``n_select`` candidates are active: the activation that reaches the budget keeps
     only its best new candidates, so at most ``n_select`` are ever active.
     Inputs are checked by ``fit_fgm``/``make_space``; here they are trusted.
+    Stopping at ``max_activations`` issues ``convergence_warning`` (a Warning class;
+    None: none) with the last decrease of F against ``tol``·F_0.  (The
+    subproblem's ``max_inner`` cap is part of the method, an inexact inner solve as
+    in Tan et al.'s code, and is not warned about.)
     """
     start = time.perf_counter()
     loss = Loss.parse(loss)
@@ -204,7 +210,25 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
     result.intercept = float(b)
     result.cache_bytes = cache.nbytes
     result.seconds = time.perf_counter() - start
+    if result.stop == "max_activations" and convergence_warning is not None:
+        _warn_cap(result, max_activations, tol, n_select, convergence_warning)
     return result
+
+
+def _warn_cap(result: FGMResult, max_activations: int, tol: float, n_select,
+              category) -> None:
+    """FGM stopped at its activation cap: how far from (38) and the budget it was
+    (the violation (37) and the duality gap were last measured before the last
+    activation, so they are not quoted)."""
+    scale = max(abs(result.objective[0]), 1e-300)
+    decrease = (result.objective[-2] - result.objective[-1]) / scale
+    active = np.unique(np.concatenate(result.blocks)).size if result.blocks else 0
+    budget = "" if n_select is None else f"{active} of {n_select} candidates active, "
+    warnings.warn(f"FGM stopped at max_activations={max_activations} with {budget}"
+                  f"the objective still falling by {decrease:.2g}·F0 at the last "
+                  f"activation (tol={tol:g}·F0); raise max_activations, or scale the "
+                  f"features (FGM ranks candidates by their gradient scores)",
+                  category, stacklevel=3)
 
 
 def _check_groups(groups, m: int) -> list:
@@ -290,7 +314,8 @@ def fit_fgm(X, y, s: int, loss="squared", *, B: int = 5, C: float | None = None,
             fit_intercept: bool = False, degree: int = 1,
             max_activations: int | None = None, tol: float = 0.0,
             inner_tol: float = 1e-3, max_inner: int = 20,
-            exclude_active: bool = False) -> Selection:
+            exclude_active: bool = False,
+            convergence_warning=ConvergenceWarning) -> Selection:
     """FGM behind the common baseline interface: at most ``s`` features of X (or of
     its degree-``degree`` products), numbered as in ``InteractionStream``.
 
@@ -306,5 +331,6 @@ def fit_fgm(X, y, s: int, loss="squared", *, B: int = 5, C: float | None = None,
     result = fgm(space, y, loss=loss, B=B, C=C, n_select=s,
                  max_activations=max_activations, tol=tol, inner_tol=inner_tol,
                  max_inner=max_inner, fit_intercept=fit_intercept,
-                 exclude_active=exclude_active)
+                 exclude_active=exclude_active,
+                 convergence_warning=convergence_warning)
     return selection(result.selected, result.weights, s, "FGM", len(result.blocks))

@@ -9,19 +9,23 @@ the inputs; the kernels trust it.  Scale: ½‖y − Xβ‖² + λ Σ_g w_g‖β
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
 
-from ..errors import InputError
+from ..errors import ConvergenceWarning, InputError
 from .saif import saif_cd
 from .screening import duality_gap, gap_safe_cd, penalty, unit_scores
 
 __all__ = ["SCREENINGS", "Design", "PathResult", "check_xy", "make_design",
-           "solve_path"]
+           "solve_path", "warn_unconverged"]
 
 SCREENINGS = ("none", "gap_safe", "saif")
+SOLVER_NAMES = {"none": "coordinate descent",
+                "gap_safe": "coordinate descent with gap-safe screening",
+                "saif": "SAIF"}
 M0 = 10          # SAIF's initial active set: the top-m0 features by score
 ALPHA0 = 0.5     # α0 shrinks the first ADD/DEL balls (Ren et al., Section 2.2; ours)
 F_GAP = 10       # epochs between two gap checks (our value)
@@ -138,7 +142,7 @@ class PathResult:
 
 def solve_path(design: Design, y: np.ndarray, lams, tol: float,
                screening: str = "saif", max_epochs: int = 10_000,
-               coef0=None) -> PathResult:
+               coef0=None, convergence_warning=ConvergenceWarning) -> PathResult:
     """Solve at each λ of ``lams`` (in the given order, warm-starting each from the
     last) until the full duality gap ≤ tol·‖y‖² (scikit-learn's rule).
 
@@ -146,6 +150,9 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
     warm-start residual (gap-safe sequential), or, for SAIF, from the last support,
     the top-m0 scores and the strong-rule set |x_gᵀr| ≥ 2λ_t − λ_{t−1} (Tibshirani et
     al. 2012; our addition: any start is safe, as SAIF only uses it as its first A).
+
+    A λ whose gap is still above tol·‖y‖² stopped at ``max_epochs``: one
+    ``convergence_warning`` (a Warning class; None: none) names how many and the worst.
     """
     lams = np.asarray(lams, dtype=np.float64)
     eps = tol * float(y @ y)
@@ -184,7 +191,32 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
         out.gaps[t], out.epochs[t], out.n_kept[t] = gap, ep, k
         out.kept[t] = keep
         prev = lam
+    if convergence_warning is not None:
+        warn_unconverged(out.gaps, eps, lams, out.epochs, screening, max_epochs,
+                         convergence_warning, stacklevel=2)
     return out
+
+
+def warn_unconverged(gaps, target, lams, epochs, screening: str, max_epochs: int,
+                     category, stacklevel: int = 2, *, name: str | None = None,
+                     scale: str = "½‖y − Xβ‖²", cap: str = "max_epochs") -> None:
+    """One ``category`` warning if some λ stopped with its duality gap above
+    ``target`` (its solve hit the epoch cap, checked every ``F_GAP`` epochs): the
+    solver (``name``, default the screening's), the cap, how many λ and the worst gap
+    against the target."""
+    gaps = np.asarray(gaps, dtype=np.float64)
+    bad = np.flatnonzero(gaps > target)
+    if bad.size == 0:
+        return
+    worst = bad[np.argmax(gaps[bad])]
+    ratio = f"{gaps[worst] / target:.3g} times " if target > 0 else "above "
+    where = (f" at {bad.size} of {len(gaps)} λ values (the worst at λ = "
+             f"{float(lams[worst]):.3g})" if len(gaps) > 1 else "")
+    warnings.warn(f"{name or SOLVER_NAMES[screening]} stopped at {cap}="
+                  f"{int(max_epochs)} ({int(epochs[worst])} epochs run){where} with "
+                  f"duality gap {gaps[worst]:.3g}, {ratio}its target {target:.3g} "
+                  f"set by tol, in the {scale} scale; raise {cap}, or standardize "
+                  f"the columns of X", category, stacklevel=stacklevel + 1)
 
 
 def _saif_start(d: Design, beta, scores, lam, prev, live) -> np.ndarray:

@@ -23,6 +23,7 @@ decrease ≤ tol, at a plain step that no longer decreases f, or at ``max_iter``
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +32,7 @@ from ..core.losses import loss_grad, loss_value
 from ..core.projection import bilevel_keep_compact, group_constraint
 from ..core.selection import Selection
 from ..core.validate import check_choice, check_problem
-from ..errors import InputError
+from ..errors import ConvergenceWarning, InputError
 
 __all__ = ["VARIANTS", "SGHTPath", "fit_sght", "sght_solve"]
 
@@ -112,7 +113,8 @@ def _line_search(problem, variant, z, fz, grad, w_prev, f_prev, L, eta):
 
 
 def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
-               max_iter=1000, tol=1e-6) -> SGHTPath:
+               max_iter=1000, tol=1e-6,
+               convergence_warning=ConvergenceWarning) -> SGHTPath:
     """Xiang et al., Algorithm 1 (ISTA) or 2 (FISTA) from w = 0: returns the iterate
     and its objective history.
 
@@ -121,7 +123,9 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     rise), or after ``max_iter`` iterations.  A FISTA step that raises f is rejected:
     the momentum restarts (function-value restart, O'Donoghue & Candès 2015) and the
     next step is a plain one from the current iterate, so f never rises (monotone
-    FISTA, Beck & Teboulle 2009).
+    FISTA, Beck & Teboulle 2009).  Stopping at ``max_iter`` issues
+    ``convergence_warning`` (a Warning class; None: none) with the last relative
+    decrease.
     """
     X, y, s1, loss = check_problem(X, y, s1, loss)
     group_of, s2 = group_constraint(groups, s2, X.shape[1])
@@ -168,16 +172,25 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
             path.converged = True
             break
     path.w = w
+    if not path.converged and convergence_warning is not None:
+        warnings.warn(f"SGHT ({variant}) stopped at max_iter={int(max_iter)} "
+                      f"iterations with the objective still falling by "
+                      f"{path.change:.2g} per iteration (relative; tol={tol:g}); "
+                      f"raise max_iter, or scale the columns of X to ‖x‖²/n ≈ 1 "
+                      f"(the step sizes start from L = 1)",
+                      convergence_warning, stacklevel=2)
     return path
 
 
 def fit_sght(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
-             max_iter=1000, tol=1e-6) -> Selection:
+             max_iter=1000, tol=1e-6,
+             convergence_warning=ConvergenceWarning) -> Selection:
     """SGHT (Xiang et al., Algorithm 1): at most ``s1`` features from at most ``s2``
     groups (``groups[j]``: feature j's label).  Selection = the nonzeros of the final
     iterate."""
     path = sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
-                      max_iter=max_iter, tol=tol)
+                      max_iter=max_iter, tol=tol,
+                      convergence_warning=convergence_warning)
     selected = np.flatnonzero(path.w).astype(np.int64)
     return Selection(selected=selected, weights=path.w[selected].copy(),
                      n_iter=path.n_iter, name="SGHT")

@@ -1,10 +1,13 @@
 """FGMClassifier / FGMRegressor: scikit-learn's estimator checks, and that the fronts
 fit what ``asyos.baselines.fgm`` fits."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 from sklearn.base import clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import asyos
@@ -72,3 +75,40 @@ def test_bad_input():
         FGMRegressor(B=0).fit(X, u)
     with pytest.raises(InputError, match="cannot be combined"):
         FGMRegressor(groups=np.arange(12), polynomial_degree=2).fit(X, u)
+
+
+@pytest.mark.parametrize("make", [
+    lambda **kw: FGMRegressor(B=1, **kw),
+    lambda **kw: FGMClassifier(B=1, **kw),
+])
+def test_fgm_warns_at_max_activations_and_not_when_it_stops_on_its_own(make):
+    """The cap stops it 1 activation in; the tolerance (38) or the budget stops the
+    others first, silently.  n_iter_ counts activations."""
+    X, u = _data(3)
+    y = (X[:, 0] + X[:, 1] - 2 * X[:, 7] if isinstance(make(), FGMRegressor)
+         else np.where(u > 0, 1, 0))
+    capped = make(max_activations=1)
+    with pytest.warns(ConvergenceWarning, match=r"FGM stopped at max_activations=1 "
+                      r"with the objective still falling by .*·F0 .*raise "
+                      r"max_activations"):
+        capped.fit(X, y)
+    assert capped.n_iter_ == 1 and capped.result_.stop == "max_activations"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        for model in (make(tol=1e-2, max_activations=50),
+                      make(n_features_to_select=3)):
+            model.fit(X, y)
+            assert model.result_.stop in ("tolerance", "budget", "no violation")
+            assert model.n_iter_ == len(model.result_.blocks) >= 1
+
+
+def test_fgm_solver_warns_with_asyos_class_and_can_be_silenced():
+    from asyos.errors import ConvergenceWarning as AsyosConvergenceWarning
+    from asyos.fgm import fit_fgm
+    X, u = _data(4)
+    with pytest.warns(AsyosConvergenceWarning, match=r"3 of 6 candidates active"):
+        fit_fgm(X, np.sign(u), 6, "squared_hinge", B=1, max_activations=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_fgm(X, np.sign(u), 6, "squared_hinge", B=1, max_activations=3,
+                convergence_warning=None)

@@ -2,15 +2,19 @@
 group Lasso against a plain proximal-gradient solve and the fused Lasso against an ADMM
 solve written here."""
 
+import warnings
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Lasso as SkLasso
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from asyos import FusedLasso, GroupLasso, Lasso
+from asyos import FusedLasso, GroupLasso, Lasso, lasso_path
+from asyos.errors import ConvergenceWarning as AsyosConvergenceWarning
 from asyos.errors import InputError
-from asyos.lasso.path import SCREENINGS
+from asyos.lasso.path import SCREENINGS, check_xy, make_design, solve_path
 from asyos.lasso.saif import _tree_order, fused_design
 
 
@@ -203,3 +207,47 @@ def test_nan_input_raises_input_error():
     X[3, 2] = np.nan
     with pytest.raises(InputError, match="NaN"):
         Lasso().fit(X, y)
+
+
+# -- convergence: ConvergenceWarning at the epoch cap, n_iter_ ------------------------
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+@pytest.mark.parametrize("make", [
+    lambda s, **kw: Lasso(1e-3, screening=s, **kw),
+    lambda s, **kw: GroupLasso(1e-3, groups=np.repeat(np.arange(6), 2), screening=s,
+                               **kw),
+    lambda s, **kw: FusedLasso(1e-3, screening=s, **kw),
+])
+def test_estimators_warn_at_max_iter_and_not_at_convergence(make, screening):
+    X, y = _data()
+    model = make(screening, tol=1e-14, max_iter=1)
+    name = type(model).__name__
+    with pytest.warns(ConvergenceWarning, match=rf"{name} \(.*\) stopped at max_iter=1 "
+                      r"\(\d+ epochs run\) with duality gap .* times its target .*"
+                      r"raise max_iter"):
+        model.fit(X, y)
+    assert model.dual_gap_ > 1e-14 * np.sum((y - y.mean()) ** 2) / len(y)
+    assert model.n_iter_ >= 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        converged = make(screening, tol=1e-8).fit(X, y)
+    assert 1 <= converged.n_iter_ < 10_000
+
+
+def test_lasso_path_and_solve_path_warn_once_at_their_epoch_cap():
+    X, y = _data(p=30)
+    with pytest.warns(ConvergenceWarning, match=r"lasso_path \(SAIF\) stopped at "
+                      r"max_iter=2 .* at \d+ of 5 λ values \(the worst at λ = "):
+        lasso_path(X, y, n_alphas=5, tol=1e-14, max_iter=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        _, _, gaps, n_iter = lasso_path(X, y, n_alphas=5, tol=1e-8, return_n_iter=True)
+    assert n_iter.shape == (5,) and np.all(n_iter < 10_000)
+    X, y = check_xy(X, y)
+    design = make_design(X)
+    with pytest.warns(AsyosConvergenceWarning, match=r"^coordinate descent stopped "
+                      r"at max_epochs=3 .* raise max_epochs"):
+        solve_path(design, y, [1.0, 0.1], 1e-14, "none", 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        solve_path(design, y, [1.0, 0.1], 1e-14, "none", 3, convergence_warning=None)

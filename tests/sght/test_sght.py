@@ -1,6 +1,8 @@
 """The SGHT solver (Xiang, Yang & Ye, KDD 2014, Algorithms 1-2): recovery, descent,
 feasibility and the least-squares fixed point."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,6 +10,7 @@ from hypothesis import strategies as st
 
 from asyos import InputError
 from asyos.baselines import fit_iht
+from asyos.errors import ConvergenceWarning
 from asyos.sght.solver import VARIANTS, fit_sght, sght_solve
 
 
@@ -46,6 +49,7 @@ def test_fista_restarts_its_momentum_instead_of_stopping_at_a_rise():
         assert sght_solve(X, y, 18, groups, 6, variant="FISTA", tol=1e-12).restarts
 
 
+@pytest.mark.filterwarnings("ignore::asyos.errors.ConvergenceWarning")
 @settings(max_examples=25, deadline=None)
 @given(seed=st.integers(0, 2**16), variant=st.sampled_from(VARIANTS),
        loss=st.sampled_from(["squared", "squared_hinge", "logistic"]),
@@ -101,3 +105,17 @@ def test_bad_input_raises_input_error(kwargs, message):
     args = dict(X=X, y=y, s1=4, groups=groups, s2=2) | kwargs
     with pytest.raises(InputError, match=message):
         fit_sght(**args)
+
+
+def test_stopping_at_max_iter_warns_with_the_last_relative_decrease():
+    X, y, groups, _ = grouped_problem(0, noise=1.0)
+    with pytest.warns(ConvergenceWarning, match=r"SGHT \(FISTA\) stopped at "
+                      r"max_iter=3 .* falling by .* raise max_iter"):
+        path = sght_solve(X, y, 18, groups, 6, variant="FISTA", max_iter=3)
+    assert not path.converged and path.n_iter == 3 and path.change > 1e-6
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sght_solve(X, y, 18, groups, 6, max_iter=3, convergence_warning=None)
+        for variant in VARIANTS:                     # converged: no warning
+            assert sght_solve(X, y, 18, groups, 6, variant=variant).converged
+        assert fit_sght(X, y, 18, groups, 6).n_iter < 1000

@@ -1,7 +1,10 @@
 """SGHTRegressor / SGHTClassifier: scikit-learn's own checks, and the bi-level budget."""
 
+import warnings
+
 import numpy as np
 import pytest
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -101,5 +104,29 @@ def test_both_default_budgets_run_the_dp_without_its_group_axis(monkeypatch):
     X = rng.standard_normal((60, 400))
     y = X[:, :5] @ np.ones(5)
     calls = _recording_dp(monkeypatch)
-    SGHTRegressor(max_iter=20).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        SGHTRegressor(max_iter=20).fit(X, y)
     assert set(calls) == {(400, 200, 200)}
+
+
+@pytest.mark.parametrize("estimator, classify", [
+    (SGHTRegressor(6, 2), False),
+    (SGHTClassifier(6, 2, loss="logistic"), True),
+])
+def test_sght_warns_at_max_iter_and_not_at_convergence(estimator, classify):
+    """(Labels with 15 % flipped: on separable data the logistic loss has no
+    minimiser, and SGHT rightly warns at any cap.)"""
+    X, y, groups = _grouped(classify=classify)
+    if classify:
+        flip = np.random.default_rng(3).random(len(y)) < 0.15
+        y = np.where(flip, np.where(y == "yes", "no", "yes"), y)
+    estimator.set_params(groups=groups, max_iter=2)
+    with pytest.warns(ConvergenceWarning, match="stopped at max_iter=2"):
+        estimator.fit(X, y)
+    assert estimator.n_iter_ == 2
+    estimator.set_params(max_iter=1000)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        estimator.fit(X, y)
+    assert 2 < estimator.n_iter_ < 1000
