@@ -354,14 +354,15 @@ class SparseKeptSet(_Kept):
 def warm_up(kept, asy: bool = False) -> None:
     """Compile, or load from numba's on-disk cache, the kernels ``kept`` will run,
     before a run's clock starts: a two-sample twin of the same kind and storage type
-    takes one block (and, for an Asy-OS worker, ``asy``, a local block and a budget
-    change).  Only what the run needs is compiled; the first run on a machine
+    takes one block (for an Asy-OS worker, ``asy``, a local block and a budget
+    change instead).  Only what the run needs is compiled; the first run on a machine
     compiles, which takes seconds, so that wait is announced once on stderr."""
     twin, block = kept.twin()
     y, index = np.ones(2), np.arange(1)
     state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
     with compile_notice():
-        twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)
-        if asy:
+        if asy:   # a worker steps from its view and may have its budget changed
             twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
             twin.set_limit(1)
+        else:
+            twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)

@@ -35,9 +35,9 @@ def _compiled(kind: str, asy: bool) -> dict:
 
 @pytest.mark.parametrize("kind, asy, expected", [
     ("fitted", False, {"fitted_block": "float32"}),
-    ("fitted", True, {"fitted_block": "float32", "fitted_local": "float32"}),
+    ("fitted", True, {"fitted_local": "float32"}),
     ("magnitude", False, {"os_block": "float64"}),
-    ("magnitude", True, {"os_block": "float64", "os_local": "float64"}),
+    ("magnitude", True, {"os_local": "float64"}),
     ("sparse", False, {"sparse_steps": "int64"}),
 ])
 def test_warm_up_loads_only_the_kernels_of_its_kept_set(kind, asy, expected):
