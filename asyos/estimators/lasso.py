@@ -38,7 +38,7 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = self._sparse_ok and not self.fit_intercept
+        tags.input_tags.sparse = self._sparse_ok
         return tags
 
     def fit(self, X, y):
@@ -52,18 +52,20 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
                                  y_numeric=True)
         except ValueError as err:
             raise InputError(str(err)) from err
-        if sp.issparse(X) and (self.fit_intercept or not self._sparse_ok):
-            raise InputError(f"{type(self).__name__} takes sparse X only with "
-                             "fit_intercept=False (centring would make it dense)"
-                             if self._sparse_ok else
-                             f"{type(self).__name__} does not take sparse X")
+        if sp.issparse(X) and not self._sparse_ok:
+            raise InputError(f"{type(self).__name__} does not take sparse X")
         X, y = check_xy(X, y)
         self._check_structure(X.shape[1])
+        center = None
         if self.fit_intercept:
-            x_mean, y_mean = X.mean(axis=0), float(y.mean())
-            X, y = X - x_mean, y - y_mean
+            x_mean, y_mean = np.asarray(X.mean(axis=0)).ravel(), float(y.mean())
+            y = y - y_mean
+            if sp.issparse(X):      # centred implicitly (O(nnz)), never densified
+                center = x_mean
+            else:
+                X = X - x_mean
         n = X.shape[0]
-        coef, gap, epochs = self._solve(X, y, n * float(self.alpha))
+        coef, gap, epochs = self._solve(X, y, n * float(self.alpha), center)
         warn_unconverged([gap / n], self.tol * float(y @ y) / n, [self.alpha],
                          [epochs], self.screening, self.max_iter, ConvergenceWarning,
                          name=f"{type(self).__name__} "
@@ -88,8 +90,8 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
     def _check_structure(self, p):
         """Check the group / graph parameters against p (nothing for the Lasso)."""
 
-    def _solve_units(self, X, y, lam, groups=None, weights=None):
-        res = solve_path(make_design(X, groups, weights), y, [lam], self.tol,
+    def _solve_units(self, X, y, lam, groups=None, weights=None, center=None):
+        res = solve_path(make_design(X, groups, weights, center), y, [lam], self.tol,
                          self.screening, max_epochs=self.max_iter,
                          convergence_warning=None)     # fit warns, in its own scale
         return res.coefs[0], float(res.gaps[0]), int(res.epochs[0])
@@ -97,8 +99,9 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
 
 class Lasso(_ScreenedLinear):
     """min (1/(2n))‖y − Xw − b‖² + α‖w‖₁ by coordinate descent with gap-safe
-    screening or SAIF (the default); dense or CSC X (sparse only without intercept:
-    centring would densify it, so scikit-learn's sparse checks meet an InputError).
+    screening or SAIF (the default); dense or sparse X.  With ``fit_intercept`` and
+    sparse X the columns are centred implicitly, as scikit-learn does (products with
+    X − 1μᵀ, never formed), so X is never densified.
 
     Fitted: ``coef_``, ``intercept_``, ``dual_gap_`` (scikit-learn's scale, ≤ tol·‖y‖²/n
     on success), ``n_iter_`` (CD epochs; 1 when the first check already proves the
@@ -113,8 +116,8 @@ class Lasso(_ScreenedLinear):
         self.screening = screening
         self.max_iter = max_iter
 
-    def _solve(self, X, y, lam):
-        return self._solve_units(X, y, lam)
+    def _solve(self, X, y, lam, center=None):
+        return self._solve_units(X, y, lam, center=center)
 
 
 class GroupLasso(_ScreenedLinear):
@@ -150,8 +153,8 @@ class GroupLasso(_ScreenedLinear):
                 raise InputError(f"weights must be {n_groups} finite numbers > 0, "
                                  "one per group")
 
-    def _solve(self, X, y, lam):
-        return self._solve_units(X, y, lam, self.groups, self.weights)
+    def _solve(self, X, y, lam, center=None):
+        return self._solve_units(X, y, lam, self.groups, self.weights, center)
 
 
 class FusedLasso(_ScreenedLinear):
@@ -196,7 +199,7 @@ class FusedLasso(_ScreenedLinear):
                 raise InputError("edges must form a tree (they contain a cycle)")
             root[u] = v
 
-    def _solve(self, X, y, lam):
+    def _solve(self, X, y, lam, center=None):
         p = X.shape[1]
         cols, y_perp, state = fused_design(X, y, self._tree(p))
         if p == 1:

@@ -62,8 +62,9 @@ def check_xy(X, y) -> tuple[object, np.ndarray]:
 
 @dataclass(frozen=True, eq=False)
 class Design:
-    """X laid out for the kernels: ``M`` the (p, n) C-ordered transpose or a CSC
-    triple, columns permuted by ``order`` so each unit (group) is contiguous,
+    """X laid out for the kernels: ``M`` the (p, n) C-ordered transpose, a CSC
+    triple, or a CSC quadruple carrying the column means μ (the implicitly centred
+    X − 1μᵀ, see ``make_design``), columns permuted by ``order`` so each unit (group) is contiguous,
     ``gptr`` the unit bounds, ``w`` the weights, ``lip`` = ‖X_g‖₂² (the block step and
     the group sphere test) and ``unit_norm`` = ‖X_g‖₂/w_g."""
 
@@ -94,10 +95,23 @@ def _spectral_sq(block) -> float:
     return float(np.linalg.norm(block, 2) ** 2) if block.size else 0.0
 
 
-def make_design(X, groups=None, weights=None) -> Design:
+def _centred_spectral_sq(block, mu) -> float:
+    """‖X_g − 1μ_gᵀ‖₂² of a sparse group block, from its Gram matrix (X_g is never
+    densified: only the |g|×|g| product is)."""
+    n = block.shape[0]
+    gram = (block.T @ block).toarray() - n * np.outer(mu, mu)
+    return float(max(np.linalg.eigvalsh(gram)[-1], 0.0)) if gram.size else 0.0
+
+
+def make_design(X, groups=None, weights=None, center=None) -> Design:
     """The ``Design`` of checked X.  ``groups``: a label per column (None: every
     column is its own unit with w = 1, the Lasso); ``weights``: one per distinct
-    label, in sorted label order (default √|g|)."""
+    label, in sorted label order (default √|g|).
+
+    ``center`` (sparse X only): column means μ; the design is then X_c = X − 1μᵀ
+    without forming it, as scikit-learn centres sparse input: X_cᵀr = Xᵀr − μ·1ᵀr,
+    X_c β = Xβ − (μᵀβ)1, ‖x_j − μ_j1‖² = ‖x_j‖² − nμ_j² (a group's spectral norm
+    from its |g|×|g| Gram matrix X_gᵀX_g − nμ_gμ_gᵀ)."""
     n, p = X.shape
     if groups is None:
         order = np.arange(p)
@@ -111,9 +125,17 @@ def make_design(X, groups=None, weights=None) -> Design:
         w = (np.sqrt(sizes.astype(np.float64)) if weights is None
              else np.asarray(weights, dtype=np.float64))
     Xs = X if groups is None else X[:, order]
+    mu = None
+    if center is not None:
+        if not sp.issparse(Xs):
+            raise InputError("center is for sparse X (centre dense X directly)")
+        mu = np.asarray(center, dtype=np.float64).ravel()[order]
     if sp.issparse(Xs):
         M = (Xs.data, Xs.indices.astype(np.int64), Xs.indptr.astype(np.int64))
         sq = np.asarray(Xs.multiply(Xs).sum(axis=0)).ravel()
+        if mu is not None:
+            M = (*M, mu)
+            sq = np.maximum(sq - n * mu * mu, 0.0)
     else:
         M = np.ascontiguousarray(Xs.T)       # no copy for Fortran-ordered X
         sq = np.einsum("ij,ij->i", M, M)
@@ -121,6 +143,7 @@ def make_design(X, groups=None, weights=None) -> Design:
         lip = sq
     else:
         lip = np.array([sq[a] if b - a == 1 else _spectral_sq(Xs[:, a:b])
+                        if mu is None else _centred_spectral_sq(Xs[:, a:b], mu[a:b])
                         for a, b in zip(gptr[:-1], gptr[1:])])
     return Design(M=M, n=n, p=p, order=order, gptr=gptr, w=w, lip=lip,
                   unit_norm=np.sqrt(lip) / w)
@@ -232,6 +255,7 @@ def _saif_start(d: Design, beta, scores, lam, prev, live) -> np.ndarray:
 def _matvec(d: Design, beta: np.ndarray) -> np.ndarray:
     """X β in the design's column order."""
     if isinstance(d.M, tuple):
-        data, indices, indptr = d.M
-        return sp.csc_matrix((data, indices, indptr), shape=(d.n, d.p)) @ beta
+        data, indices, indptr = d.M[:3]
+        out = sp.csc_matrix((data, indices, indptr), shape=(d.n, d.p)) @ beta
+        return out - float(d.M[3] @ beta) if len(d.M) == 4 else out
     return d.M.T @ beta

@@ -48,7 +48,59 @@ def test_sparse_input_without_intercept_matches_dense():
     b = Lasso(alpha=0.05, fit_intercept=False, tol=1e-12).fit(X, y)
     np.testing.assert_allclose(a.coef_, b.coef_, atol=1e-9)
     with pytest.raises(InputError, match="sparse"):
-        Lasso().fit(sp.csr_matrix(X), y)
+        FusedLasso().fit(sp.csr_matrix(X), y)
+
+
+def _sparse_data(n=60, p=25, density=0.2, seed=1):
+    rng = np.random.default_rng(seed)
+    X = sp.random(n, p, density=density, format="csc", random_state=seed,
+                  data_rvs=lambda k: rng.uniform(0.5, 2.0, k))
+    return X, X @ rng.standard_normal(p) + 2.0 + 0.1 * rng.standard_normal(n)
+
+
+@pytest.fixture
+def no_densify(monkeypatch):
+    """X (n rows) may not be densified: toarray/todense of any sparse matrix with n
+    rows raises (a group's small Gram matrix is allowed)."""
+    def guard(name, original):
+        def refuse(self, *args, **kwargs):
+            if self.shape[0] == guard.n:
+                raise AssertionError(f"X was densified ({name})")
+            return original(self, *args, **kwargs)
+        return refuse
+    guard.n = -1
+    for cls in (sp.csc_matrix, sp.csr_matrix, sp.coo_matrix, sp.csc_array,
+                sp.csr_array):
+        for name in ("toarray", "todense"):
+            monkeypatch.setattr(cls, name, guard(name, getattr(cls, name)))
+    return guard
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+@pytest.mark.parametrize("make", [
+    lambda: Lasso(alpha=0.02, tol=1e-14),
+    lambda: GroupLasso(alpha=0.02, groups=np.arange(25) // 5, tol=1e-14),
+    lambda: GroupLasso(alpha=0.02, groups=np.arange(25) // 1, tol=1e-14),
+], ids=["lasso", "group", "singletons"])
+def test_sparse_with_intercept_matches_dense(make, screening, no_densify):
+    X, y = _sparse_data()
+    dense = make().set_params(screening=screening).fit(X.toarray(), y)
+    no_densify.n = X.shape[0]
+    sparse = make().set_params(screening=screening).fit(X, y)
+    assert np.count_nonzero(sparse.coef_) > 0
+    np.testing.assert_allclose(sparse.coef_, dense.coef_, atol=1e-8)
+    assert sparse.intercept_ == pytest.approx(dense.intercept_, abs=1e-8)
+    sparse.predict(X)
+
+
+@pytest.mark.parametrize("screening", SCREENINGS)
+def test_sparse_with_intercept_matches_sklearn(screening, no_densify):
+    X, y = _sparse_data(n=80, p=40, seed=3)
+    no_densify.n = X.shape[0]
+    ours = Lasso(alpha=0.01, tol=1e-14, screening=screening).fit(X, y)
+    ref = SkLasso(alpha=0.01, tol=1e-14, max_iter=100_000).fit(X, y)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, atol=1e-7)
+    assert ours.intercept_ == pytest.approx(ref.intercept_, abs=1e-7)
 
 
 # -- group Lasso -----------------------------------------------------------------------
