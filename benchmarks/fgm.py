@@ -17,6 +17,14 @@ C₀ = 1/(2‖Xᵀy‖∞), until it has at least k nonzeros (the path a user wa
 features; the last fit's time is reported too).  Test accuracy on 2,000 fresh points.
 
     python benchmarks/fgm.py [--n 1000] [--d 50 100 200 400 800] [--p 2000 8000 32000]
+
+``--scaling``: instead, FGM's dependence on feature scaling in the degree-2 space
+(``fgm-poly``'s digits 4 vs 9: B = 2, C = 10, FGM-SHIFT, half/half stratified splits):
+base features scaled to [0, 1] or standardized on the training half, with the raw
+scores c_j² (the default) or ``normalize_scores`` (unit-norm candidates); test accuracy
+at k selected features, mean and worst over ``--splits`` splits.
+
+    python benchmarks/fgm.py --scaling [--splits 10] [--ks 2 4 6]
 """
 
 import argparse
@@ -112,6 +120,46 @@ def run(family, size, method, args) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
+def scaling(splits: int, ks: list) -> None:
+    import numpy as np
+    from sklearn.model_selection import train_test_split
+
+    from asyos.experiments.fgm import FGM_C, _dataset, _sign
+    from asyos.fgm.cutting_plane import check_fgm, fgm
+    from asyos.streams import InteractionStream
+
+    X, y = _dataset("digits 4v9")
+    acc = {}
+    for split in range(splits):
+        Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.5, stratify=y,
+                                              random_state=split)
+        low, high = Xtr.min(axis=0), Xtr.max(axis=0)
+        mean, std = Xtr.mean(axis=0), Xtr.std(axis=0)
+        for name, shift, span in (("[0, 1]", low, np.where(high > low, high - low, 1)),
+                                  ("standardized", mean, np.where(std > 0, std, 1))):
+            train, test = (Xtr - shift) / span, (Xte - shift) / span
+            stream = InteractionStream(test, 2)
+            for normalize in (False, True):
+                space, yy, _ = check_fgm(train, ytr, "squared_hinge", None, degree=2,
+                                         normalize=normalize)
+                for k in ks:
+                    res = fgm(space, yy, loss="squared_hinge", B=2, C=FGM_C,
+                              n_select=k, tol=0.0, fit_intercept=True,
+                              convergence_warning=None)
+                    pred = _sign(stream.columns(res.selected).T @ res.weights
+                                 + res.intercept)
+                    acc.setdefault((name, normalize, k), []).append(
+                        float(np.mean(pred == yte)))
+    print(f"digits 4v9, degree 2, {splits} splits: test accuracy mean / worst")
+    print(f"{'scaling':>13} {'scores':>10} | "
+          + " | ".join(f"k = {k:<11}" for k in ks))
+    for name in ("[0, 1]", "standardized"):
+        for normalize in (False, True):
+            cells = [acc[name, normalize, k] for k in ks]
+            print(f"{name:>13} {'normalized' if normalize else 'raw':>10} | "
+                  + " | ".join(f"{np.mean(c):.3f} / {min(c):.3f}" for c in cells))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=1000)
@@ -121,7 +169,14 @@ def main() -> None:
     parser.add_argument("--max-gb", type=float, default=1.5,
                         help="largest expanded matrix the L1-SVM may build")
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--scaling", action="store_true",
+                        help="the feature-scaling study instead (see above)")
+    parser.add_argument("--splits", type=int, default=10)
+    parser.add_argument("--ks", type=int, nargs="*", default=[2, 4, 6])
     args = parser.parse_args()
+    if args.scaling:
+        scaling(args.splits, args.ks)
+        return
     print(f"n = {args.n}, k = {args.k}; seconds / peak RSS MB / test accuracy")
     header = (f"{'family':>7} {'p':>9} | {'FGM s':>7} {'MB':>6} {'acc':>5} | "
               f"{'L1-SVM s':>9} {'last fit':>8} {'MB':>6} {'acc':>5} | "

@@ -42,6 +42,13 @@ _PARAMS_DOC = """
     inner_tol, max_inner : the APG subproblem's relative-decrease tolerance and cap.
     exclude_active : rank only features not yet active (B new ones per activation);
         the default ranks all (the exact cutting plane).
+    normalize_scores : False (default): candidates score c_j² = (x_jᵀr)², which
+        grows with ‖x_j‖², so the selection assumes the features share a scale; Tan et
+        al. scale them to [0, 1] (with ``polynomial_degree=2`` after standardization
+        the products of rarely-nonzero features win on norm alone).  True: every
+        candidate column (product columns included) is used at unit norm, scoring
+        c_j²/‖x_j‖², which makes the fit invariant to a positive rescaling of each
+        feature; ``weights_`` still apply to the raw columns.
 
     Attributes
     ----------
@@ -59,7 +66,8 @@ _PARAMS_DOC = """
 class _FGM(BaseEstimator):
     def __init__(self, n_features_to_select=None, *, B=5, C=1.0, groups=None,
                  polynomial_degree=1, fit_intercept=True, max_activations=None,
-                 tol=1e-3, inner_tol=1e-3, max_inner=20, exclude_active=False):
+                 tol=1e-3, inner_tol=1e-3, max_inner=20, exclude_active=False,
+                 normalize_scores=False):
         self.n_features_to_select = n_features_to_select
         self.B = B
         self.C = C
@@ -71,6 +79,7 @@ class _FGM(BaseEstimator):
         self.inner_tol = inner_tol
         self.max_inner = max_inner
         self.exclude_active = exclude_active
+        self.normalize_scores = normalize_scores
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -82,7 +91,8 @@ class _FGM(BaseEstimator):
             X, y, loss, self.n_features_to_select, groups=self.groups,
             degree=self.polynomial_degree, B=self.B, C=self.C, tol=self.tol,
             inner_tol=self.inner_tol, max_inner=self.max_inner,
-            max_activations=self.max_activations)
+            max_activations=self.max_activations,
+            normalize=bool(self.normalize_scores))
         result = fgm(space, y, loss=loss, B=self.B, C=float(self.C),
                      n_select=self.n_features_to_select,
                      max_activations=self.max_activations, tol=self.tol,
@@ -122,12 +132,13 @@ class FGMClassifier(ClassifierMixin, _FGM):
     def __init__(self, n_features_to_select=None, *, B=5, C=10.0, groups=None,
                  polynomial_degree=1, fit_intercept=True, max_activations=None,
                  tol=1e-3, inner_tol=1e-3, max_inner=20, exclude_active=False,
-                 loss="squared_hinge"):
+                 normalize_scores=False, loss="squared_hinge"):
         super().__init__(n_features_to_select, B=B, C=C, groups=groups,
                          polynomial_degree=polynomial_degree,
                          fit_intercept=fit_intercept, max_activations=max_activations,
                          tol=tol, inner_tol=inner_tol, max_inner=max_inner,
-                         exclude_active=exclude_active)
+                         exclude_active=exclude_active,
+                         normalize_scores=normalize_scores)
         self.loss = loss
 
     def __sklearn_tags__(self):

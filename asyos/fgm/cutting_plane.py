@@ -145,6 +145,13 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
     ``n_select`` candidates are active: the activation that reaches the budget keeps
     only its best new candidates, so at most ``n_select`` are ever active.
     Inputs are checked by ``fit_fgm``/``make_space``; here they are trusted.
+
+    Scaling: the scores c_j² = (x_jᵀr)² grow with ‖x_j‖², so the selection depends on
+    the columns' scale (degree-2 products doubly so); Tan et al. scale the base
+    features to [0, 1].  A space made with ``normalize=True`` uses every candidate at
+    unit norm (scores c_j²/‖x_j‖², the model fitted on x_j/‖x_j‖, the returned
+    weights mapped back to the raw columns), which makes the run invariant to a
+    positive rescaling of each column of X (see ``search``'s Scaling).
     Stopping at ``max_activations`` issues ``convergence_warning`` (a Warning class;
     None: none) with the last decrease of F against ``tol``·F_0.  (The
     subproblem's ``max_inner`` cap is part of the method, an inexact inner solve as
@@ -205,6 +212,8 @@ def fgm(space, y, *, loss="squared_hinge", B: int = 5, C: float | None = None,
     features, inverse = np.unique(cache.features, return_inverse=True)
     weights = np.zeros(features.size)
     np.add.at(weights, inverse, w)                 # repeated features add up
+    if space.normalize:                            # unit columns' weights → raw ones
+        weights = weights / space.norms(features)
     nonzero = weights != 0.0
     result.selected, result.weights = features[nonzero], weights[nonzero]
     result.intercept = float(b)
@@ -262,19 +271,22 @@ def _check_groups(groups, m: int) -> list:
     return out
 
 
-def make_space(X, *, groups=None, degree: int = 1):
+def make_space(X, *, groups=None, degree: int = 1, normalize: bool = False):
     """The candidate space for X (checked): an array or scipy.sparse matrix, or a
     ``FeatureStream``; ``groups`` (Tan et al., Section 4.2) or ``degree=2`` (the
     implicit products of their Section 6.2; degree 3 enumerates
-    ``InteractionStream``'s columns block by block)."""
+    ``InteractionStream``'s columns block by block).  ``normalize``: every candidate
+    column at unit norm (scale-invariant scores; ``search``'s Scaling)."""
     degree = check_int("degree", degree, 1, 4)
     if degree > 1:
         if groups is not None:
             raise InputError("groups= and a polynomial degree > 1 cannot be combined")
         stream = InteractionStream(as_stream(X) if hasattr(X, "tocsc") else X,
                                    degree=degree)
-        return PolynomialSpace(stream) if degree == 2 else StreamSpace(stream)
-    base = StreamSpace(X) if isinstance(X, FeatureStream) else ArraySpace(X)
+        return (PolynomialSpace(stream, normalize=normalize) if degree == 2
+                else StreamSpace(stream, normalize))
+    base = (StreamSpace(X, normalize) if isinstance(X, FeatureStream)
+            else ArraySpace(X, normalize))
     return base if groups is None else GroupSpace(base, _check_groups(groups,
                                                                       base.n_features))
 
@@ -291,7 +303,8 @@ def _check_options(B, C, tol, inner_tol, max_inner, max_activations) -> None:
 
 
 def check_fgm(X, y, loss, n_select, *, groups=None, degree: int = 1, B: int = 5,
-              C=None, tol=1e-3, inner_tol=1e-3, max_inner=20, max_activations=None):
+              C=None, tol=1e-3, inner_tol=1e-3, max_inner=20, max_activations=None,
+              normalize: bool = False):
     """(space, y, loss) for an FGM run, every input checked before any work is done."""
     _check_options(B, C, tol, inner_tol, max_inner, max_activations)
     loss = Loss.parse(loss)
@@ -304,7 +317,7 @@ def check_fgm(X, y, loss, n_select, *, groups=None, degree: int = 1, B: int = 5,
         y = check_labels(y, loss, X.shape[0])
     else:
         X, y, _, loss = check_problem(X, y, 1, loss)
-    space = make_space(X, groups=groups, degree=degree)
+    space = make_space(X, groups=groups, degree=degree, normalize=bool(normalize))
     if n_select is not None:
         check_int("n_select (budget)", n_select, 1, space.n_candidates + 1)
     return space, y, loss
@@ -314,7 +327,7 @@ def fit_fgm(X, y, s: int, loss="squared", *, B: int = 5, C: float | None = None,
             fit_intercept: bool = False, degree: int = 1,
             max_activations: int | None = None, tol: float = 0.0,
             inner_tol: float = 1e-3, max_inner: int = 20,
-            exclude_active: bool = False,
+            exclude_active: bool = False, normalize_scores: bool = False,
             convergence_warning=ConvergenceWarning) -> Selection:
     """FGM behind the common baseline interface: at most ``s`` features of X (or of
     its degree-``degree`` products), numbered as in ``InteractionStream``.
@@ -322,12 +335,15 @@ def fit_fgm(X, y, s: int, loss="squared", *, B: int = 5, C: float | None = None,
     ``tol`` defaults to 0 here so that the run goes on until the budget s is met (or no
     constraint is violated); C defaults to 10 for classification (the authors' MATLAB
     default) and 1 for squared loss.  ``n_iter`` counts activations.
+    ``normalize_scores``: candidates at unit norm (``fgm``'s Scaling); by default the
+    raw scores c_j², which assume features on a common scale such as [0, 1].
     """
     if degree == 1 and not isinstance(X, FeatureStream):
         X, y, s, loss = check_problem(X, y, s, loss)
     space, y, loss = check_fgm(X, y, loss, s, degree=degree, B=B, C=C, tol=tol,
                                inner_tol=inner_tol, max_inner=max_inner,
-                               max_activations=max_activations)
+                               max_activations=max_activations,
+                               normalize=normalize_scores)
     result = fgm(space, y, loss=loss, B=B, C=C, n_select=s,
                  max_activations=max_activations, tol=tol, inner_tol=inner_tol,
                  max_inner=max_inner, fit_intercept=fit_intercept,

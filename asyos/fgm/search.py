@@ -14,6 +14,16 @@ are and how to score them:
   M = Xᵀ diag(r) X block by block without building a product column (Tan et al.,
   Section 6.2).
 
+Scaling.  The raw scores c_j² = (x_jᵀr)² grow with ‖x_j‖², so which candidates win
+depends on how the columns are scaled, and in the degree-2 space more so: a product
+x_i·x_j inherits both factors' scales.  Tan et al. scale every base feature to [0, 1]
+(their LIBSVM data); after standardization the products of rarely-nonzero features get
+huge norms and win on norm, not on fit.  ``normalize=True`` (every space) makes the
+method scale-invariant: each candidate column is used at unit norm, x_j/‖x_j‖, so it
+scores (x_jᵀr)²/‖x_j‖² (a product (i, j): M_ij²/‖x_i∘x_j‖², with
+‖x_i∘x_j‖² = ((X∘X)ᵀ(X∘X))_ij computed by a second block product), ``columns`` returns
+the unit columns, and ``norms`` gives the factors that map weights back to raw columns.
+
 Every space pushes its scores into one size-B min-heap (a compiled kernel), so memory is
 O(B) beyond what the scores themselves need.  Ties go to the lower candidate number.
 """
@@ -114,12 +124,35 @@ class TopB:
         return ids[order].copy(), scores[order].copy()
 
 
+def _unit(sq: np.ndarray) -> np.ndarray:
+    """1/‖x‖ from ‖x‖² (a zero column scores 0 and keeps its weight: factor 1)."""
+    return 1.0 / np.sqrt(np.where(sq > 0.0, sq, 1.0))
+
+
 class _Space:
-    """A candidate space: ``n_candidates`` to rank, ``n_features`` columns they map to."""
+    """A candidate space: ``n_candidates`` to rank, ``n_features`` columns they map to.
+    With ``normalize`` every column counts at unit norm (the module's Scaling)."""
 
     n_samples: int
     n_features: int
     n_candidates: int
+    normalize: bool = False
+
+    def norms(self, features: np.ndarray) -> np.ndarray:
+        """‖x_j‖ of these features' raw columns (1 for a zero column)."""
+        return 1.0 / _unit(np.einsum("ij,ij->i", *(2 * [self.raw_columns(features)])))
+
+    def columns(self, features: np.ndarray) -> np.ndarray:
+        """(k, n) C-contiguous float64 columns of these features (unit ones with
+        ``normalize``)."""
+        cols = self.raw_columns(features)
+        if self.normalize:
+            cols = cols * _unit(np.einsum("ij,ij->i", cols, cols))[:, None]
+        return cols
+
+    def raw_columns(self, features: np.ndarray) -> np.ndarray:
+        """(k, n) C-contiguous float64 columns of these features, as given."""
+        raise NotImplementedError
 
     def top(self, r: np.ndarray, B: int, skip: np.ndarray):
         """(ids, scores) of the B best candidates for the gradient weights r."""
@@ -134,30 +167,32 @@ class _Space:
         return c * c
 
     def correlations(self, r: np.ndarray) -> np.ndarray:
-        """c = Xᵀr over every feature."""
+        """c = Xᵀr over every feature (of the unit columns with ``normalize``)."""
         raise NotImplementedError
 
     def members(self, ids: np.ndarray) -> np.ndarray:
         """The features of these candidates, concatenated (a feature is its own)."""
         return np.asarray(ids, dtype=np.int64)
 
-    def columns(self, features: np.ndarray) -> np.ndarray:
-        """(k, n) C-contiguous float64 columns of these features."""
-        raise NotImplementedError
-
 
 class ArraySpace(_Space):
     """The columns of an in-memory (n, m) array or scipy.sparse matrix (checked)."""
 
-    def __init__(self, X):
+    def __init__(self, X, normalize: bool = False):
         self.X = X
         self.n_samples, self.n_features = X.shape
         self.n_candidates = self.n_features
+        self.normalize = normalize
+        if normalize:
+            sq = (X.multiply(X).sum(axis=0) if hasattr(X, "multiply")
+                  else np.einsum("ij,ij->j", X, X))
+            self._inv = _unit(np.asarray(sq, dtype=np.float64).ravel())
 
     def correlations(self, r):
-        return np.asarray(self.X.T @ r, dtype=np.float64).ravel()
+        c = np.asarray(self.X.T @ r, dtype=np.float64).ravel()
+        return c * self._inv if self.normalize else c
 
-    def columns(self, features):
+    def raw_columns(self, features):
         cols = self.X[:, features]
         cols = cols.toarray() if hasattr(cols, "toarray") else cols
         return np.ascontiguousarray(cols.T, dtype=np.float64)
@@ -167,25 +202,35 @@ class StreamSpace(_Space):
     """The columns of a ``FeatureStream``, scored block by block, so X never has to
     fit in memory."""
 
-    def __init__(self, stream: FeatureStream):
+    def __init__(self, stream: FeatureStream, normalize: bool = False):
         self.stream = stream
         self.n_samples = stream.n_samples
         self.n_features = self.n_candidates = stream.n_features
+        self.normalize = normalize
+
+    def _blocks(self, r):
+        """(index, c) per block; c of the unit columns with ``normalize``."""
+        for index, block in self.stream.blocks():
+            c = np.asarray(block @ r.astype(block.dtype), dtype=np.float64).ravel()
+            if self.normalize:
+                sq = (block.multiply(block).sum(axis=1) if hasattr(block, "multiply")
+                      else np.einsum("ij,ij->i", block, block, dtype=np.float64))
+                c = c * _unit(np.asarray(sq, dtype=np.float64).ravel())
+            yield index, c
 
     def top(self, r, B, skip):
         heap = TopB(B, skip)
-        for index, block in self.stream.blocks():
-            c = block @ r.astype(block.dtype)
-            heap.offer(c.astype(np.float64) ** 2, index)
+        for index, c in self._blocks(r):
+            heap.offer(c ** 2, index)
         return heap.result()
 
     def correlations(self, r):
         c = np.empty(self.n_features)
-        for index, block in self.stream.blocks():
-            c[index] = block @ r.astype(block.dtype)
+        for index, block_c in self._blocks(r):
+            c[index] = block_c
         return c
 
-    def columns(self, features):
+    def raw_columns(self, features):
         return np.ascontiguousarray(self.stream.columns(features), dtype=np.float64)
 
 
@@ -201,6 +246,7 @@ class GroupSpace(_Space):
 
     def __init__(self, base: _Space, groups: list):
         self.base = base
+        self.normalize = base.normalize
         self.n_samples = base.n_samples
         self.n_features = base.n_features
         self.n_candidates = len(groups)
@@ -217,8 +263,8 @@ class GroupSpace(_Space):
         return np.concatenate([self._members[self._starts[g]:self._starts[g + 1]]
                                for g in ids]) if ids.size else ids
 
-    def columns(self, features):
-        return self.base.columns(features)
+    def raw_columns(self, features):
+        return self.base.raw_columns(features)
 
 
 class PolynomialSpace(_Space):
@@ -231,27 +277,38 @@ class PolynomialSpace(_Space):
     d(d+1)/2 product columns.  Only the B chosen columns are ever built (``columns``).
     """
 
-    def __init__(self, stream: InteractionStream, block: int = 512):
+    def __init__(self, stream: InteractionStream, block: int = 512,
+                 normalize: bool = False):
         self.stream = stream
         self.n_samples = stream.n_samples
         self.n_features = self.n_candidates = stream.n_features
         d = stream.n_base
         self._base = np.ascontiguousarray(stream.columns(np.arange(d)), np.float64)
         self._block = block
+        self.normalize = normalize
+        if normalize:
+            self._square = self._base * self._base
+            self._inv = _unit(self._square.sum(axis=1))
 
     def top(self, r, B, skip):
+        """The B best; with ``normalize`` a second block product (X∘X)_Iᵀ(X∘X)_J
+        gives the product columns' norms, so the search costs twice the flops."""
         heap = TopB(B, skip)
         base, d, step = self._base, self._base.shape[0], self._block
-        heap.offer((base @ r) ** 2, np.arange(d))
+        c = base @ r
+        heap.offer((c * self._inv) ** 2 if self.normalize else c ** 2, np.arange(d))
         for i0 in range(0, d, step):
             left = base[i0:i0 + step] * r                     # rows of diag(r)·X_I
             for j0 in range(i0, d, step):
                 M = left @ base[j0:j0 + step].T               # X_Iᵀ diag(r) X_J
+                if self.normalize:
+                    sq = self._square[i0:i0 + step] @ self._square[j0:j0 + step].T
+                    M = M * _unit(sq)
                 heap.size = push_pairs(heap.scores, heap.ids, heap.size, M, i0, j0, d,
                                        heap.skip)
         return heap.result()
 
-    def columns(self, features):
+    def raw_columns(self, features):
         return np.ascontiguousarray(self.stream.columns(features), dtype=np.float64)
 
 

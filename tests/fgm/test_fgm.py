@@ -37,7 +37,8 @@ def _problem(n, m, k, seed, task="classification", noise=0.1):
 def _run(X, y, loss="squared_hinge", **options):
     space, y, loss = check_fgm(X, y, loss, options.get("n_select"),
                                groups=options.pop("groups", None),
-                               degree=options.pop("degree", 1))
+                               degree=options.pop("degree", 1),
+                               normalize=options.pop("normalize", False))
     return fgm(space, y, loss=loss, **options)
 
 
@@ -298,6 +299,60 @@ def test_polynomial_fgm_equals_fgm_on_the_expanded_matrix():
     s3 = InteractionStream(base, degree=3)
     brute = (s3.columns(s3.feature_indices()) @ y) ** 2
     assert set(c.blocks[0]) == set(np.argsort(-brute, kind="stable")[:3])
+
+
+# -- scaling ------------------------------------------------------------------------
+
+def test_normalized_pair_search_equals_brute_force():
+    rng = np.random.default_rng(21)
+    n, d = 40, 12
+    base = rng.random((n, d)) * rng.lognormal(0, 2, d)
+    base[:, 3] = 0.0                                     # a zero column scores 0
+    stream = InteractionStream(base, degree=2)
+    explicit = stream.columns(stream.feature_indices())
+    r = rng.standard_normal(n)
+    sq = np.einsum("ij,ij->i", explicit, explicit)
+    brute = np.where(sq > 0, (explicit @ r) ** 2 / np.where(sq > 0, sq, 1), 0.0)
+    order = np.lexsort((np.arange(brute.size), -brute))[:9]
+    for block in (512, 5):
+        ids, scores = PolynomialSpace(stream, block=block, normalize=True).top(
+            r, 9, np.zeros(0, int))
+        np.testing.assert_array_equal(ids, order)
+        np.testing.assert_allclose(scores, brute[order], rtol=1e-10)
+    ids, _ = StreamSpace(as_stream(explicit.T, block_size=7), normalize=True).top(
+        r, 9, np.zeros(0, int))
+    np.testing.assert_array_equal(ids, order)
+
+
+@pytest.mark.parametrize("degree, source", [(1, "array"), (1, "sparse"),
+                                            (1, "stream"), (1, "groups"),
+                                            (2, "array")])
+def test_normalized_scores_make_fgm_invariant_to_column_scaling(degree, source):
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(22)
+    X, y, _, _ = _problem(80, 10, 3, seed=22)
+    X[np.abs(X) < 0.3] = 0.0
+    scale = rng.lognormal(0.0, 2.0, X.shape[1])         # positive, very uneven
+    wrap = {"array": lambda A: A, "sparse": sp.csr_matrix,
+            "stream": lambda A: as_stream(A, block_size=4),
+            "groups": lambda A: A}[source]
+    opts = dict(B=2, C=1.0, n_select=6, tol=0.0, degree=degree, normalize=True,
+                fit_intercept=True)
+    if source == "groups":
+        opts.update(groups=[[0, 1], [2, 3, 4], [5], [6, 7], [8, 9]], n_select=3)
+    a = _run(wrap(X), y, **opts)
+    b = _run(wrap(X * scale), y, **opts)
+    np.testing.assert_array_equal(a.selected, b.selected)
+    np.testing.assert_allclose(a.objective, b.objective, rtol=1e-8)
+    stream = InteractionStream(X, degree=degree)
+    factor = np.prod(np.atleast_2d(scale[np.array(stream.terms(a.selected))]), axis=1) \
+        if degree == 2 else scale[a.selected]
+    np.testing.assert_allclose(b.weights * factor, a.weights, rtol=1e-7, atol=1e-12)
+    # the raw scores, the default, are not scale-free here
+    raw = [_run(wrap(A), y, **{**opts, "normalize": False}).selected
+           for A in (X, X * scale)]
+    assert not np.array_equal(*raw) or degree == 1 and source == "groups"
 
 
 # -- budgets and stopping --------------------------------------------------------------

@@ -112,3 +112,18 @@ def test_fgm_solver_warns_with_asyos_class_and_can_be_silenced():
         warnings.simplefilter("error")
         fit_fgm(X, np.sign(u), 6, "squared_hinge", B=1, max_activations=3,
                 convergence_warning=None)
+
+
+@pytest.mark.parametrize("degree", [1, 2])
+def test_normalize_scores_is_invariant_to_rescaling_the_features(degree):
+    rng = np.random.default_rng(31)
+    X, u = _data(seed=31, n=120, d=8)
+    y = u > 0
+    scale = rng.lognormal(0.0, 2.0, X.shape[1])
+    make = lambda: FGMClassifier(4, B=2, polynomial_degree=degree,  # noqa: E731
+                                 normalize_scores=True, tol=0.0)
+    a, b = make().fit(X, y), make().fit(X * scale, y)
+    np.testing.assert_array_equal(a.selected_, b.selected_)
+    np.testing.assert_allclose(a.decision_function(X),
+                               b.decision_function(X * scale), rtol=1e-7, atol=1e-9)
+    assert FGMClassifier().get_params()["normalize_scores"] is False
