@@ -66,6 +66,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         text.split(",") if m.strip()], default=None,
                         help="vs-p, vs-epochs: only these methods, comma-separated "
                         "legend names (e.g. 'OS,Proj-GD,LASSO'; default: all)")
+    parser.add_argument("--select", type=lambda text: [m.strip() for m in
+                        text.split(",") if m.strip()], default=["cv"],
+                        help="sght: model-selection rules, comma-separated, from "
+                        "cv (least CV error), 1se (one-standard-error rule), ebic "
+                        "(extended BIC of the refit; default: cv)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar")
 
@@ -83,7 +88,8 @@ def run(args) -> int:
             result = sght.sght_table(args.out, reps=args.reps, seed=args.seed,
                                      jobs=args.jobs, quick=args.quick,
                                      progress=not args.no_progress,
-                                     methods_only=args.methods)
+                                     methods_only=args.methods,
+                                     selections=args.select)
         elif args.name == "speedup":
             if args.jobs > 1:
                 print("asyos experiments: speedup times its runs, so it runs them one "

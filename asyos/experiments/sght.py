@@ -8,10 +8,25 @@ group's value is ±U[1, 5] (random sign), ε ~ N(0, 2²), a 1000-sample test set
 method is tuned by 5-fold cross-validation on the training data (validation MSE of its
 own prediction) over the paper's grids, then scored on the groups and features it
 selects (NO = selected, FP, FN) and its test MSE; ``seconds`` includes the CV.
+
+Model selection (``selections``), all from one CV table and one full-data fit per
+grid value:
+  "cv"    the least mean validation MSE (the paper's rule);
+  "1se"   the one-standard-error rule (Hastie, Tibshirani & Friedman, The Elements of
+          Statistical Learning, 2nd ed. 2009, Section 7.10): the sparsest grid value
+          whose mean CV error is within one standard error (over the folds) of the
+          least;
+  "ebic"  the extended BIC of Chen & Chen (Biometrika 2008, eq. (2)),
+          n·log(RSS/n) + k·log n + 2γ·log C(p, k), on the least-squares refit of the
+          full-data fit's support (k features), with γ = 1 − 1/(2κ), p = n^κ (their
+          Section 3); a support of n or more features scores +∞.
+"Sparsest" orders a method's grid by ``complexity``: (s2, s1) for the bi-level pairs,
+the budget for OMP, Proj-GD and gOMP, −λ for sgLasso.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from pathlib import Path
 
@@ -24,6 +39,7 @@ from ..baselines.group import (
     fit_sparse_group_lasso,
     sparse_group_lambda_max,
 )
+from ..errors import InputError
 from ..sght.solver import fit_sght
 from ..solvers.sequential import fit_os
 from . import plot
@@ -32,6 +48,7 @@ from .sweeps import ExperimentResult
 
 CASES = {1: "bi-level (6 groups, 18 features)", 2: "group (6 groups, 60 features)"}
 N, P, GROUP_SIZE, ACTIVE, NOISE, N_TEST, FOLDS = 100, 200, 10, 6, 2.0, 1000, 5
+SELECTIONS = ("cv", "1se", "ebic")
 METRICS = ("grp_NO", "grp_FP", "grp_FN", "feat_NO", "feat_FP", "feat_FN", "test_mse",
            "seconds")
 
@@ -95,23 +112,69 @@ def methods(groups, grid: dict) -> dict:
     }
 
 
-def cross_validate(fit, grid, X, y, seed) -> object:
-    """The grid value with the least mean validation MSE over ``FOLDS`` folds."""
+def complexity(name: str, value) -> tuple:
+    """The sort key of ``value`` in ``name``'s grid: smaller is sparser."""
+    if name == "sgLasso":
+        return (-float(value),)
+    if isinstance(value, tuple):           # (s1, s2): fewer groups first
+        return (value[1], value[0])
+    return (value,)
+
+
+def cv_errors(fit, grid, X, y, seed) -> np.ndarray:
+    """Validation MSE of every grid value on each of ``FOLDS`` folds: (len(grid),
+    FOLDS)."""
     folds = np.array_split(np.random.default_rng(seed).permutation(len(y)), FOLDS)
-    errors = []
-    for value in grid:
-        error = 0.0
-        for held in folds:
+    errors = np.empty((len(grid), len(folds)))
+    for i, value in enumerate(grid):
+        for f, held in enumerate(folds):
             train = np.setdiff1d(np.arange(len(y)), held)
             w = fit(X[train], y[train], value)
-            error += float(np.mean((X[held] @ w - y[held]) ** 2))
-        errors.append(error)
-    return grid[int(np.argmin(errors))]
+            errors[i, f] = float(np.mean((X[held] @ w - y[held]) ** 2))
+    return errors
+
+
+def cross_validate(fit, grid, X, y, seed) -> object:
+    """The grid value with the least mean validation MSE over ``FOLDS`` folds."""
+    return grid[int(np.argmin(cv_errors(fit, grid, X, y, seed).mean(axis=1)))]
+
+
+def one_se_index(errors, keys) -> int:
+    """The one-standard-error rule: among the grid values whose mean CV error is at
+    most the least mean plus that point's standard error (fold SD / √folds), the one
+    with the smallest ``keys`` entry (ties: the lower mean error)."""
+    errors = np.asarray(errors, dtype=float)
+    mean = errors.mean(axis=1)
+    best = int(np.argmin(mean))
+    folds = errors.shape[1]
+    se = float(errors[best].std(ddof=1) / math.sqrt(folds)) if folds > 1 else 0.0
+    within = np.flatnonzero(mean <= mean[best] + se)
+    return int(min(within, key=lambda i: (keys[i], mean[i])))
+
+
+def ebic(X, y, w) -> float:
+    """Chen & Chen's (2008) extended BIC of the least-squares refit on w's support."""
+    n, p = X.shape
+    support = np.flatnonzero(w)
+    k = support.size
+    if k >= n:
+        return math.inf
+    if k:
+        coef = np.linalg.lstsq(X[:, support], y, rcond=None)[0]
+        rss = float(np.sum((y - X[:, support] @ coef) ** 2))
+    else:
+        rss = float(y @ y)
+    gamma = max(0.0, 1.0 - math.log(n) / (2.0 * math.log(p)))
+    log_comb = math.lgamma(p + 1) - math.lgamma(k + 1) - math.lgamma(p - k + 1)
+    return n * math.log(max(rss, np.finfo(float).tiny) / n) + k * math.log(n) \
+        + 2.0 * gamma * log_comb
 
 
 def run_case(case: int, rep: int, seed: int, quick: bool,
-             only: tuple | None = None) -> list[dict]:
-    """One repetition of one case: every method tuned, fitted and scored."""
+             only: tuple | None = None,
+             selections: tuple = ("cv",)) -> list[dict]:
+    """One repetition of one case: every method tuned (once per model-selection
+    rule in ``selections``, all from the same CV table), fitted and scored."""
     X, y, X_test, y_test, groups, truth = make_case(case, problem_seed(seed, rep))
     true_groups, true_features = set(groups[truth != 0]), set(np.flatnonzero(truth))
     rows = []
@@ -119,36 +182,70 @@ def run_case(case: int, rep: int, seed: int, quick: bool,
         if only is not None and name not in only:
             continue
         start = time.perf_counter()
-        best = cross_validate(fit, grid, X, y, problem_seed(seed, rep))
-        w = fit(X, y, best)
-        seconds = time.perf_counter() - start
-        chosen = set(np.flatnonzero(w))
-        chosen_groups = set(groups[list(chosen)]) if chosen else set()
-        rows.append({
-            "case": case, "method": name, "rep": rep, "param": str(best),
-            "grp_NO": len(chosen_groups), "grp_FP": len(chosen_groups - true_groups),
-            "grp_FN": len(true_groups - chosen_groups), "feat_NO": len(chosen),
-            "feat_FP": len(chosen - true_features),
-            "feat_FN": len(true_features - chosen),
-            "test_mse": float(np.mean((X_test @ w - y_test) ** 2)),
-            "seconds": seconds})
+        errors = cv_errors(fit, grid, X, y, problem_seed(seed, rep))
+        cv_seconds = time.perf_counter() - start
+        full: dict[int, tuple] = {}        # grid index → (w, seconds of its fit)
+
+        def fitted(i):
+            if i not in full:
+                begin = time.perf_counter()
+                w = fit(X, y, grid[i])
+                full[i] = (w, time.perf_counter() - begin)
+            return full[i]
+
+        ic_seconds = 0.0
+        if "ebic" in selections:
+            ic_start = time.perf_counter()
+            scores = [ebic(X, y, fitted(i)[0]) for i in range(len(grid))]
+            ic_seconds = time.perf_counter() - ic_start
+        for rule in selections:
+            if rule == "cv":
+                index, seconds = int(np.argmin(errors.mean(axis=1))), cv_seconds
+            elif rule == "1se":
+                index = one_se_index(errors, [complexity(name, v) for v in grid])
+                seconds = cv_seconds
+            else:
+                index, seconds = int(np.argmin(scores)), ic_seconds
+            w, fit_seconds = fitted(index)
+            if rule != "ebic":
+                seconds += fit_seconds
+            chosen = set(np.flatnonzero(w))
+            chosen_groups = set(groups[list(chosen)]) if chosen else set()
+            rows.append({
+                "case": case, "method": name, "select": rule, "rep": rep,
+                "param": str(grid[index]),
+                "grp_NO": len(chosen_groups), "grp_FP": len(chosen_groups - true_groups),
+                "grp_FN": len(true_groups - chosen_groups), "feat_NO": len(chosen),
+                "feat_FP": len(chosen - true_features),
+                "feat_FN": len(true_features - chosen),
+                "test_mse": float(np.mean((X_test @ w - y_test) ** 2)),
+                "seconds": seconds})
     return rows
 
 
 def sght_table(out, *, reps: int | None = None, seed: int = 0, jobs: int = 1,
                quick: bool = False, progress: bool = True,
-               methods_only=None) -> ExperimentResult:
-    """Table 3 of the paper for both cases: CSV, PNG and the summary table."""
+               methods_only=None, selections=("cv",)) -> ExperimentResult:
+    """Table 3 of the paper for both cases: CSV, PNG and the summary table.
+    ``selections``: the model-selection rules to report (any of ``SELECTIONS``);
+    each method's rows carry the rule in ``select``."""
     reps = reps or (3 if quick else 10)
     only = tuple(methods_only) if methods_only else None
-    units = [Unit(run_case, dict(case=case, rep=rep, seed=seed, quick=quick, only=only))
+    selections = tuple(selections)
+    bad = [rule for rule in selections if rule not in SELECTIONS]
+    if not selections or bad:
+        raise InputError(f"selections must be among {', '.join(SELECTIONS)}, got "
+                         f"{', '.join(map(str, bad)) or 'none'}")
+    units = [Unit(run_case, dict(case=case, rep=rep, seed=seed, quick=quick, only=only,
+                                 selections=selections))
              for case in CASES for rep in range(reps)]
     rows = run_units(units, jobs, desc="sght", progress=progress)
-    summary = summarize(rows, ("case", "method"), METRICS)
+    keys = ("case", "method", "select")
+    summary = summarize(rows, keys, METRICS)
     out = Path(out)
     files = [write_csv(out / "sght.csv", rows), _plot(out / "sght.png", summary)]
     return ExperimentResult("sght", rows, summary,
-                            format_table(summary, ("case", "method"), METRICS), files)
+                            format_table(summary, keys, METRICS), files)
 
 
 def _plot(path: Path, summary: list[dict]) -> Path:
@@ -162,7 +259,9 @@ def _plot(path: Path, summary: list[dict]) -> Path:
         for i, metric in enumerate(bars):
             ax.bar(x + (i - 1.5) * 0.2, [e[metric] for e in entries], 0.2,
                    yerr=[e[metric + "_se"] for e in entries], label=metric)
-        ax.set_xticks(x, [e["method"] for e in entries], rotation=20)
+        ax.set_xticks(x, [e["method"] if e.get("select", "cv") == "cv" else
+                          f"{e['method']} ({e['select']})" for e in entries],
+                      rotation=20)
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_title(f"case {case}: {CASES[case]}")
     axes[0].set_ylabel("count (mean ± SE)")
