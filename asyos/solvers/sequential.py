@@ -26,6 +26,7 @@ def blas_limit(threads: int | None):
     if threads is None:
         yield
         return
+    import scipy.linalg.cython_blas  # noqa: F401  (numba loads it when it compiles)
     from threadpoolctl import threadpool_limits
 
     with threadpool_limits(limits=threads, user_api="blas"):

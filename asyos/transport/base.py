@@ -73,10 +73,10 @@ class NodeShare:
         return Backoff(spin=self.spin_seconds)
 
     def apply(self) -> None:
-        """Limit this process's BLAS pools to ``threads`` (threadpoolctl): numpy's,
-        and any loaded later inherit nothing, so a kernel that called numba's
-        ``np.dot`` (SciPy's BLAS) would need it loaded first; the OS kernels are plain
-        loops and need no BLAS."""
+        """Limit this process's BLAS pools to ``threads`` (threadpoolctl).  A pool
+        loaded later is not limited, and numba loads SciPy's BLAS when it compiles
+        (a first run), so that one is loaded first."""
+        import scipy.linalg.cython_blas  # noqa: F401
         from threadpoolctl import threadpool_limits
 
         threadpool_limits(limits=self.threads, user_api="blas")
@@ -85,6 +85,7 @@ class NodeShare:
 def blas_threads_in_use() -> int:
     """The threads of this process's BLAS pools, as threadpoolctl reads them: what a
     worker reports in its results (the largest, if several libraries are loaded)."""
+    import scipy.linalg.cython_blas  # noqa: F401
     from threadpoolctl import threadpool_info
 
     return max((pool["num_threads"] for pool in threadpool_info()
