@@ -70,7 +70,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         text.split(",") if m.strip()], default=["cv"],
                         help="sght: model-selection rules, comma-separated, from "
                         "cv (least CV error), 1se (one-standard-error rule), ebic "
-                        "(extended BIC of the refit; default: cv)")
+                        "(extended BIC of the refit), gebic (its bi-level form; "
+                        "default: cv)")
     parser.add_argument("--no-progress", action="store_true",
                         help="no progress bar")
 

@@ -94,3 +94,28 @@ def test_cli_passes_the_rules(tmp_path, capsys):
           "cv,1se", "--no-progress", "--out", str(tmp_path)])
     header, *body = (tmp_path / "sght.csv").read_text().splitlines()
     assert "select" in header and len(body) == 4
+
+
+def test_bilevel_ebic_counts_groups():
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((100, 40))
+    groups = np.repeat(np.arange(4), 10)
+    y = rng.standard_normal(100)
+    w = np.zeros(40)
+    w[[0, 1, 2]] = 1.0                     # 3 features in 1 of 4 groups
+    gamma = 1.0 - math.log(100) / (2.0 * math.log(40))
+    plain, bilevel = sght.ebic(X, y, w), sght.ebic(X, y, w, groups)
+    # log C(4, 1) + log C(10, 3) in place of log C(40, 3)
+    assert bilevel - plain == pytest.approx(
+        2.0 * gamma * (math.log(4) + math.log(120) - math.log(9880)))
+    spread = np.zeros(40)
+    spread[[0, 10, 20]] = 1.0              # the same 3 features' count in 3 groups
+    assert sght.ebic(X, y, spread, groups) - sght.ebic(X, y, spread) == \
+        pytest.approx(2.0 * gamma * (math.log(4) + math.log(4060) - math.log(9880)))
+
+
+def test_information_criteria_alone_skip_the_cv():
+    rows = sght.run_case(2, 0, 0, quick=True, only=("gOMP",),
+                         selections=("gebic", "ebic"))
+    assert [r["select"] for r in rows] == ["gebic", "ebic"]
+    assert all(r["grp_NO"] - r["grp_FP"] + r["grp_FN"] == 6 for r in rows)
