@@ -43,7 +43,9 @@ def test_every_step_is_os_step_then_the_exact_bilevel_projection(n, p, s1, n_gro
         assert sum(w * w for w in now.values()) == pytest.approx(best, rel=1e-9,
                                                                   abs=1e-15)
         u = X[:, kept.index[:kept.size]] @ kept.weights[:kept.size]
-        np.testing.assert_allclose(kept.contribution, u, rtol=0, atol=1e-10)
+        # weights can grow to 1e6 on a tiny n under the squared loss: rounding is relative
+        np.testing.assert_allclose(kept.contribution, u, rtol=1e-12,
+                                   atol=1e-10 * max(1.0, np.abs(u).max(initial=0.0)))
         np.testing.assert_array_equal(kept.cols[:kept.size],
                                       X[:, kept.index[:kept.size]].T)
 
