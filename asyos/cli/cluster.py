@@ -243,15 +243,22 @@ def add_keys_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("directory", help="where to write the keys")
     parser.add_argument("--force", action="store_true",
                         help="replace keys already in the directory")
+    parser.add_argument("--workers", type=int, metavar="Q",
+                        help="one key per shard (shard-T.key_secret, accepted for "
+                        "shard T only) instead of one client key for all")
 
 
 def make_keys(args) -> None:
     from ..transport.zeromq import make_keys as create
 
-    directory = create(args.directory, force=args.force)
+    if args.workers is not None:
+        check_at_least("--workers", args.workers, 1, integer=True)
+    directory = create(args.directory, force=args.force, workers=args.workers)
+    given = "client.key_secret" if args.workers is None else \
+        "shard-T.key_secret (the worker of shard T only)"
     print(f"CURVE keys in {directory}: keep server.key_secret on the server; give "
-          "workers client.key_secret and server.key; the server accepts the public "
-          f"keys in {directory / 'clients'}")
+          f"workers {given} and server.key; the server accepts the public keys in "
+          f"{directory / 'clients'}")
 
 
 def serve(args) -> None:

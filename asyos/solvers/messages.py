@@ -87,8 +87,9 @@ class Done:
 class Hello:
     """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
     block (for the step size), the fingerprint of its group labels (or empty), p of
-    the data it read its shard from (every worker must have read the same), and the
-    run's secret on loopback (empty with CURVE keys)."""
+    the data it read its shard from and that data's fingerprint (every worker must
+    have read the same: ``solvers.asy.data_fingerprint``), and the run's secret on
+    loopback (empty with CURVE keys)."""
 
     shards: int
     shard_size: int
@@ -97,6 +98,7 @@ class Hello:
     groups: np.ndarray = field(default_factory=_ints)
     n_features: int = 0
     token: str = ""
+    data: np.ndarray = field(default_factory=_ints)
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
-| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2) |
+| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×11), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
@@ -22,7 +22,8 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
-the worker read (``solvers.asy.group_fingerprint``).  The CONFIG params carry the
+the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
+fingerprint) of the data (``solvers.asy.data_fingerprint``).  The CONFIG params carry the
 worker's group budget s2_t (0: no groups) and whether budgets are adaptive.  A VIEW's
 credit is cumulative: the steps the worker may have pushed in all.
 
@@ -43,8 +44,9 @@ from ..errors import AsyosError
 from ..solvers import messages as m
 
 MAGIC = b"ASYO"
-PROTOCOL = 5   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
-#                5: CONFIG carries the substitution rule and its ridge
+PROTOCOL = 6   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
+#                5: CONFIG carries the substitution rule and its ridge; 6: HELLO
+#                carries the data's fingerprint
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
@@ -132,7 +134,7 @@ def _fields(message) -> tuple[int, int, int, list]:
     if isinstance(message, m.Hello):
         return message.shard_size, message.shards, message.n_samples, [
             np.array([message.nu]), message.groups, np.array([message.n_features]),
-            message.token.encode()[:TOKEN_LIMIT]]
+            message.token.encode()[:TOKEN_LIMIT], message.data]
     if isinstance(message, m.Config):
         return message.last_push, message.position, message.y.shape[0], [
             message.params, message.y, message.selected, message.weights]
@@ -195,7 +197,8 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     n, k, b = limits.n, limits.budget, limits.batch
     f8, i8 = "<f8", "<i8"
     layouts = {
-        Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT)],
+        Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT),
+                     (i8, 0, 2)],
         Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
@@ -233,7 +236,7 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
         return m.Final(seq, a, *arrays, blas_threads=b)
     if kind == Kind.HELLO:
         return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1], int(arrays[2][0]),
-                       arrays[3])
+                       arrays[3], arrays[4])
     if kind == Kind.CONFIG:
         return m.Config(*arrays, last_push=seq, position=a)
     if kind == Kind.REFUSE:

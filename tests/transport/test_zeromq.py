@@ -293,6 +293,55 @@ def test_curve_admits_known_keys_and_refuses_an_unknown_one(tmp_path):
     assert result["asy"]["lost_shards"] == []
 
 
+def _keys_per_shard(directory: Path, q: int) -> Path:
+    proc = subprocess.run([sys.executable, "-m", "asyos.cli.main", "keys",
+                           str(directory), "--workers", str(q)], cwd=ROOT,
+                          capture_output=True, text=True, timeout=GUARD)
+    assert proc.returncode == 0, proc.stderr
+    return directory
+
+
+def test_a_shard_key_serves_its_own_shard_only(tmp_path):
+    """``asyos keys --workers 2`` binds each client key to one shard: a machine that
+    holds shard 0's key and says HELLO as shard 1 is refused, the run completes."""
+    keys = _keys_per_shard(tmp_path / "keys", 2)
+    thief = tmp_path / "thief"      # shard 0's key, used as a worker's only key
+    thief.mkdir()
+    (thief / "server.key").write_bytes((keys / "server.key").read_bytes())
+    (thief / "client.key_secret").write_bytes((keys / "shard-0.key_secret").read_bytes())
+    port = _port()
+    server = _server(tmp_path, port, "--keys", str(keys))
+    first = _worker(port, 0, "--keys", str(keys))
+    rc, _, err = _wait(_worker(port, 1, "--keys", str(thief)))[0]
+    assert rc == 2 and "its CURVE key serves shard 0 only, not shard 1" in err
+    (rc, _, err), *rest = _wait(server, first, _worker(port, 1, "--keys", str(keys)))
+    assert rc == 0, err
+    assert all(code == 0 for code, _, _ in rest), rest
+    result = _result(tmp_path)
+    assert result["asy"]["lost_shards"] == [] and not result["asy"]["partial"]
+    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
+
+
+def test_a_worker_whose_data_differ_from_the_others_is_refused(tmp_path):
+    """Same n and p, other values (another seed): the data fingerprint in HELLO tells
+    them apart.  The first HELLO fixes the run's data, so whichever of the two comes
+    second is refused, with one line and exit 2; the other waits for its partner."""
+    port = _port()
+    server = _server(tmp_path, port)
+    workers = [_worker(port, 0), _worker(port, 1, "--seed", "9")]
+    try:
+        _wait_for(lambda: any(w.poll() is not None for w in workers), timeout=GUARD)
+        [refused] = [w for w in workers if w.poll() is not None]
+        _, err = refused.communicate(timeout=GUARD)
+        assert refused.returncode == 2
+        assert "data differ from the other workers' (same shape, other values)" in err
+        assert len(err.strip().splitlines()) == 1
+    finally:
+        for proc in (server, *workers):
+            proc.kill()
+            proc.communicate(timeout=GUARD)
+
+
 @pytest.fixture
 def namespaces():
     """Two network namespaces joined by a veth pair: 10.231.0.1 (server side) and

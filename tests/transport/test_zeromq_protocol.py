@@ -10,7 +10,16 @@ import zmq
 from asyos.errors import InputError
 from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig
-from asyos.transport.wire import HEADER, MAGIC, PROTOCOL, Kind, Limits, decode, encode
+from asyos.transport.wire import (
+    HEADER,
+    MAGIC,
+    PROTOCOL,
+    Kind,
+    Limits,
+    decode,
+    encode,
+    max_frames,
+)
 from asyos.transport.zeromq import Timeouts, ZmqServer
 
 N = 6
@@ -190,7 +199,7 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
         if server.refused:
             break
     assert server.refused == 1 and time.monotonic() - start < 30
-    assert "more than 5 frames" in caplog.text
+    assert f"more than {max_frames()} frames" in caplog.text
     stranger = _socket(server)   # one oversized frame: ZeroMQ cuts the peer off
     stranger.send_multipart([*encode(msg.Pull(), 0, run_id=joined[0], tag=joined[1]),
                              b"x" * (1 << 20)])
@@ -207,22 +216,33 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
     assert view.kind == Kind.VIEW and view.body.through == 1
 
 
+DATA = np.array([8, 12345], np.int64)    # (bytes per value, hash): worker 0's data
+
+
 @pytest.mark.parametrize("hello, problem", [
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6), None),          # shard 0 of p = 6, q = 2
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5), "p = 5 features, the other workers 6"),
-    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6), "2 features, but shard 1 of p = 6 has 3"),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=DATA), None),   # shard 0 of p = 6
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5, data=DATA),
+     "p = 5 features, the other workers 6"),
+    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6, data=DATA),
+     "2 features, but shard 1 of p = 6 has 3"),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=np.array([8, 54321])),
+     "data differ from the other workers' (same shape, other values)"),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=np.array([4, 54321])),
+     "32-bit values, the other workers' 64-bit"),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6), "data differ"),     # no fingerprint
 ])
 def test_workers_that_read_other_data_are_refused(hello, problem):
-    """Worker 0 read p = 6; worker 1 must have read the same p, and its shard must be
-    shard 1 of it."""
+    """Worker 0 read p = 6; worker 1 must have read the same p and the same data (its
+    fingerprint), and its shard must be shard 1 of it."""
     config = AsyConfig.build(2, 2, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
                              staleness=None)
     server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
                        timeouts=Timeouts(heartbeat_timeout=60))
     try:
         first = _socket(server)
-        assert _exchange(server, first, encode(msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6),
-                                               0)) == []   # waits for shard 1
+        assert _exchange(server, first, encode(msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6,
+                                                         data=DATA), 0)) == []
+        # (it waits for shard 1)
         replies = _exchange(server, _socket(server), encode(hello, 1))
     finally:
         server.close()

@@ -3,6 +3,7 @@
 import logging
 import os
 import random
+import re
 import secrets
 import shutil
 import tempfile
@@ -131,41 +132,80 @@ def read_secret(path: Path) -> str | None:
         return None
 
 
-KEY_FILES = ("server.key", "server.key_secret", "client.key_secret",
-             "clients/client.key")
+SHARD_KEY = re.compile(r"shard-(\d+)")   # clients/shard-T.key serves shard T only
 
 
-def make_keys(directory, force: bool = False) -> Path:
-    """``asyos keys DIR``: a server key pair and one client key pair, CURVE (zmq.auth).
+def _held_keys(directory: Path) -> list[str]:
+    """The key files already in ``directory`` (``make_keys`` never overwrites them
+    silently)."""
+    found = [*directory.glob("server.key*"), *directory.glob("*.key_secret"),
+             *directory.glob("clients/*.key")]
+    return sorted({str(path.relative_to(directory)) for path in found})
 
-    DIR/server.key_secret stays on the server, DIR/client.key_secret goes to the
-    workers with DIR/server.key; DIR/clients/ holds the public keys the server accepts.
+
+def make_keys(directory, force: bool = False, workers: int | None = None) -> Path:
+    """``asyos keys DIR``: CURVE key pairs (zmq.auth) for a server and its workers.
+
+    DIR/server.key_secret stays on the server; the workers get DIR/server.key and a
+    client secret; DIR/clients/ holds the public keys the server accepts.  Without
+    ``workers``, one client pair (``client``) serves any shard.  With ``workers`` = q,
+    each shard t gets its own pair ``shard-t``, which the server accepts for shard t
+    only: a machine that holds one worker's key cannot serve, or push for, another's.
     The keys are made in a private (0700) directory inside DIR, the secrets made 0600
     there, and only then renamed into place: no other user can read a secret at any
-    moment.  Existing keys are kept unless ``force``.
+    moment.  Existing keys are kept unless ``force`` (which removes them all first).
     """
     import zmq.auth
 
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise InputError(f"{directory} is a file; give a directory for the keys")
-    existing = [name for name in KEY_FILES if (directory / name).exists()]
+    clients = ["client"] if workers is None else [f"shard-{t}" for t in range(workers)]
+    existing = _held_keys(directory) if directory.is_dir() else []
     if existing and not force:
-        raise InputError(f"{directory} already holds keys ({', '.join(existing)}); "
-                         "give --force to replace them")
+        shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
+        raise InputError(f"{directory} already holds keys ({shown}); give --force to "
+                         "replace them")
     (directory / "clients").mkdir(parents=True, exist_ok=True)
     private = Path(tempfile.mkdtemp(prefix=".keys-", dir=directory))   # mode 0700
     try:
-        zmq.auth.create_certificates(private, "server")
-        zmq.auth.create_certificates(private, "client")
+        for name in ("server", *clients):
+            zmq.auth.create_certificates(private, name)
         for secret in private.glob("*.key_secret"):
             secret.chmod(0o600)
-        (private / "client.key").replace(directory / "clients" / "client.key")
-        for name in ("server.key", "server.key_secret", "client.key_secret"):
+        for name in existing:   # --force: no key of the old set stays valid
+            (directory / name).unlink()
+        for name in clients:
+            (private / f"{name}.key").replace(directory / "clients" / f"{name}.key")
+            (private / f"{name}.key_secret").replace(directory / f"{name}.key_secret")
+        for name in ("server.key", "server.key_secret"):
             (private / name).replace(directory / name)
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return directory
+
+
+def client_key_name(directory, t: int) -> str:
+    """The client key a worker of shard ``t`` uses: its own (``shard-t``) where
+    ``asyos keys --workers`` made one, else the shared ``client`` key."""
+    return f"shard-{t}" if (Path(directory) / f"shard-{t}.key_secret").exists() \
+        else "client"
+
+
+def key_bindings(clients: Path) -> dict[str, int | None]:
+    """Each accepted client key (its z85 text, as ZeroMQ reports a peer's User-Id)
+    and the shard it may serve: T for ``shard-T.key``, None (any) for other names."""
+    import zmq.auth
+
+    bound = {}
+    for path in sorted(clients.glob("*.key")):
+        try:
+            public, _ = zmq.auth.load_certificate(path)
+        except (OSError, ValueError) as exc:
+            raise InputError(f"cannot read client key {path}: {exc}") from None
+        match = SHARD_KEY.fullmatch(path.stem)
+        bound[public.decode("ascii")] = int(match.group(1)) if match else None
+    return bound
 
 
 def check_bind(endpoint: str, keys) -> None:

@@ -24,6 +24,7 @@ from .common import (
     LogLimit,
     Timeouts,
     check_bind,
+    key_bindings,
     load_keys,
     log,
     main_thread,
@@ -58,6 +59,7 @@ class ZmqServer:
         self.nu: dict[int, float] = {}
         self.shard_sizes: dict[int, int] = {}
         self.data_features: int | None = None   # p, as the first HELLO reports it
+        self.data_fingerprint: np.ndarray | None = None   # ... and its fingerprint
         self.run_id = random.getrandbits(63) or 1
         if resume:
             self._resume()
@@ -85,6 +87,7 @@ class ZmqServer:
         self.socket.setsockopt(zmq.MAXMSGSIZE, 8 * (2 * n + 4 * max(config.capacities)
                                                     + config.batch) + 4096)
         self._auth = None
+        self.bindings: dict[str, int | None] | None = None   # CURVE key → its shard
         if keys is not None:
             self._secure(keys)
         try:
@@ -104,6 +107,7 @@ class ZmqServer:
             raise InputError(f"{clients}: no directory of accepted client keys")
         self._auth = ThreadAuthenticator(self.context)
         self._auth.start()
+        self.bindings = key_bindings(clients)
         self._auth.configure_curve(domain="*", location=str(clients))
         public, secret = load_keys(keys, "server")
         self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
@@ -247,6 +251,7 @@ class ZmqServer:
         self.nu[t] = hello.nu
         self.shard_sizes[t] = hello.shard_size
         self.data_features = hello.n_features
+        self.data_fingerprint = hello.data
         if not self.server.started and len(self.nu) == len(self.state.workers):
             self._start()
         elif self.server.started:
@@ -265,6 +270,14 @@ class ZmqServer:
         if self.data_features is not None and p != self.data_features:
             return (f"the worker read data with p = {p} features, the other workers "
                     f"{self.data_features}: give every worker the same data")
+        theirs, ours = hello.data, self.data_fingerprint
+        if ours is not None and not np.array_equal(theirs, ours):
+            if theirs.size == ours.size == 2 and theirs[0] != ours[0]:
+                return (f"the worker's data hold {8 * int(theirs[0])}-bit values, the "
+                        f"other workers' {8 * int(ours[0])}-bit: give every worker the "
+                        "same --dtype")
+            return ("the worker's data differ from the other workers' (same shape, "
+                    "other values): give every worker the same data")
         if self.group_of is None:
             expected = len(range(t, p, self.config.n_workers))
             if hello.shard_size != expected:
@@ -310,7 +323,20 @@ class ZmqServer:
             self._send_config(worker)
         self.save_checkpoint()   # a run that has started can always be resumed
 
-    def _handle(self, identity: bytes, frames) -> None:
+    def _key_mismatch(self, user: str | None, t: int) -> str | None:
+        """Why the CURVE key ``user`` (a peer's z85 public key) may not speak for
+        shard ``t``: keys made by ``asyos keys --workers`` serve one shard each."""
+        if self.bindings is None:
+            return None
+        shard = self.bindings.get(user or "", -1)
+        if shard is None or shard == t:
+            return None
+        if shard == -1:   # the authenticator admitted it, so the key list changed
+            return "its CURVE key is not among the server's client keys"
+        return f"its CURVE key serves shard {shard} only, not shard {t}"
+
+    def _handle(self, identity: bytes, frames, user: str | None = None) -> None:
+        """One message from ``identity``; ``user``: its CURVE key (None without)."""
         try:
             envelope = decode(frames, self.limits)
         except ForeignRun:   # a worker of an earlier server: it must start again
@@ -321,6 +347,9 @@ class ZmqServer:
             self.refused += 1
             return
         t, body = envelope.worker, envelope.body
+        wrong_key = self._key_mismatch(user, t)
+        if wrong_key:   # checked on every message: a key speaks for its shard only
+            return self._refuse(identity, f"shard {t}: {wrong_key}")
         if self.closing:   # the run is over: its workers are told so, nothing changes
             if 0 <= t < len(self.identity) and self.identity[t] == identity:
                 self._send(t, messages.Done())
@@ -434,7 +463,8 @@ class ZmqServer:
                 self.refused += 1
                 self.bad.warning("dropped a message with %s", oversized)
             elif not self.drop():
-                self._handle(bytes(frames[0].buffer), frames[1:])
+                user = frames[0].get("User-Id") if self.bindings is not None else None
+                self._handle(bytes(frames[0].buffer), frames[1:], user)
 
     def _linger(self) -> None:
         """After the run, answer late FINALs (whose DONE was lost) until the workers

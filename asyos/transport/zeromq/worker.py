@@ -16,7 +16,12 @@ from ...core.kept_set import RULES, kept_set, warm_up
 from ...core.losses import Loss
 from ...errors import InputError
 from ...solvers import messages
-from ...solvers.asy import first_block_nu, group_fingerprint, worker_shard
+from ...solvers.asy import (
+    data_fingerprint,
+    first_block_nu,
+    group_fingerprint,
+    worker_shard,
+)
 from ...solvers.worker_loop import WorkerDriver, worker_loop
 from ..base import blas_threads_in_use
 from ..wire import PARAMS, Limits, WireError, decode, encode
@@ -24,6 +29,7 @@ from .common import (
     Dropper,
     LogLimit,
     Timeouts,
+    client_key_name,
     load_keys,
     load_server_public,
     log,
@@ -72,6 +78,7 @@ class ZmqWorker:
         self.secret_file = secret_file
         self.shard, self.t, self.q = worker_shard(data, q, t, group_of), t, q
         self.data_features = data.n_features
+        self.data_fingerprint = data_fingerprint(data)
         self.group_of = group_of
         self.n = data.n_samples
         self.timeouts = timeouts or Timeouts()
@@ -83,7 +90,7 @@ class ZmqWorker:
         self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
         self.socket.identity = f"shard-{t}-{random.getrandbits(32):08x}".encode()
         if keys is not None:
-            public, secret = load_keys(keys, "client")
+            public, secret = load_keys(keys, client_key_name(keys, t))
             server_public, _ = load_server_public(keys)
             self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
             self.socket.curve_serverkey = server_public
@@ -159,7 +166,8 @@ class ZmqWorker:
             token = "" if self.secret_file is None else read_secret(self.secret_file)
             if token is not None:   # else: no server yet, wait for it
                 self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
-                                          fingerprint, self.data_features, token))
+                                          fingerprint, self.data_features, token,
+                                          self.data_fingerprint))
             deadline = time.monotonic() + self.timeouts.resend_after
             envelope = None
             while envelope is None and time.monotonic() < deadline:
