@@ -12,11 +12,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import zmq.auth
 
 from asyos import load_result
 from asyos.cli.main import build_parser, main
 from asyos.cli.run import main as run_main
 from asyos.io.config import TABLES, config_arguments
+from asyos.transport.zeromq.common import client_key_name, key_bindings
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120   # hang guard, not a speed assertion
@@ -132,6 +134,19 @@ def test_keys_and_convert(tmp_path):
     assert (keys / "server.key_secret").read_bytes() != before
     not_a_directory = _asyos("keys", keys / "server.key")
     assert not_a_directory.returncode == 2 and "is a file" in not_a_directory.stderr
+    # one key per shard: --force replaces the shared key, which is no longer accepted
+    assert _asyos("keys", keys, "--workers", "3", "--force").returncode == 0
+    assert sorted(p.name for p in (keys / "clients").iterdir()) == [
+        "shard-0.key", "shard-1.key", "shard-2.key"]
+    assert not (keys / "client.key_secret").exists()
+    bound = key_bindings(keys / "clients")
+    for t in range(3):
+        public, _ = zmq.auth.load_certificate(keys / f"shard-{t}.key_secret")
+        assert bound[public.decode()] == t
+        assert client_key_name(keys, t) == f"shard-{t}"
+    assert client_key_name(keys, 3) == "client"
+    zero = _asyos("keys", tmp_path / "other", "--workers", "0")
+    assert zero.returncode == 2 and "--workers must be" in zero.stderr
     table = np.arange(12.0).reshape(4, 3)
     np.savetxt(tmp_path / "d.csv", table, delimiter=",")
     (tmp_path / "c.toml").write_text("label-column = 0\nquiet = true\ndtype = 'float32'\n")
