@@ -323,6 +323,36 @@ def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_pa
     assert result.asy["lost_shards"] == [] and not result.asy["partial"]
 
 
+def test_a_resumed_server_refuses_a_replacement_that_read_other_data(tmp_path):
+    """The checkpoint keeps the data's p and fingerprint: after a resume, a worker
+    that read other data is refused as it would have been before."""
+    checkpoint = tmp_path / "ck.npz"
+
+    def server(resume=False):
+        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                                 staleness=None)
+        return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                         checkpoint=checkpoint, resume=resume,
+                         timeouts=Timeouts(heartbeat_timeout=60))
+
+    first = server()
+    try:
+        hello = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, data=DATA)
+        assert [r.kind for r in _exchange(first, _socket(first), encode(hello, 0))] \
+            == [Kind.CONFIG]   # started: the checkpoint is written
+    finally:
+        first.close()
+    resumed = server(resume=True)
+    try:
+        other = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, data=np.array([8, 54321]))
+        [refusal] = _exchange(resumed, _socket(resumed), encode(other, 0))
+        assert refusal.kind == Kind.REFUSE and "data differ" in refusal.body.reason
+        [config] = _exchange(resumed, _socket(resumed), encode(hello, 0))
+        assert config.kind == Kind.CONFIG
+    finally:
+        resumed.close()
+
+
 def test_ten_thousand_random_and_mutated_messages_change_nothing():
     """A fuzz against the live server (with its run secret, as every loopback run
     has): random bytes, random frame lists, and valid messages with one byte flipped

@@ -124,6 +124,7 @@ class ZmqServer:
             state = ServerState.restore(arrays)
             self.run_id = int(arrays["run_id"])
             eta, m = (float(v) for v in arrays["step"])
+            data = int(arrays["n_features"]), arrays["data_fingerprint"]
         except (OSError, ValueError, KeyError, EOFError) as exc:
             raise InputError(f"cannot resume from {self.checkpoint_path}: not a whole "
                              f"asyos checkpoint ({str(exc).split('.')[0]})") from None
@@ -139,7 +140,9 @@ class ZmqServer:
                                  "differ from this server's")
         self.server = AsyServer(self.y, self.config, state=state,
                                 record_order=self.record_order, group_of=self.group_of)
-        self.server.start(int(arrays["n_features"]), eta, m)
+        self.server.start(data[0], eta, m)
+        # the workers that rejoin must have read the data the run started on
+        self.data_features, self.data_fingerprint = data
         self.server.monitor.per_epoch = arrays["per_epoch"].tolist()
         log.info("resumed run %#x at clock %d", self.run_id, state.clock)
 
@@ -164,6 +167,7 @@ class ZmqServer:
                      run_id=np.array(self.run_id),
                      step=np.array([self.server.step_size, self.server.m]),
                      n_features=np.array(monitor.n_features),
+                     data_fingerprint=self.data_fingerprint,
                      per_epoch=np.array(monitor.per_epoch))
             f.flush()
             os.fsync(f.fileno())
