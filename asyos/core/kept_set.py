@@ -2,11 +2,13 @@
 
 Memory is O(n·s): one (capacity+1, n) buffer (a row per kept column, so a column is
 contiguous), plus the contribution X_S w_S.  This object is the whole state of a
-sequential OS run and of an Asy-OS worker.
+sequential OS run and of an Asy-OS worker.  Its n-long buffers start on a cache line
+(``aligned_zeros``).
 """
 
 import numpy as np
 
+from .aligned import aligned_zeros
 from .compile_notice import compile_notice
 from .drivers import NO_GROUPS, os_block, os_local
 from .fitted_step import (
@@ -39,8 +41,8 @@ class _Kept:
         self.weights = np.zeros(self.capacity + 1)
         self.size = 0
         self.limit = self.capacity   # an adaptive budget may lower it
-        self.contribution = np.zeros(self.n_samples)  # X_S w_S, exact after every step
-        self._g = np.zeros(self.n_samples)           # dL/du scratch
+        self.contribution = aligned_zeros(self.n_samples)  # X_S w_S, exact after a step
+        self._g = aligned_zeros(self.n_samples)      # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
 
     @property
@@ -73,8 +75,8 @@ class KeptSet(_Kept):
     def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
         super().__init__(n_samples, capacity)
         # columns in the stream's storage type; weights, u and gradients in float64
-        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
-        self._previous = np.zeros(self.n_samples)    # X_S w_S before a step (workers)
+        self.cols = aligned_zeros((self.capacity + 1, self.n_samples), dtype)
+        self._previous = aligned_zeros(self.n_samples)  # X_S w_S before a step
 
     def step(self, j: int, x: np.ndarray, u_grad: np.ndarray, y: np.ndarray,
              loss: Loss, eta: float, m: float) -> int:
@@ -218,7 +220,7 @@ class FittedKeptSet(_Kept):
     def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64,
                  group_of=None, max_groups: int = 0, damping: float = 1.0):
         super().__init__(n_samples, capacity)
-        self.cols = np.zeros((self.capacity + 1, self.n_samples), dtype=dtype)
+        self.cols = aligned_zeros((self.capacity + 1, self.n_samples), dtype)
         self.model = fitted_state(self.n_samples, self.capacity, ridge, group_of,
                                   max_groups)
         self.damping = damping   # an Asy-OS worker's least scale of its moves
