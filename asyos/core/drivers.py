@@ -7,6 +7,8 @@ own (``os_step``) or, when ``max_groups`` > 0, group-aware OS's
 branch per step, so the drivers are written once.
 """
 
+from typing import NamedTuple
+
 import numpy as np
 from numba import njit
 
@@ -15,13 +17,42 @@ from .losses import loss_value
 from .os_step import _FAST, _dot, adapt_eta, os_step, safeguard
 from .step_size import ADAPTIVE, ETA, SUBSTITUTIONS
 
-NO_GROUPS = np.zeros(0, np.int64)   # ``group_of`` of a plain kept set (max_groups 0)
+
+class DenseColumns(NamedTuple):
+    """A dense kept set's buffers, as the drivers read and update them (c is the
+    capacity; slot c is the newcomer's until a slot is vacated)."""
+
+    cols: np.ndarray          # (c+1, n): slot k's column (the stream's dtype)
+    index: np.ndarray         # (c+1,) int64: slot k's feature
+    weights: np.ndarray       # (c+1,): slot k's weight
+    contribution: np.ndarray  # (n,): X_S w_S
+
+
+class DenseScratch(NamedTuple):
+    """Work space of the drivers, reused from block to block."""
+
+    g: np.ndarray         # (n,): dL/du
+    gS: np.ndarray        # (c+1,): X_Sᵀ g, then x_jᵀ g in slot ``size``
+    previous: np.ndarray  # (n,): X_S w_S before a step (``os_local``)
+
+
+class GroupLimit(NamedTuple):
+    """Group-aware OS's constraint: at most ``max_groups`` groups among the kept
+    features; ``max_groups`` 0 is plain OS (``PLAIN``)."""
+
+    group_of: np.ndarray  # (p,) int64: feature j's group id (empty for plain OS)
+    max_groups: int
+
+
+PLAIN = GroupLimit(np.zeros(0, np.int64), 0)
 
 
 @njit(cache=True, inline="always")
-def _step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m, g, gS,
-          contribution, group_of, max_groups):
+def _step(kept, size, capacity, x, j, u_grad, y, loss, eta, m, scratch, groups):
     """One step; returns (size, kept features dropped: a substitution count)."""
+    cols, index, weights, contribution = kept
+    g, gS = scratch.g, scratch.gS
+    group_of, max_groups = groups
     if max_groups > 0:
         return group_os_step(cols, index, weights, size, capacity, x, j, u_grad, y,
                              loss, eta, m, g, gS, contribution, group_of, max_groups)
@@ -31,23 +62,28 @@ def _step(cols, index, weights, size, capacity, x, j, u_grad, y, loss, eta, m, g
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)   # nogil: prefetch reads meanwhile
-def os_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
-             m, g, gS, step, group_of, max_groups):
-    """Sequential OS over every column of ``block`` (shape (b, n)), gradients exact.
+def os_block(kept, size, capacity, block, block_index, y, loss, m, step, scratch,
+             groups):
+    """Sequential OS over every column of ``block`` (shape (b, n), column b feature
+    ``block_index[b]``) on the kept set's buffers ``kept`` (``DenseColumns``) with
+    ``size`` slots in use, at most ``capacity`` kept, gradients exact (at
+    u = ``kept.contribution``).
 
     ``step`` is the step-size state of ``asyos.core.step_size`` (slots ``ETA`` …
     ``SUBSTITUTIONS``), updated in place.  With ``adaptive`` set,
     η = shrink · coef / ν_max, ν_max being the running max of ‖x‖²/n over the columns
     seen so far, and ``shrink`` halves whenever a step raises the loss (a safeguard
-    the paper does not have).  Returns the new size.
+    the paper does not have).  ``scratch``: ``DenseScratch``; ``groups``:
+    ``GroupLimit``.  Returns the new size.
     """
+    u = kept.contribution
     n = u.shape[0]
     for b in range(block.shape[0]):
         x = block[b]
         if step[ADAPTIVE] != 0.0:
             adapt_eta(step, _dot(x, x) / n)
-        size, dropped = _step(cols, index, weights, size, capacity, x, block_index[b],
-                              u, y, loss, step[ETA], m, g, gS, u, group_of, max_groups)
+        size, dropped = _step(kept, size, capacity, x, block_index[b], u, y, loss,
+                              step[ETA], m, scratch, groups)
         step[SUBSTITUTIONS] += dropped
         if step[ADAPTIVE] != 0.0:
             safeguard(step, loss_value(loss, u, y))
@@ -55,19 +91,20 @@ def os_block(cols, index, weights, size, capacity, block, block_index, u, y, los
 
 
 @njit(cache=True, nogil=True)
-def os_local(cols, index, weights, size, capacity, block, block_index, u_local, y, loss,
-             eta, m, g, gS, contribution, previous, group_of, max_groups):
-    """An Asy-OS worker's steps over ``block`` from its view ``u_local``.
+def os_local(kept, size, capacity, block, block_index, u_local, y, loss, eta, m,
+             scratch, groups):
+    """An Asy-OS worker's steps over ``block`` from its view ``u_local``; arguments
+    as ``os_block``'s, η fixed.
 
-    Gradients at the (stale) view, fixed η; after each step the worker's own change
+    Gradients at the (stale) view; after each step the worker's own change
     X_S w_S − previous is added to ``u_local`` (a worker always sees its own
     pushes).  One row of ``block`` is exactly one Algorithm 3 iteration.
     Returns the new size.
     """
+    contribution, previous = kept.contribution, scratch.previous
     for b in range(block.shape[0]):
         previous[:] = contribution
-        size, _ = _step(cols, index, weights, size, capacity, block[b], block_index[b],
-                        u_local, y, loss, eta, m, g, gS, contribution, group_of,
-                        max_groups)
+        size, _ = _step(kept, size, capacity, block[b], block_index[b], u_local, y,
+                        loss, eta, m, scratch, groups)
         u_local += contribution - previous
     return size

@@ -10,7 +10,7 @@ import numpy as np
 
 from .aligned import aligned_zeros
 from .compile_notice import compile_notice
-from .drivers import NO_GROUPS, os_block, os_local
+from .drivers import PLAIN, DenseColumns, DenseScratch, GroupLimit, os_block, os_local
 from .fitted_step import (
     CURRENT,
     LAMBDA,
@@ -26,7 +26,15 @@ from .fitted_step import (
 from .group_step import group_os_step
 from .losses import Loss, loss_value
 from .os_step import drop_to, os_step, recompute, shrink
-from .sparse_step import CSCBlock, compact, sparse_contribution, sparse_steps
+from .sparse_step import (
+    CSCBlock,
+    SparseBlock,
+    SparseColumns,
+    SparseScratch,
+    compact,
+    sparse_contribution,
+    sparse_steps,
+)
 from .step_size import NU_MAX, SUBSTITUTIONS, check_scale
 from .validate import check_at_least, check_choice, check_positive
 
@@ -70,13 +78,17 @@ class KeptSet(_Kept):
     """Retained features of one OS process (sequential solver or Asy-OS worker),
     with dense columns."""
 
-    group_of, max_groups = NO_GROUPS, 0    # plain OS; see GroupKeptSet
+    groups = PLAIN    # plain OS; see GroupKeptSet
 
     def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
         super().__init__(n_samples, capacity)
         # columns in the stream's storage type; weights, u and gradients in float64
         self.cols = aligned_zeros((self.capacity + 1, self.n_samples), dtype)
         self._previous = aligned_zeros(self.n_samples)  # X_S w_S before a step
+        # the same arrays, as the drivers take them (none is ever reallocated)
+        self._buffers = DenseColumns(self.cols, self.index, self.weights,
+                                     self.contribution)
+        self._scratch = DenseScratch(self._g, self._gS, self._previous)
 
     def step(self, j: int, x: np.ndarray, u_grad: np.ndarray, y: np.ndarray,
              loss: Loss, eta: float, m: float) -> int:
@@ -90,18 +102,16 @@ class KeptSet(_Kept):
     def run_block(self, block_index: np.ndarray, block: np.ndarray, y: np.ndarray,
                   loss: Loss, m: float, step_state: np.ndarray) -> None:
         """Sequential OS over a block, gradients at the exact u = X_S w_S."""
-        self.size = os_block(self.cols, self.index, self.weights, self.size,
-                             self.limit, block, block_index, self.contribution, y,
-                             int(loss), float(m), self._g, self._gS, step_state,
-                             self.group_of, self.max_groups)
+        self.size = os_block(self._buffers, self.size, self.limit, block, block_index,
+                             y, int(loss), float(m), step_state, self._scratch,
+                             self.groups)
 
     def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
         """An Asy-OS worker's steps over a block from its view ``u_local`` (updated)."""
-        self.size = os_local(self.cols, self.index, self.weights, self.size,
-                             self.limit, block, block_index, u_local, y, int(loss),
-                             float(eta), float(m), self._g, self._gS, self.contribution,
-                             self._previous, self.group_of, self.max_groups)
+        self.size = os_local(self._buffers, self.size, self.limit, block, block_index,
+                             u_local, y, int(loss), float(eta), float(m), self._scratch,
+                             self.groups)
 
     def twin(self):
         """(a 2-sample kept set of this kind and storage type, a block for it):
@@ -133,20 +143,20 @@ class GroupKeptSet(KeptSet):
     def __init__(self, n_samples: int, capacity: int, group_of: np.ndarray,
                  max_groups: int, dtype=np.float64):
         super().__init__(n_samples, capacity, dtype)
-        self.group_of = np.ascontiguousarray(group_of, dtype=np.int64)
-        self.max_groups = int(max_groups)
+        self.groups = GroupLimit(np.ascontiguousarray(group_of, dtype=np.int64),
+                                 int(max_groups))
 
     def step(self, j, x, u_grad, y, loss: Loss, eta, m) -> int:
         """One step with gradients at ``u_grad``; returns how many kept features left."""
         self.size, dropped = group_os_step(
             self.cols, self.index, self.weights, self.size, self.capacity, x, int(j),
             u_grad, y, int(loss), float(eta), float(m), self._g, self._gS,
-            self.contribution, self.group_of, self.max_groups)
+            self.contribution, *self.groups)
         return int(dropped)
 
     def groups_kept(self) -> int:
         """Distinct groups among the kept features (≤ ``max_groups`` always)."""
-        return int(np.unique(self.group_of[self.index[:self.size]]).size)
+        return int(np.unique(self.groups.group_of[self.index[:self.size]]).size)
 
 
 RULES = ("auto", "fitted", "magnitude")
@@ -303,17 +313,20 @@ class SparseKeptSet(_Kept):
         self._mark = np.zeros(self.n_samples, np.bool_)
         self._touched = np.zeros(self.n_samples, np.int64)
         self._w_old = np.zeros(self.capacity + 1)
+        self._scratch = SparseScratch(self._g, self._gS, self._w_old, self._mark,
+                                      self._touched)
 
     def _steps(self, block_index, block: CSCBlock, u_grad, separate, y, loss, m,
                step_state, capacity) -> None:
         if self.fill + block.nnz > self.rows.shape[0]:
             self.rows, self.vals, self.fill = compact(self.table, self.rows, self.vals,
                                                       self.size, block.nnz)
+        kept = SparseColumns(self.table, self.rows, self.vals, self.index, self.weights,
+                             self.contribution)
         self.size, self.fill = sparse_steps(
-            self.table, self.rows, self.vals, self.fill, self.index, self.weights,
-            self.size, capacity, block.indptr, block.rows, block.vals, block_index,
-            u_grad, self.contribution, separate, y, int(loss), float(m), step_state,
-            self._g, self._mark, self._touched, self._w_old, self._gS)
+            kept, self.size, self.fill, capacity,
+            SparseBlock(block.indptr, block.rows, block.vals, block_index), u_grad,
+            separate, y, int(loss), float(m), step_state, self._scratch)
 
     def twin(self):
         dense = np.ones((1, 2), self.vals.dtype)

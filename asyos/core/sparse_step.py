@@ -20,6 +20,7 @@ only loses its table entry (no copy); the caller compacts the pool between block
 """
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -86,21 +87,55 @@ def sparse_contribution(table, rows, vals, weights, size, out):
             out[rows[e]] += w * vals[e]
 
 
-@njit(cache=True, nogil=True)
-def sparse_steps(table, rows, vals, fill, index, weights, size, capacity, indptr,
-                 block_rows, block_vals, block_index, u_grad, contribution, separate,
-                 y, loss, m, step, g, mark, touched, w_old, gS):
-    """OS steps over the CSC block (``indptr``, ``block_rows``, ``block_vals``), whose
-    column b is feature ``block_index[b]``; returns (size, fill).
+class SparseColumns(NamedTuple):
+    """A sparse kept set's buffers, as ``sparse_steps`` reads and updates them (c is
+    the capacity; slot c is the newcomer's until a slot is vacated)."""
 
-    Gradients are taken at ``u_grad``: the exact u = ``contribution`` in sequential OS
-    (``separate`` False: they are one array), a worker's view û in Asy-OS (``separate``
-    True: û also receives the worker's own change after each step: a worker always
-    sees its own pushes).  ``step`` is ``os_block``'s state (η, the default rule's
-    data, the substitution count); ``fill`` is the pool's used length, and the caller
-    made room for the block's nonzeros.  ``mark`` (bool, length n) must be all False;
-    it is again on return.
+    table: np.ndarray         # (c+1, 2) int64: slot k's (start, length) in the pool
+    rows: np.ndarray          # the pool's rows (int64), ``fill`` of them in use
+    vals: np.ndarray          # the pool's values (the stream's dtype)
+    index: np.ndarray         # (c+1,) int64: slot k's feature
+    weights: np.ndarray       # (c+1,): slot k's weight
+    contribution: np.ndarray  # (n,): X_S w_S
+
+
+class SparseBlock(NamedTuple):
+    """A ``CSCBlock`` as the kernel reads it, with the features of its columns."""
+
+    indptr: np.ndarray   # (b+1,) int64: column k is entries indptr[k]:indptr[k+1]
+    rows: np.ndarray     # int64
+    vals: np.ndarray     # the stream's dtype
+    index: np.ndarray    # (b,) int64: column k is feature index[k]
+
+
+class SparseScratch(NamedTuple):
+    """Work space of ``sparse_steps``, reused from block to block."""
+
+    g: np.ndarray        # (n,): dL/du, valid on the touched rows
+    gS: np.ndarray       # (c+1,): X_Sᵀ g, then x_jᵀ g in slot ``size``
+    w_old: np.ndarray    # (c+1,): the weights before the step
+    mark: np.ndarray     # (n,) bool: rows touched by this step; all False between steps
+    touched: np.ndarray  # (n,) int64: those rows, in the order met
+
+
+@njit(cache=True, nogil=True)
+def sparse_steps(kept, size, fill, capacity, block, u_grad, separate, y, loss, m, step,
+                 scratch):
+    """OS steps over ``block`` (a ``SparseBlock``) on the kept set's buffers ``kept``
+    (``SparseColumns``) with ``size`` slots in use, at most ``capacity`` kept;
+    returns (size, fill).
+
+    Gradients are taken at ``u_grad``: the exact u = ``kept.contribution`` in
+    sequential OS (``separate`` False: they are one array), a worker's view û in
+    Asy-OS (``separate`` True: û also receives the worker's own change after each step:
+    a worker always sees its own pushes).  ``step`` is ``os_block``'s state (η, the
+    default rule's data, the substitution count); ``fill`` is the pool's used length,
+    and the caller made room for the block's nonzeros.  ``scratch``
+    (``SparseScratch``) has its ``mark`` all False; it is again on return.
     """
+    table, rows, vals, index, weights, contribution = kept
+    indptr, block_rows, block_vals, block_index = block
+    g, gS, w_old, mark, touched = scratch
     n = y.shape[0]
     inv_n = 1.0 / n
     adaptive = step[ADAPTIVE] != 0.0

@@ -17,7 +17,16 @@ import scipy.sparse as sp
 
 from ..errors import ConvergenceWarning, InputError
 from .saif import saif_cd
-from .screening import duality_gap, gap_safe_cd, penalty, unit_scores
+from .screening import (
+    Iterate,
+    Stopping,
+    UnitDesign,
+    UnitSet,
+    duality_gap,
+    gap_safe_cd,
+    penalty,
+    unit_scores,
+)
 
 __all__ = ["SCREENINGS", "Design", "PathResult", "check_xy", "make_design",
            "solve_path", "warn_unconverged"]
@@ -76,6 +85,11 @@ class Design:
     w: np.ndarray
     lip: np.ndarray
     unit_norm: np.ndarray
+
+    @property
+    def units(self) -> UnitDesign:
+        """The arrays the solvers read."""
+        return UnitDesign(self.M, self.gptr, self.w, self.lip, self.unit_norm)
 
     def scores(self, r: np.ndarray) -> np.ndarray:
         """‖X_gᵀr‖/w_g for every unit."""
@@ -192,6 +206,7 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
                      n_kept=np.zeros(len(lams), dtype=np.int64),
                      kept=np.zeros((len(lams), n_units), dtype=bool))
     prev = float(scores.max())
+    iterate, stop = Iterate(beta, r), Stopping(eps, max_epochs, F_GAP)
     for t, lam in enumerate(lams):
         units = np.empty(n_units, dtype=np.int64)
         keep = np.zeros(n_units, dtype=bool)
@@ -201,15 +216,13 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
             keep[start] = True
             pen = penalty(beta, d.gptr, d.w, start, len(start))
             gap0 = duality_gap(y, r, lam, pen, max(lam, float(scores.max())))
-            k, gap, ep, _ = saif_cd(d.M, y, lam, beta, r, d.gptr, d.w, d.lip,
-                                    d.unit_norm, units, len(start), keep, eps,
-                                    max_epochs, F_GAP, ALPHA0, gap0, scores)
+            k, gap, ep, _ = saif_cd(d.units, y, lam, iterate, UnitSet(units, keep),
+                                    len(start), scores, stop, ALPHA0, gap0)
         else:
             units[:len(live)] = live
             keep[live] = True
-            k, gap, ep = gap_safe_cd(d.M, y, lam, beta, r, d.gptr, d.w, d.lip,
-                                     d.unit_norm, units, len(live), eps, max_epochs,
-                                     F_GAP, screening == "gap_safe", keep, scores)
+            k, gap, ep = gap_safe_cd(d.units, y, lam, iterate, UnitSet(units, keep),
+                                     len(live), scores, stop, screening == "gap_safe")
         out.coefs[t, d.order] = beta
         out.gaps[t], out.epochs[t], out.n_kept[t] = gap, ep, k
         out.kept[t] = keep

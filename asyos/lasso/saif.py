@@ -34,9 +34,11 @@ ZETA = 0.3   # ours: an inner solve stops at ζ × the last full gap (or at eps)
 
 
 @njit(cache=True)
-def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, eps,
-            max_epochs, f_gap, alpha0, gap0, scores):
-    """SAIF on units[:n_act] = A (``in_act`` mirrors it; β is zero outside A).
+def saif_cd(design, y, lam, iterate, active, n_act, scores, stop, alpha0, gap0):
+    """SAIF on the units A = ``active.order[:n_act]`` (``active``: ``UnitSet``) of
+    ``design`` (``UnitDesign``) from ``iterate`` (``Iterate``; β is zero outside A),
+    until the full gap is ≤ ``stop.eps`` or ``stop.max_epochs`` epochs ran
+    (``Stopping``).
 
     Each round: CD on A, with the sub-problem's gap sphere (radius α·√(2G_A)/λ)
     deleting units every ``f_gap`` epochs (DEL), until G_A ≤ max(eps, ζ·last full
@@ -48,6 +50,10 @@ def saif_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_act, in_act, e
     (from the caller's scan).  Returns (|A|, full gap, epochs, scans); ``scores``
     holds every unit's ‖X_gᵀr‖/w_g at the last scan.
     """
+    M, gptr, w, lip, unit_norm = design
+    beta, r = iterate
+    units, in_act = active
+    eps, max_epochs, f_gap = stop
     n_groups = gptr.shape[0] - 1
     buf = np.empty(np.max(gptr[1:] - gptr[:-1]))
     score = np.empty(n_groups)

@@ -18,14 +18,50 @@ and ``col_axpy`` are compiled once per kind, so every kernel below exists once.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-__all__ = ["MARGIN", "col_axpy", "col_dot", "gap_safe_cd", "unit_scores"]
+__all__ = ["MARGIN", "Iterate", "Stopping", "UnitDesign", "UnitSet", "col_axpy",
+           "col_dot", "gap_safe_cd", "unit_scores"]
 
 MARGIN = 1e-9   # ours: a sphere test must pass by τ (round-off safeguard)
+
+
+class UnitDesign(NamedTuple):
+    """X by units, as the solvers read it (``path.Design.units``)."""
+
+    M: object              # the design: dense transpose or CSC tuple (module doc)
+    gptr: np.ndarray       # (G+1,) int64: unit g is columns gptr[g]:gptr[g+1]
+    w: np.ndarray          # (G,): the weights w_g
+    lip: np.ndarray        # (G,): ‖X_g‖₂² (the block step, the group sphere test)
+    unit_norm: np.ndarray  # (G,): ‖X_g‖₂/w_g
+
+
+class Iterate(NamedTuple):
+    """A solver's point, updated in place."""
+
+    beta: np.ndarray   # (p,): the coefficients, zero outside the units kept
+    r: np.ndarray      # (n,): the residual y − Xβ
+
+
+class UnitSet(NamedTuple):
+    """The units a solver works on: the first ``n`` of ``order``, which ``member``
+    mirrors (the solver returns that ``n``)."""
+
+    order: np.ndarray   # (G,) int64: the units kept first
+    member: np.ndarray  # (G,) bool: unit g is kept
+
+
+class Stopping(NamedTuple):
+    """When a solve ends: the full duality gap at most ``eps``, or ``max_epochs``
+    epochs run; the gap is checked every ``f_gap`` epochs."""
+
+    eps: float
+    max_epochs: int
+    f_gap: int
 
 
 def col_dot(M, j, v):
@@ -197,9 +233,10 @@ def full_gap(M, y, r, beta, lam, gptr, w, units, n_units, scores):
 
 
 @njit(cache=True)
-def gap_safe_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_units, eps,
-                max_epochs, f_gap, screen, alive, scores):
-    """Block CD on units[:n_units] until the duality gap ≤ eps.
+def gap_safe_cd(design, y, lam, iterate, kept, n_units, scores, stop, screen):
+    """Block CD on the units ``kept.order[:n_units]`` (``kept``: ``UnitSet``) of
+    ``design`` (``UnitDesign``) from ``iterate`` (``Iterate``) until the duality gap
+    ≤ ``stop.eps`` (``Stopping``).
 
     With ``screen`` the gap sphere B(θ, √(2G)/λ) removes units at the start (Gap Safe
     sequential: the warm-start residual at this λ) and every ``f_gap`` epochs;
@@ -210,6 +247,10 @@ def gap_safe_cd(M, y, lam, beta, r, gptr, w, lip, unit_norm, units, n_units, eps
     Returns (surviving units, full-problem gap, epochs run); ``scores`` holds every
     unit's ‖X_gᵀr‖/w_g at the exit residual.
     """
+    M, gptr, w, lip, unit_norm = design
+    beta, r = iterate
+    units, alive = kept
+    eps, max_epochs, f_gap = stop
     buf = np.empty(np.max(gptr[1:] - gptr[:-1]))
     score = np.empty(n_units)
     target = eps

@@ -11,6 +11,7 @@ from asyos.core.compile_notice import MESSAGE, compile_notice
 
 PROBE = """
 import numpy as np
+from numba.core import types
 from asyos.core import drivers, fitted_step, sparse_step
 from asyos.core.kept_set import FittedKeptSet, KeptSet, SparseKeptSet, warm_up
 kind, asy = sys.argv[1], sys.argv[2] == "asy"
@@ -21,7 +22,10 @@ for name, kernel in (("fitted_block", fitted_step.fitted_block),
                      ("fitted_local", fitted_step.fitted_local),
                      ("os_block", drivers.os_block), ("os_local", drivers.os_local),
                      ("sparse_steps", sparse_step.sparse_steps)):
-    print(name, ",".join(str(sig[0].dtype) for sig in kernel.signatures))
+    # the dtype of the first argument, or of a structure's first field
+    first = [sig[0].types[0] if isinstance(sig[0], types.BaseTuple) else sig[0]
+             for sig in kernel.signatures]
+    print(name, ",".join(str(arg.dtype) for arg in first))
 """
 
 
