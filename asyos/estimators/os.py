@@ -67,6 +67,8 @@ from ..solvers.simulator import fit_simulated
 from ..streams import FeatureStream, Standardized, as_stream
 
 BACKENDS = ("simulated", "zeromq")
+_TAU = {"simulated": "the simulator's delay τ is `delay`",   # each backend's τ
+        "zeromq": "the server's staleness bound τ is `staleness`"}
 CRITERIA = (*PATH_CRITERIA, "cv")
 CLASSIFICATION_LOSSES = ("squared_hinge", "logistic")
 REFIT_RIDGE = 1e-8   # λ‖w‖² of a classification refit: finite w on separable classes
@@ -90,8 +92,9 @@ class _OnlineSubstitution(BaseEstimator):
     def __init__(self, n_features_to_select=None, *, loss="squared", epochs="auto",
                  rule="auto", ridge=None, criterion="sic", max_features=None,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
-                 refit=False, n_workers=1, staleness=None, budget="auto",
-                 backend="simulated", timeout=300.0, random_state=None):
+                 refit=False, n_workers=1, staleness=None, delay=None,
+                 budget="auto", backend="simulated", timeout=300.0,
+                 random_state=None):
         self.n_features_to_select = n_features_to_select
         self.ridge = ridge
         self.criterion = criterion
@@ -106,6 +109,7 @@ class _OnlineSubstitution(BaseEstimator):
         self.refit = refit
         self.n_workers = n_workers
         self.staleness = staleness
+        self.delay = delay
         self.budget = budget
         self.backend = backend
         self.timeout = timeout
@@ -136,13 +140,19 @@ class _OnlineSubstitution(BaseEstimator):
             raise InputError("n_features_to_select='auto' runs sequential OS along a "
                              "path of sizes: use n_workers=1")
         check_at_least("timeout", self.timeout, 1e-3)
-        if self.staleness is not None:
-            check_at_least("staleness", self.staleness, 0, integer=True)
         check_choice("backend", self.backend, BACKENDS)
+        for name, backend in (("staleness", "zeromq"), ("delay", "simulated")):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            check_at_least(name, value, 0, integer=True)
+            if self.backend != backend:
+                raise InputError(f"{name}={value!r} is for backend={backend!r}; with "
+                                 f"backend={self.backend!r} {_TAU[self.backend]}")
         check_choice("budget", self.budget, BUDGETS)
         return Loss.parse(self.loss)
 
-    def _budget(self, p: int) -> int:
+    def _model_size(self, p: int) -> int:
         """s from ``n_features_to_select``: None → half of p, an int, or a fraction;
         "auto" stays "auto" (a path over s, ``_auto``)."""
         k = self.n_features_to_select
@@ -263,8 +273,8 @@ class _OnlineSubstitution(BaseEstimator):
                        rule=self.rule, ridge=self.ridge)
         if self.n_workers == 1:
             result = fit_os(stream, y, s, **options)
-        elif self.backend == "simulated":   # τ = staleness (None: q)
-            result = fit_simulated(stream, y, s, self.n_workers, delay=self.staleness,
+        elif self.backend == "simulated":
+            result = fit_simulated(stream, y, s, self.n_workers, delay=self.delay,
                                    seed=self._seed() or 0, budget=self.budget,
                                    **options)
         else:
@@ -286,7 +296,7 @@ class _OnlineSubstitution(BaseEstimator):
                       classes=None) -> None:
         """One OS run per label vector in ``problems``; then, and only then, set the
         fitted attributes (a failed fit leaves the estimator as it was)."""
-        s = self._budget(stream.n_features)
+        s = self._model_size(stream.n_features)
         fits = [self._select(stream, y, loss, s) for y in problems]
         if classes is not None:
             self.classes_ = classes
@@ -459,10 +469,12 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     module: exact by centring), ``standardize``, ``refit`` (False: OS's own
     coefficients; True: re-estimated on the selected columns by least squares, with
     the intercept), ``n_workers`` (1: sequential OS; more: Asy-OS),
-    ``staleness`` (τ: the delay of the simulator, None = q as in the paper; for
-    ``backend="zeromq"`` the bound the server enforces, None = derived from the
-    pipeline), ``budget`` (Asy-OS: "auto" = "adaptive", the server shares s by a
-    global |w| threshold; "fixed" = s/q per worker, the paper), ``backend``
+    ``staleness`` (``backend="zeromq"``: the bound τ on the staleness the server
+    enforces, None = derived from the pipeline), ``delay`` (``backend="simulated"``:
+    τ, the age in updates of the view every step reads, None = q as in the paper;
+    each of the two is refused for the other backend), ``budget`` (Asy-OS: "auto" =
+    "adaptive", the server shares s by a global |w| threshold; "fixed" = s/q per
+    worker, the paper), ``backend``
     ("simulated": one process, the staleness simulator; "zeromq": a loopback server
     and ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
     ``random_state`` (None: features in index order; else a seeded shuffled order).
@@ -508,14 +520,14 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
                  epochs="auto", rule="auto", ridge=None, criterion="sic",
                  max_features=None, eta="auto", m="auto", fit_intercept=True,
                  standardize=False, refit=False, n_workers=1, staleness=None,
-                 budget="auto", backend="simulated", timeout=300.0,
+                 delay=None, budget="auto", backend="simulated", timeout=300.0,
                  random_state=None):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, rule=rule,
                          ridge=ridge, criterion=criterion, max_features=max_features,
                          eta=eta, m=m,
                          fit_intercept=fit_intercept, standardize=standardize,
                          refit=refit, n_workers=n_workers, staleness=staleness,
-                         budget=budget, backend=backend,
+                         delay=delay, budget=budget, backend=backend,
                          timeout=timeout, random_state=random_state)
 
     def decision_function(self, X) -> np.ndarray:

@@ -166,7 +166,7 @@ def test_the_selector_with_a_classification_loss_takes_two_classes():
 
 def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
     X, y = _problem(noise=0.3)
-    model = OnlineSubstitutionRegressor(6, n_workers=3, staleness=2).fit(X, y)
+    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=2).fit(X, y)
     direct = fit_simulated(X - X.mean(axis=0), y - y.mean(), 6, 3, delay=2)
     support = np.zeros(30, bool)
     support[direct.selected] = True
@@ -174,6 +174,44 @@ def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
     np.testing.assert_allclose(model.coef_[direct.selected], direct.weights,
                                rtol=1e-9, atol=1e-12)
     assert model.history_["staleness"]["max"] == 2
+
+
+@pytest.mark.parametrize("delay", [0, 2])
+def test_delay_is_the_simulators_age_of_every_view(delay):
+    X, y = _problem(noise=0.3)
+    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=delay).fit(X, y)
+    assert model.history_["staleness"]["max"] == delay
+    assert model.history_["staleness"]["bound"] is None   # the simulator has none
+
+
+def test_staleness_is_the_bound_the_zeromq_server_enforces(monkeypatch):
+    from asyos.transport import local
+
+    given = {}
+
+    def fit_loopback(*args, **options):
+        given.update(options)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(local, "fit_loopback", fit_loopback)
+    X, y = _problem()
+    for staleness, bound in ((3, 3), (None, "auto")):
+        with pytest.raises(RuntimeError, match="stop here"):
+            OnlineSubstitutionRegressor(6, n_workers=3, backend="zeromq",
+                                        staleness=staleness).fit(X, y)
+        assert given["staleness"] == bound
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"staleness": 2}, "staleness=2 is for backend='zeromq'; with "
+     "backend='simulated' the simulator's delay τ is `delay`"),
+    ({"delay": 2, "backend": "zeromq"}, "delay=2 is for backend='simulated'; with "
+     "backend='zeromq' the server's staleness bound τ is `staleness`"),
+])
+def test_each_backends_tau_is_refused_for_the_other(params, message):
+    X, y = _problem()
+    with pytest.raises(InputError, match=message):
+        OnlineSubstitutionRegressor(6, n_workers=3, **params).fit(X, y)
 
 
 def test_the_zeromq_backend_runs_real_worker_processes():
@@ -228,7 +266,8 @@ def test_the_zeromq_backend_stops_its_workers_at_the_timeout():
     ({"loss": "logistic"}, "loss must be one of squared"),
     ({"backend": "mpi"}, "backend must be one of"),
     ({"n_workers": 0}, "n_workers"),
-    ({"staleness": -1}, "staleness"),
+    ({"staleness": -1, "backend": "zeromq"}, "staleness"),
+    ({"delay": 1.5}, "delay"),
     ({"eta": -1.0}, "eta"),
     ({"fit_intercept": "yes"}, "fit_intercept"),
     ({"refit": 1}, "refit must be True or False"),
