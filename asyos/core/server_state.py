@@ -232,20 +232,21 @@ class ServerState:
         """True while ``worker``'s request waits for credit."""
         return worker in self._waiting
 
-    def view(self, worker: int, budget: bool = True
+    def view(self, worker: int, grant: bool = True
              ) -> tuple[np.ndarray, int, int, int, int | None]:
-        """(u_C, version, pushes applied, cumulative credit, budget) to send to
-        ``worker`` now; records it as a view its pushes may name.
+        """(u_C, version, pushes applied, cumulative credit, budget granted) to send
+        to ``worker`` now; records it as a view its pushes may name.
 
         u_C itself, not a copy: the carrier copies it into its message at once.
         Under adaptive budgets the view grants a budget (``grant_budget``), unless
-        ``budget`` is False (the simulator offers every version, granting at steps).
+        ``grant`` is False (the simulator offers every version, granting at steps);
+        else the budget is None.
         """
         record = self.workers[worker]
-        budget = self.grant_budget(worker) if self.granted is not None and budget \
+        granted = self.grant_budget(worker) if self.granted is not None and grant \
             else None
-        record.sent.append(SentView(self.clock, record.pushes, budget))
-        return self.u, self.clock, record.messages, record.credit, budget
+        record.sent.append(SentView(self.clock, record.pushes, granted))
+        return self.u, self.clock, record.messages, record.credit, granted
 
     def _view_used(self, record: WorkerRecord, worker: int, version, steps) -> SentView:
         """The view a push was computed from, checked, not trusted: sent to this

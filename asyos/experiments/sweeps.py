@@ -174,27 +174,28 @@ def unit_methods(*, experiment, task, p, s, rep, seed, epochs_list, names) -> li
     return rows
 
 
-# (budget, delay): the paper's setting first; τ = 0 separates the cost of staleness
-# from the cost of the budgets; "adaptive" is the server's global |w| threshold
-# (docs/algorithms.md, "Asy-OS: staleness and budgets").
+# (budget rule, delay): the paper's setting first; τ = 0 separates the cost of
+# staleness from the cost of the budgets; "adaptive" is the server's global |w|
+# threshold (docs/algorithms.md, "Asy-OS: staleness and budgets").
 VARIANTS = (("fixed", "q"), ("fixed", 0), ("adaptive", "q"), ("adaptive", 0))
 
 
-def variant_name(budget: str, delay) -> str:
-    return f"{budget} budgets, τ = {delay}"
+def variant_name(budget_rule: str, delay) -> str:
+    return f"{budget_rule} budgets, τ = {delay}"
 
 
 def unit_workers(*, task, p, s, rep, seed, workers, epochs, variants=VARIANTS) -> list:
-    """One problem, simulated Asy-OS for each q in ``workers`` and each (budget,
+    """One problem, simulated Asy-OS for each q in ``workers`` and each (budget rule,
     delay) variant; delay "q" is the paper's τ_max = q."""
     problem = make_problem(task, p, s, problem_seed(seed, rep))
     rows = []
-    for q, (budget, delay) in ((q, v) for q in workers for v in variants):
+    for q, (budget_rule, delay) in ((q, v) for q in workers for v in variants):
         row, result = _score(
             _base("vs-workers", task, problem, s, rep, seed, epochs=epochs,
-                  workers=q, method=variant_name(budget, delay)), problem,
+                  workers=q, method=variant_name(budget_rule, delay)), problem,
             lambda: fit_simulated(problem.X, problem.y, s, q, loss=LOSS[task],
-                                  delay=q if delay == "q" else delay, budget=budget,
+                                  delay=q if delay == "q" else delay,
+                                  budget=budget_rule,
                                   epochs=epochs, seed=rep, rule="magnitude"), s)
         if result is not None:
             stale = result.asy["staleness"]

@@ -106,11 +106,11 @@ class AsyServer:
         raise TypeError(f"not a worker request: {type(message).__name__}")
 
     def views(self, workers) -> list[tuple[int, messages.View]]:
-        """A view for each of ``workers``, with its credit (and budget)."""
+        """A view for each of ``workers``, with its credit (and budget granted)."""
         replies = []
         for t in workers:
-            u, version, through, credit, budget = self.state.view(t)
-            replies.append((t, messages.View(u, version, through, credit, budget or 0,
+            u, version, through, credit, granted = self.state.view(t)
+            replies.append((t, messages.View(u, version, through, credit, granted or 0,
                                              self.step_size)))
         return replies
 
@@ -141,7 +141,7 @@ class AsyServer:
             return [(t, messages.Done())]
         if final.seq != record.messages:   # pushes still on their way: it resends
             return []
-        budget = self._budget(t)
+        budget = self._current_budget(t)
         granted = self.state.finish(t, final.selected, final.weights, final.contribution)
         self.stats[t] = {"steps": int(final.steps), "kept": int(final.selected.size),
                          "budget": budget,
@@ -149,7 +149,7 @@ class AsyServer:
                          **dict(zip(SECONDS, np.asarray(final.seconds).tolist()))}
         return [(t, messages.Done())] + self.views(granted)
 
-    def _budget(self, t: int) -> int:
+    def _current_budget(self, t: int) -> int:
         """Worker ``t``'s budget as the results report it: s_t, or with adaptive
         budgets the most it may hold now."""
         return self.state.held(t) if self.config.adaptive else self.config.budgets[t]
@@ -164,7 +164,7 @@ class AsyServer:
         workers = []
         for t, record in enumerate(self.state.workers):
             stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
-                                      "budget": self._budget(t),
+                                      "budget": self._current_budget(t),
                                       **dict.fromkeys(SECONDS, 0.0)}
             workers.append({**stats, "lost": record.lost})
         result = self.monitor.result(self.state, workers, self.step_size, self.m)

@@ -143,7 +143,7 @@ class _Simulation:
         may read any more are forgotten."""
         self.history[self.state.clock] = self.state.u.copy()
         for t in self.active:
-            self.state.view(t, budget=False)
+            self.state.view(t, grant=False)
         oldest = min((self.state.workers[t].sent[0].version for t in self.active),
                      default=self.state.clock)
         for version in [v for v in self.history if v < oldest]:
@@ -160,13 +160,13 @@ class _Simulation:
         for sent in usable:
             if sent.version <= target:
                 chosen = sent
-        budget = self.state.grant_budget(t) if self.config.adaptive else 0
-        if budget:   # granted now: recorded as a view it may act on (held budgets)
+        granted = self.state.grant_budget(t) if self.config.adaptive else 0
+        if granted:   # granted now: recorded as a view it may act on (held budgets)
             self.state.workers[t].sent.append(
-                SentView(self.state.clock, record.pushes, budget))
+                SentView(self.state.clock, record.pushes, granted))
         self.drivers[t].receive(messages.View(self.history[chosen.version],
                                               chosen.version, chosen.own,
-                                              self.credit[t], budget,
+                                              self.credit[t], granted,
                                               self.server.step_size))
 
     def _step(self, t: int) -> None:

@@ -63,7 +63,7 @@ class LocalView:
     def __init__(self, n_samples: int, last_push: int = 0, steps: int = 0):
         self.u_hat = np.zeros(n_samples)
         self.version = -1
-        self.budget = 0
+        self.budget = 0      # the budget the last view granted (0: none)
         self.eta = 0.0       # the server's η, once it sends one (it only shrinks)
         self.last_push = last_push
         self.credit = self.spent = steps
@@ -100,8 +100,8 @@ class LocalView:
             self.u_hat += delta
 
     def current(self) -> tuple:
-        """The reply to the worker loop's pull: (û, version, steps allowed, budget,
-        η in force or 0)."""
+        """The reply to the worker loop's pull: (û, version, steps allowed, budget
+        granted or 0, η in force or 0)."""
         return self.u_hat, self.version, self.allowed, self.budget, self.eta
 
 
@@ -111,17 +111,17 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 ridge: float | None = None):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
-    Each pull is answered by (û, version, allowed, budget, η) and followed by up to
+    Each pull is answered by (û, version, allowed, granted, η) and followed by up to
     min(``batch``, allowed) steps (one compiled call; after the first, each step also
-    sees this worker's own earlier steps) and one push of their sum.  ``budget`` > 0
-    (adaptive budgets): keep at most that many features from now on, dropping the
-    smallest at once when it was lowered (the change is part of the next push, so
-    u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step size from now on
-    (it shrinks it when a push raised the loss), else ``eta``.  ``resume``: (selected, weights, position)
-    of a worker this one replaces.  ``groups``: (group_of, s2_t) for group-aware OS,
-    at most s2_t groups kept.  ``rule``: the substitution rule
-    (``core.kept_set.resolve_rule``); ``damping``, ``ridge``: the fitted rule's
-    (``AsyConfig.damping``, ``fit_os``).
+    sees this worker's own earlier steps) and one push of their sum.  ``granted`` > 0
+    (a budget granted under adaptive budgets): keep at most that many features from
+    now on, dropping the smallest at once when it was lowered (the change is part of
+    the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step
+    size from now on (it shrinks it when a push raised the loss), else ``eta``.
+    ``resume``: (selected, weights, position) of a worker this one replaces.
+    ``groups``: (group_of, s2_t) for group-aware OS, at most s2_t groups kept.
+    ``rule``: the substitution rule (``core.kept_set.resolve_rule``); ``damping``,
+    ``ridge``: the fitted rule's (``AsyConfig.damping``, ``fit_os``).
     """
     n = stream.n_samples
     kept, blocks = kept_set(stream, capacity, groups, rule, ridge=ridge, loss=loss,
@@ -143,14 +143,14 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                     max(skip - block_index.size, 0)
             first = 0
             while first < block_index.size:
-                u_hat, version, allowed, budget, eta_now = yield PULL
+                u_hat, version, allowed, granted, eta_now = yield PULL
                 start = time.perf_counter()
                 last = first + min(batch, allowed)
                 features = block_index[first:last]
                 u_local[:] = u_hat
                 before[:] = kept.contribution
-                if budget:
-                    kept.set_limit(budget)
+                if granted:
+                    kept.set_limit(granted)
                     u_local += kept.contribution - before   # its own change, seen
                 kept.run_local(features, block[first:last], u_local, y, loss,
                                eta_now or eta, m)
