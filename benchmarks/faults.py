@@ -10,6 +10,10 @@ recall within one feature.  The short versions of these runs are tests
 (tests/transport/test_zeromq.py); docs/reliability.md gives the table.
 
     python benchmarks/faults.py [--epochs 4] [--only drop30 kill-worker-mid ...]
+
+The hostile scenarios start an attacker process (this script with ``--attack``): a
+forged worker that says HELLO as shard 0 without the run secret and pushes, and a fuzz
+of 10,000 random and mutated messages, both against the live server mid-run.
 """
 
 import argparse
@@ -22,6 +26,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import numpy as np
 
 PROBLEM = ["-p", "3000", "-s", "20", "--seed", "8", "--samples", "528"]
 GUARD = 600
@@ -76,6 +82,47 @@ class Run:
         return {"codes": codes, "result": result}
 
 
+def attack(endpoint: str, count: int, seed: int = 0) -> None:
+    """Send ``count`` hostile messages to the server at ``endpoint``: forged HELLOs
+    (shard 0, a wrong secret), forged pushes (a guessed run id), random frames, and
+    those messages with a byte flipped or a frame cut, dropped or repeated."""
+    import zmq
+
+    from asyos.solvers import messages as msg
+    from asyos.transport.wire import encode
+
+    n = 528
+    rng = np.random.default_rng(seed)
+    forged = [encode(msg.Hello(2, 1500, n, 1.0, n_features=3000, token="forged"), 0),
+              encode(msg.Push(1, 0, np.array([0]), np.full(n, 1e3), np.array([0]),
+                              np.array([1e3]), position=1), 0,
+                     run_id=int(rng.integers(1, 2**62)))]
+    sock = zmq.Context.instance().socket(zmq.DEALER)
+    sock.linger = 5000   # deliver every message before the process exits
+    sock.connect(endpoint)
+    for k in range(count):
+        frames = [bytearray(f) for f in forged[k % 2]]
+        kind = k % 5
+        if kind == 0:
+            frames = [rng.bytes(int(rng.integers(0, 80)))
+                      for _ in range(int(rng.integers(1, 6)))]
+        elif kind == 1:
+            f = frames[int(rng.integers(len(frames)))]
+            if f:
+                f[int(rng.integers(len(f)))] ^= 1 << int(rng.integers(8))
+        elif kind == 2:
+            f = int(rng.integers(len(frames)))
+            frames[f] = frames[f][:int(rng.integers(len(frames[f]) + 1))]
+        elif kind == 3 and len(frames) > 1:
+            frames.pop(int(rng.integers(1, len(frames))))
+        elif kind == 4:
+            frames.append(frames[-1])
+        sock.send_multipart([bytes(f) for f in frames])
+        if k % 100 == 0:
+            time.sleep(0.01)   # spread over the run
+    sock.close()
+
+
 def scenarios(epochs: int, seconds: float):
     """name → (extra server flags, extra env, disturb(run) → extra processes)."""
     def kill_worker(at):
@@ -114,6 +161,16 @@ def scenarios(epochs: int, seconds: float):
         run.workers[0].send_signal(signal.SIGCONT)
         return extra
 
+    def hostile(count):
+        def disturb(run):
+            run.wait_started()
+            time.sleep(0.2 * seconds)
+            return [subprocess.Popen([sys.executable, __file__, "--attack",
+                                      f"tcp://127.0.0.1:{run.port}", str(count)],
+                                     env=run.env, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True)]
+        return disturb
+
     checkpoint = ["--checkpoint", "CK", "--checkpoint-every", "0.2"]
     table = {
         "undisturbed": ([], None, lambda run: []),
@@ -121,6 +178,8 @@ def scenarios(epochs: int, seconds: float):
                    lambda run: []),
         "pause-beyond-timeout": (["--heartbeat-timeout", "2"], None, pause),
         "replace-paused": ([], None, replace_paused),
+        "forged-worker": ([], None, hostile(50)),
+        "fuzz-10000": ([], None, hostile(10_000)),
     }
     for name, at in (("early", 0.1), ("mid", 0.5), ("late", 0.9)):
         table[f"kill-worker-{name}"] = ([], None, kill_worker(at))
@@ -147,13 +206,17 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--epochs", type=int, default=4)
     parser.add_argument("--only", nargs="+", help="scenarios to run (default: all)")
+    parser.add_argument("--attack", nargs=2, metavar=("ENDPOINT", "COUNT"),
+                        help=argparse.SUPPRESS)   # the attacker process
     args = parser.parse_args()
+    if args.attack:
+        return attack(args.attack[0], int(args.attack[1]))
     base = run_scenario("undisturbed", [], None, lambda run: [], args.epochs)
     table = scenarios(args.epochs, base["seconds"])
     names = args.only or [name for name in table if name != "undisturbed"]
     reference = base["result"]
     print(f"{'scenario':<22} {'exit codes':<16} {'steps':>6} {'u-check':>9} "
-          f"{'objective':>10} {'recall':>7} {'holds':>6}")
+          f"{'objective':>10} {'recall':>7} {'refused':>8} {'holds':>6}")
     for name in ["undisturbed", *names]:
         outcome = base if name == "undisturbed" else run_scenario(
             name, *table[name], args.epochs)
@@ -170,7 +233,7 @@ def main():
                  and outcome["codes"][0] == 0)
         print(f"{name:<22} {str(outcome['codes']):<16} {steps:>6} "
               f"{asy['u_check_max_abs_diff']:>9.1e} {ratio:>10.3f} {recall:>7.2f} "
-              f"{'yes' if holds else 'NO':>6}")
+              f"{asy['refused_messages']:>8} {'yes' if holds else 'NO':>6}")
 
 
 if __name__ == "__main__":
