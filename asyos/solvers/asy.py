@@ -133,10 +133,12 @@ class AsyConfig:
 
     @property
     def capacities(self) -> list[int]:
-        """Each worker's kept-set size: s_t, or under adaptive budgets all but one slot
-        per other worker (each always holds one), s − q + 1."""
+        """Each worker's kept-set size: s_t, or under adaptive budgets s + 1 (the most
+        ``ServerState.grant_budget`` can grant: the s + q budgets while the run lasts,
+        less one slot held by each other worker; s for one worker, which has no trial
+        slot)."""
         if self.adaptive:
-            return [self.s - self.n_workers + 1] * self.n_workers
+            return [self.s + (self.n_workers > 1)] * self.n_workers
         return self.budgets
 
     @property

@@ -50,6 +50,10 @@ class AsyServer:
             self.state.tau, self.state.depth, self.state.batch = \
                 config.staleness, config.depth, config.batch
         self.eta, self.m = eta, m
+        if self.config.adaptive:   # shards are features t::q (no groups)
+            q = self.config.n_workers
+            self.state.set_ends([len(range(t, n_features, q)) * self.config.epochs
+                                 for t in range(q)])
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)
