@@ -349,11 +349,13 @@ class ServerState:
         """Let the workers' budgets follow their weights: they start at s_t (the
         paper's split) and are re-granted with every view by ``grant_budget``.
 
-        While it runs, a worker holds its share of the global top s plus one trial slot,
-        so the latest budgets granted sum to at most s + q; from
-        the view that lets it reach the end of its shard (``set_ends``) it keeps its
-        final share of the top s, without the trial slot, so the features all workers
-        end with number at most s.
+        While it runs, a worker holds its share of the global top s plus one trial
+        slot.  After ``set_ends`` the trial slots lie on top of s, so the latest
+        budgets granted sum to at most s + q, and from the view that lets a worker
+        reach the end of its shard it keeps its final share of the top s, without the
+        trial slot: the features all workers end with number at most s.  Without it
+        (short shards: ``solvers.asy.trials_on_top``) they lie within s, and the
+        budgets any worker may be holding sum to at most s at every moment (``held``).
         """
         self.s = s
         self.granted = budget_split(s, len(self.workers))
@@ -400,7 +402,8 @@ class ServerState:
                  if not r.finished and self.final[t] is None]
         if not open_:
             return {}
-        top = max(self.s - self._settled(), 0)
+        # trial slots on top of s (``set_ends``) or, on short shards, within it
+        top = max(self.s - self._settled() - (0 if self.ends else len(open_)), 0)
         owners = np.concatenate([np.full(self.workers[t].weights.size, t)
                                  for t in open_])
         magnitudes = np.concatenate([np.abs(self.workers[t].weights) for t in open_])
@@ -419,9 +422,11 @@ class ServerState:
     def grant_budget(self, worker: int) -> int:
         """``worker``'s budget from now on (sent with its view).
 
-        Open: its share plus the trial slot; when its credit reaches the end of its
+        Trial slots within s: its share plus the trial slot, limited by what the
+        others may be holding.  On top of s (``set_ends``), open: its share plus the
+        trial slot; when its credit reaches the end of its
         shard: its final share, fixed, and never so large that an open worker could
-        not keep one feature, so the final budgets sum to at most s.  Either way the
+        not keep one feature, so the final budgets sum to at most s.  Both ways the
         latest grants sum to at most s + q: a worker gets more than it had only from
         what the others' grants leave, and never less because of them (a budget
         lowered drops features for good, so only its own share may lower it).
@@ -429,15 +434,18 @@ class ServerState:
         if self.final[worker] is not None:
             return self.final[worker]
         shares = self.shares()
-        trial = 1 if len(self.workers) > 1 else 0   # one worker: sequential OS exactly
+        if self.ends is None:   # trial slots within s: Σ held ≤ s at every moment
+            others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
+            self.granted[worker] = max(1, min(shares[worker] + 1, self.s - others))
+            return self.granted[worker]
         others = sum(self._committed(t) for t in range(len(self.workers)) if t != worker)
-        most = max(self.granted[worker], self.s + trial * len(self.workers) - others)
-        if self.ends is not None and self.workers[worker].credit >= self.ends[worker]:
+        most = max(self.granted[worker], self.s + len(self.workers) - others)
+        if self.workers[worker].credit >= self.ends[worker]:
             room = self.s - self._settled() - (len(shares) - 1)
             self.final[worker] = self.granted[worker] = \
                 max(1, min(shares[worker], room, most))
             return self.final[worker]
-        self.granted[worker] = max(1, min(shares[worker] + trial, most))
+        self.granted[worker] = max(1, min(shares[worker] + 1, most))
         return self.granted[worker]
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------

@@ -573,15 +573,18 @@ class Carrier:
     """AsyServer and q fake workers over a network that keeps each direction of each
     pair in order and may drop any message; checks every invariant after each event."""
 
-    def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3):
+    def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3,
+                 on_top=False):
         self.q, self.tau, self.n = q, tau, n
         self.s = 2 * q + 1
         config = AsyConfig.build(self.s, q, epochs=1, eta=0.1, m=1.0, staleness=tau,
                                  window=window, batch=batch,
                                  budget="adaptive" if adaptive else "fixed")
         self.server = AsyServer(np.zeros(n), config)
-        self.server.start(q * steps, 0.1, 1.0)
+        self.server.start(q * steps, 0.1, 1.0)   # short shards: trial slots within s
         self.state = self.server.state
+        if adaptive and on_top:   # as on long shards: on top of s, final budgets
+            self.state.set_ends([steps] * q)
         assert (self.state.tau, self.state.depth, self.state.batch) == \
             (tau, window * batch, batch)
         self.rng = np.random.default_rng(seed)
@@ -675,9 +678,11 @@ class Carrier:
         np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
-        if self.adaptive:
+        if self.adaptive and state.ends:   # trial slots on top of s
             assert sum(state._committed(t) for t in range(self.q)) <= self.s + self.q
             assert state._settled() <= self.s   # finished kept sets, final budgets
+        elif self.adaptive:                  # within s
+            assert sum(state.held(t) for t in range(self.q)) <= self.s
 
     def progress(self) -> tuple:
         return (self.state.clock, sum(r.finished for r in self.state.workers),
@@ -724,29 +729,30 @@ class Carrier:
 
 # a view carrying credit is lost and its worker pulls again behind a worker waiting for
 # that credit: it must be answered (the others would wait for it forever)
-@example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False,
+@example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False, on_top=False,
          events=[("send", 0, False), ("reply", 0, True)], seed=0)
 # a replacement with nothing left to do, whose pull is lost: it still sends its FINAL
-@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True,
+@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True, on_top=True,
          events=[("send", 0, False), ("reply", 0, False), ("step", 0, False),
                  ("send", 0, False), ("lose", 0, False), ("rejoin", 0, False),
                  ("send", 0, True)], seed=0)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(q=st.integers(1, 5), tau=st.sampled_from(TAUS), window=st.integers(1, 4),
        batch=st.integers(1, 3), steps=st.integers(1, 6), adaptive=st.booleans(),
-       events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
+       on_top=st.booleans(), events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
                                  st.booleans()), min_size=30, max_size=200),
        seed=st.integers(0, 2**16))
 def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
-        q, tau, window, batch, steps, adaptive, events, seed):
+        q, tau, window, batch, steps, adaptive, on_top, events, seed):
     """q fake workers against ``AsyServer.handle`` in a random interleaving: replies
     and requests dropped (then resent: pushes with the same sequence number, pulls),
     workers lost and replaced mid-run.  After every event: each holder's exposure
     ≤ τ, every recorded staleness ≤ τ and exactly the other workers' steps since the
-    view used, u_C = Σ applied Δu (each push once), the latest budgets granted sum
-    to ≤ s + q and the final ones to ≤ s.  Then, with no more losses, every worker
+    view used, u_C = Σ applied Δu (each push once), and the budgets: trial slots
+    within s, Σ held ≤ s; on top of s, the latest grants sum to ≤ s + q and the final
+    ones to ≤ s.  Then, with no more losses, every worker
     gets credit and the run finishes, its kept sets within s."""
-    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed)
+    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed, on_top=on_top)
     for kind, t, flag in events:
         t %= q
         if kind == "send":

@@ -182,6 +182,7 @@ def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
     s = q + extra
     state = ServerState(4, q)
     state.adapt_budgets(s)
+    state.set_ends([1 << 30] * q)   # trial slots on top of s; no final budgets
     rng = np.random.default_rng(seed)
     for t in grants:
         t %= q
@@ -196,15 +197,24 @@ def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
 def test_shares_follow_the_largest_weights():
     from asyos.core.server_state import ServerState
 
-    state = ServerState(4, 3)
-    state.adapt_budgets(9)
-    state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
-    state.workers[1].weights = np.array([0.1, 0.2])
-    state.workers[2].weights = np.array([1.0])
-    # the top 9 of all |w| hold all 7; the 2 spare slots go to workers 0 and 1
-    assert state.shares() == {0: 5, 1: 3, 2: 1}
+    def state():
+        state = ServerState(4, 3)
+        state.adapt_budgets(9)
+        state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
+        state.workers[1].weights = np.array([0.1, 0.2])
+        state.workers[2].weights = np.array([1.0])
+        return state
+
+    within = state()   # trial slots within s: the top 9 − 3 = 6 of all |w|: 5, 4, 3,
+    # 2 (worker 0), 1 (worker 2), 0.2 (worker 1)
+    assert within.shares() == {0: 4, 1: 1, 2: 1}
+    assert [within.grant_budget(t) for t in (1, 2, 0)] == [2, 2, 5]   # Σ ≤ s = 9
+    on_top = state()
+    on_top.set_ends([100] * 3)
+    # on top: the top 9 of all |w| hold all 7; the 2 spare slots go to workers 0, 1
+    assert on_top.shares() == {0: 5, 1: 3, 2: 1}
     # + a trial slot each, within s + q = 12 of what the others were granted
-    assert [state.grant_budget(t) for t in (1, 2, 0)] == [4, 2, 6]
+    assert [on_top.grant_budget(t) for t in (1, 2, 0)] == [4, 2, 6]
 
 
 def test_a_lowered_budget_drops_the_smallest_and_keeps_u_exact():
