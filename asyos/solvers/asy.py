@@ -304,7 +304,9 @@ class ServerMonitor:
                m: float) -> FitResult:
         """The run's result (what a sequential run has, plus Asy-OS statistics)."""
         selected, weights, difference = server.assemble()
-        groups_kept = check_budgets(selected, self.config, self.group_of)
+        # a lost worker with its trial slot on top of s keeps it: partial runs only
+        slack = len(server.lost_workers) if server.ends else 0
+        groups_kept = check_budgets(selected, self.config, self.group_of, slack)
         asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
                "budget": self.config.budget, "staleness": server.staleness_stats(),
                "u_check_max_abs_diff": difference, "workers": workers}
@@ -324,12 +326,14 @@ class ServerMonitor:
             asy=asy)
 
 
-def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None) -> int | None:
-    """Fail loudly when the assembled w breaks ≤ s features or ≤ s2 groups;
-    returns the number of groups kept (None without labels)."""
-    if selected.size > config.s:
+def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None,
+                  slack: int = 0) -> int | None:
+    """Fail loudly when the assembled w breaks ≤ s features (+ ``slack``: the trial
+    slots of lost workers) or ≤ s2 groups; returns the number of groups kept (None
+    without labels)."""
+    if selected.size > config.s + slack:
         raise RuntimeError(f"the workers kept {selected.size} features, more than "
-                           f"s = {config.s}")
+                           f"s = {config.s}" + (f" + {slack} lost" if slack else ""))
     if group_of is None:
         return None
     kept = int(np.unique(group_of[selected]).size)
