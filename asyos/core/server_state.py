@@ -134,6 +134,8 @@ class ServerState:
         self._lost = 0
         self.s: int | None = None
         self.granted: list[int] | None = None   # adaptive budgets, when switched on
+        self.final: list[int | None] = [None] * n_workers   # ... and final ones
+        self.ends: list[int] | None = None
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -346,11 +348,24 @@ class ServerState:
     # -- adaptive budgets ---------------------------------------------------------------
     def adapt_budgets(self, s: int) -> None:
         """Let the workers' budgets follow their weights: they start at s_t (the
-        paper's split) and are re-granted with every view by ``grant_budget``; the
-        budgets any worker may be holding sum to at most s at every moment
-        (``held``)."""
+        paper's split) and are re-granted with every view by ``grant_budget``.
+
+        While it runs, a worker holds its share of the global top s plus one trial
+        slot.  After ``set_ends`` the trial slots lie on top of s, so the latest
+        budgets granted sum to at most s + q, and from the view that lets a worker
+        reach the end of its shard it keeps its final share of the top s, without the
+        trial slot: the features all workers end with number at most s.  Without it
+        (short shards: ``solvers.asy.trials_on_top``) they lie within s, and the
+        budgets any worker may be holding sum to at most s at every moment (``held``).
+        """
         self.s = s
         self.granted = budget_split(s, len(self.workers))
+        self.final = [None] * len(self.workers)
+
+    def set_ends(self, ends) -> None:
+        """The steps each worker takes in all (its shard's size times the epochs):
+        a view whose credit reaches them grants the worker its final budget."""
+        self.ends = [int(v) for v in ends]
 
     def held(self, worker: int) -> int:
         """The most features ``worker`` may hold now: its last pushed kept set, or any
@@ -364,42 +379,74 @@ class ServerState:
             budgets.append(self.granted[worker])
         return max([record.selected.size, *budgets])
 
-    def wanted_budgets(self) -> dict[int, int]:
-        """What each running worker should keep: one slot each, plus its share of the
-        largest |w| of all running workers' last pushed weights (the slots the finished
-        ones hold excluded), plus an even share of slots no weight claims yet.
+    def _settled(self) -> int:
+        """Slots of the top s taken for good: finished workers' kept sets and the
+        final budgets of workers in their last steps."""
+        return sum(r.selected.size if r.finished else self.final[t]
+                   for t, r in enumerate(self.workers)
+                   if r.finished or self.final[t] is not None)
 
-        The extra slot is where a worker tries its newcomers; once one ranks among the
+    def shares(self) -> dict[int, int]:
+        """Each open worker's share (running, no final budget yet) of the slots of the
+        top s not settled: how many of the largest |w| of the open workers' last
+        pushed weights are its own, plus an even share of the slots no weight claims
+        yet.  ``grant_budget`` adds the trial slot.
+
+        The trial slot is where a worker tries its newcomers; once one ranks among the
         global top it earns a slot, and a worker whose weights fall behind loses one:
-        the union of the kept sets approaches the global top s of sequential OS.
-
-        Those q trial slots are what Asy-OS still loses to sequential OS: with s + q
-        slots it matches it.  One per worker is the measured optimum: none (for workers
-        whose trials stay small, or whose weakest feature is near the threshold), two,
-        or an incumbent bonus at the threshold all measured worse or within the noise
-        of 8 seeds (docs/results.md, "Asy-OS recall against sequential OS").
+        the union of the kept sets approaches the global top s of sequential OS.  The
+        trial slots lie on top of the s: taken from the s, each worker's weakest
+        feature had to survive in its own slot, which cost 0.05–0.08 of recall at
+        q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
         """
-        running = [t for t, r in enumerate(self.workers) if not r.finished]
-        room = self.s - sum(self.granted[t] for t, r in enumerate(self.workers)
-                            if r.finished)
-        top = max(room - len(running), 0)
+        open_ = [t for t, r in enumerate(self.workers)
+                 if not r.finished and self.final[t] is None]
+        if not open_:
+            return {}
+        # trial slots on top of s (``set_ends``) or, on short shards, within it
+        top = max(self.s - self._settled() - (0 if self.ends else len(open_)), 0)
         owners = np.concatenate([np.full(self.workers[t].weights.size, t)
-                                 for t in running] or [np.zeros(0, np.int64)])
-        magnitudes = np.concatenate([np.abs(self.workers[t].weights) for t in running]
-                                    or [np.zeros(0)])
+                                 for t in open_])
+        magnitudes = np.concatenate([np.abs(self.workers[t].weights) for t in open_])
         ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
-        counts = {t: int(np.sum(ranked == t)) for t in running}
         spare = top - len(ranked)
-        return {t: counts[t] + 1 + spare // len(running) + (1 if k < spare % len(running)
-                                                            else 0)
-                for k, t in enumerate(running)}
+        return {t: int(np.sum(ranked == t)) + spare // len(open_)
+                + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
+
+    def _committed(self, worker: int) -> int:
+        """What ``worker`` was last granted (a finished one: what it kept)."""
+        record = self.workers[worker]
+        if record.finished:
+            return record.selected.size
+        return self.granted[worker] if self.final[worker] is None else self.final[worker]
 
     def grant_budget(self, worker: int) -> int:
-        """``worker``'s budget from now on (sent with its view): what it should keep,
-        limited by what the others may be holding, so Σ_t held_t ≤ s stays true."""
-        wanted = self.wanted_budgets()[worker]
-        others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
-        self.granted[worker] = max(1, min(wanted, self.s - others))
+        """``worker``'s budget from now on (sent with its view).
+
+        Trial slots within s: its share plus the trial slot, limited by what the
+        others may be holding.  On top of s (``set_ends``), open: its share plus the
+        trial slot; when its credit reaches the end of its
+        shard: its final share, fixed, and never so large that an open worker could
+        not keep one feature, so the final budgets sum to at most s.  Both ways the
+        latest grants sum to at most s + q: a worker gets more than it had only from
+        what the others' grants leave, and never less because of them (a budget
+        lowered drops features for good, so only its own share may lower it).
+        """
+        if self.final[worker] is not None:
+            return self.final[worker]
+        shares = self.shares()
+        if self.ends is None:   # trial slots within s: Σ held ≤ s at every moment
+            others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
+            self.granted[worker] = max(1, min(shares[worker] + 1, self.s - others))
+            return self.granted[worker]
+        others = sum(self._committed(t) for t in range(len(self.workers)) if t != worker)
+        most = max(self.granted[worker], self.s + len(self.workers) - others)
+        if self.workers[worker].credit >= self.ends[worker]:
+            room = self.s - self._settled() - (len(shares) - 1)
+            self.final[worker] = self.granted[worker] = \
+                max(1, min(shares[worker], room, most))
+            return self.final[worker]
+        self.granted[worker] = max(1, min(shares[worker] + 1, most))
         return self.granted[worker]
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
@@ -489,6 +536,8 @@ class ServerState:
             "granted": np.array(self.granted if self.granted is not None else [],
                                 dtype=np.int64),
             "s": np.array(-1 if self.s is None else self.s, dtype=np.int64),
+            "final": np.array([-1 if f is None else f for f in self.final],
+                              dtype=np.int64),
         }
 
     @classmethod
@@ -518,4 +567,5 @@ class ServerState:
         if "s" in arrays and int(arrays["s"]) >= 0:
             state.s = int(arrays["s"])
             state.granted = [int(v) for v in arrays["granted"]]
+            state.final = [None if f < 0 else int(f) for f in arrays["final"]]
         return state

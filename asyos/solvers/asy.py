@@ -27,6 +27,20 @@ BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
 EPOCH_FRACTION = 16      # default τ ≤ 1/16 of an epoch (p < 16: τ = 0, serial)
+TRIAL_SHARD = 32         # adaptive budgets' trial slots lie on top of s from p/q ≥ 32
+
+
+def trials_on_top(n_workers: int, n_features: int | None) -> bool:
+    """Whether adaptive budgets give each worker its trial slot on top of s (and cut
+    back to s in each worker's last steps, ``ServerState.set_ends``) rather than
+    within s.  On top from p/q ≥ ``TRIAL_SHARD`` (and while p is unknown, for the
+    capacities): within s each worker's weakest feature must hold its own slot, which
+    cost 0.05–0.08 of recall at q = 8–11 on the paper's protocol; on short shards the
+    cut comes in the last few steps, too few to refit what remains (diabetes, p = 10,
+    q = 2: R² 0.44–0.49 over interleavings on top, against 0.48–0.49 within).
+    Measured in docs/results.md, "Asy-OS recall against sequential OS"."""
+    return n_workers > 1 and (n_features is None or
+                              n_features >= TRIAL_SHARD * n_workers)
 
 
 @dataclass(frozen=True)
@@ -48,6 +62,7 @@ class AsyConfig:
     #                                   given by the user, None: p not known yet
     rule: str = "auto"                # the substitution rule (core.kept_set.RULES)
     ridge: float | None = None        # the fitted rule's relative ridge; None: default
+    n_features: int | None = None     # p, once known
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs="auto", eta="auto", m="auto",
@@ -101,16 +116,17 @@ class AsyConfig:
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
                    depth, batch, s2=None if s2 is None else int(s2), budget=budget,
                    sized_for=n_features if automatic else -1, rule=rule,
-                   ridge=check_ridge(ridge))
+                   ridge=check_ridge(ridge), n_features=n_features)
 
     def for_features(self, n_features: int) -> "AsyConfig":
         """This configuration once p is known (a ZeroMQ server learns it from its
         workers): the automatic pipeline and bound re-sized for p."""
         if self.sized_for is not None:
-            return self
+            return self if self.n_features == n_features else \
+                replace(self, n_features=n_features)
         staleness, depth, batch = _pipeline(self.n_workers, "auto", {}, n_features)
         return replace(self, staleness=staleness, depth=depth, batch=batch,
-                       sized_for=n_features)
+                       sized_for=n_features, n_features=n_features)
 
     @property
     def damping(self) -> float:
@@ -133,10 +149,14 @@ class AsyConfig:
 
     @property
     def capacities(self) -> list[int]:
-        """Each worker's kept-set size: s_t, or under adaptive budgets all but one slot
-        per other worker (each always holds one), s − q + 1."""
+        """Each worker's kept-set size: s_t, or under adaptive budgets the most
+        ``ServerState.grant_budget`` can grant, all but one slot per other worker (each
+        always holds one) of s + q with the trial slots on top (s + 1), or of s
+        (s − q + 1)."""
         if self.adaptive:
-            return [self.s - self.n_workers + 1] * self.n_workers
+            extra = self.n_workers if trials_on_top(self.n_workers, self.n_features) \
+                else 0
+            return [self.s + extra - self.n_workers + 1] * self.n_workers
         return self.budgets
 
     @property
@@ -284,7 +304,9 @@ class ServerMonitor:
                m: float) -> FitResult:
         """The run's result (what a sequential run has, plus Asy-OS statistics)."""
         selected, weights, difference = server.assemble()
-        groups_kept = check_budgets(selected, self.config, self.group_of)
+        # a lost worker with its trial slot on top of s keeps it: partial runs only
+        slack = len(server.lost_workers) if server.ends else 0
+        groups_kept = check_budgets(selected, self.config, self.group_of, slack)
         asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
                "budget": self.config.budget, "staleness": server.staleness_stats(),
                "u_check_max_abs_diff": difference, "workers": workers}
@@ -304,12 +326,14 @@ class ServerMonitor:
             asy=asy)
 
 
-def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None) -> int | None:
-    """Fail loudly when the assembled w breaks ≤ s features or ≤ s2 groups;
-    returns the number of groups kept (None without labels)."""
-    if selected.size > config.s:
+def check_budgets(selected: np.ndarray, config: AsyConfig, group_of=None,
+                  slack: int = 0) -> int | None:
+    """Fail loudly when the assembled w breaks ≤ s features (+ ``slack``: the trial
+    slots of lost workers) or ≤ s2 groups; returns the number of groups kept (None
+    without labels)."""
+    if selected.size > config.s + slack:
         raise RuntimeError(f"the workers kept {selected.size} features, more than "
-                           f"s = {config.s}")
+                           f"s = {config.s}" + (f" + {slack} lost" if slack else ""))
     if group_of is None:
         return None
     kept = int(np.unique(group_of[selected]).size)

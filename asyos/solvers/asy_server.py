@@ -12,7 +12,7 @@ import numpy as np
 from ..core.losses import loss_value
 from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
 from . import messages
-from .asy import AsyConfig, ServerMonitor, check_u
+from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
 from .result import FitResult
 
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")
@@ -50,6 +50,10 @@ class AsyServer:
             self.state.tau, self.state.depth, self.state.batch = \
                 config.staleness, config.depth, config.batch
         self.eta, self.m = eta, m
+        q = self.config.n_workers
+        if self.config.adaptive and trials_on_top(q, n_features):   # shards: t::q
+            self.state.set_ends([len(range(t, n_features, q)) * self.config.epochs
+                                 for t in range(q)])
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)

@@ -357,49 +357,88 @@ def test_a_snapshot_restores_the_same_state(tmp_path):
     np.testing.assert_array_equal(back.assemble()[0], server.assemble()[0])
 
 
-# -- adaptive budgets: Σ_t held(t) ≤ s ---------------------------------------------
+# -- adaptive budgets: a trial slot each on top of s, final budgets within s --------
 def test_held_budgets_and_kept_sets_under_adaptive_budgets():
-    """A worker may hold the largest budget of any view it may still act on (and its
-    initial share until its first push); grants leave what the others hold, and a
-    push or FINAL over what the worker may hold is refused, the state untouched."""
+    """An open worker is granted its share of the top s plus a trial slot; it may
+    hold the largest budget of any view it may still act on (and its initial share
+    until its first push); a push or FINAL over that is refused, the state untouched."""
     server = ServerState(3, 2, depth=2, batch=2)
     server.adapt_budgets(4)                       # starts at s_t = 2, 2
+    server.set_ends([100, 100])                   # no final budgets in this test
 
     def held():
         return [server.held(t) for t in range(2)]
 
     assert held() == [2, 2]
-    assert server.request(0) == [0] and server.view(0)[4] == 2
-    assert server.request(1) == [1] and server.view(1)[4] == 2
-    with pytest.raises(ProtocolError, match="keeps 3 features, over the 2"):
-        server.push(0, np.ones(3), version=0, kept=([0, 2, 4], [3.0, 2.0, 1.0], 1))
+    assert server.request(0) == [0] and server.view(0)[4] == 3    # 2 of the top 4, + 1
+    assert server.request(1) == [1] and server.view(1)[4] == 3
+    with pytest.raises(ProtocolError, match="keeps 4 features, over the 3"):
+        server.push(0, np.ones(3), version=0, kept=([0, 2, 4, 6], [4.0, 3.0, 2, 1], 1))
     assert server.clock == 0 and server.workers[0].messages == 0
     server.push(0, np.ones(3), version=0, kept=([0, 2], [3.0, 2.0], 1))
-    assert server.wanted_budgets() == {0: 3, 1: 1}   # worker 0's weights lead
+    assert server.shares() == {0: 3, 1: 1}   # worker 0's weights lead; 2 spare slots
     # worker 1's budget is lowered with its next view, but it may still act on the
-    # view of budget 2 until a push names the new one: it holds 2 ...
-    assert server.request(1) == [1] and server.view(1)[4] == 1 and held() == [2, 2]
-    assert server.request(0) == [0] and server.view(0)[4] == 2    # ... so 0 gets 2
+    # view of budget 3 until a push names the new one: it holds 3
+    assert server.request(1) == [1] and server.view(1)[4] == 2 and held() == [3, 3]
+    assert server.request(0) == [0] and server.view(0)[4] == 4
+    assert server.granted == [4, 2]               # the latest grants: ≤ s + q = 6
     server.push(1, np.ones(3), version=1, kept=([1], [0.5], 1))   # view 0 expires
-    assert held() == [2, 1]
-    assert server.request(0) == [0] and server.view(0)[4] == 3 and held() == [3, 1]
-    with pytest.raises(ProtocolError, match="keeps 4 features, over the 3"):
-        server.finish(0, [0, 2, 4, 6], [3.0, 2.0, 1.0, 0.5], np.zeros(3))
+    assert held() == [4, 2]
+    with pytest.raises(ProtocolError, match="keeps 5 features, over the 4"):
+        server.finish(0, [0, 2, 4, 6, 8], [3.0, 2.0, 1.0, 0.5, 0.1], np.zeros(3))
     assert not server.workers[0].finished
     server.finish(0, [0, 2, 4], [3.0, 2.0, 1.0], np.zeros(3))
-    assert server.granted[0] == 3 and held() == [3, 1]
-    assert server.request(1) == [1] and server.view(1)[4] == 1   # 0 holds 3 to the end
+    assert held() == [3, 2]
+    assert server.request(1) == [1] and server.view(1)[4] == 2   # 1 of 4 left, + 1
     # a push of no steps (a kept set lowered without stepping) is allowed here
     server.push(1, np.zeros(3), version=2, steps=0, kept=([], [], 1))
-    assert server.clock == 2 and held() == [3, 1] and server.workers[1].staleness == [0]
+    assert server.clock == 2 and server.workers[1].staleness == [0]
+
+
+def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slot():
+    """The view whose credit reaches the end of a worker's shard grants its final
+    budget: its share of the top s, no trial slot, fixed from then on, and small
+    enough that every open worker keeps a slot; the final budgets sum to ≤ s."""
+    server = ServerState(3, 3, depth=1, batch=1)
+    server.adapt_budgets(6)
+    server.set_ends([2, 3, 3])
+
+    def grant(t):
+        assert server.request(t) == [t]
+        _, version, _, credit, budget = server.view(t)
+        return version, budget, credit
+
+    first = [grant(t) for t in range(3)]
+    assert [budget for _, budget, _ in first] == [3, 3, 3]      # 2 of the top 6, + 1
+    server.push(0, np.ones(3), version=0, kept=([0, 3, 6], [5.0, 4.0, 3.0], 1))
+    server.push(1, np.ones(3), version=0, kept=([1], [0.1], 1))
+    assert server.shares() == {0: 4, 1: 2, 2: 0}   # 4 weights in the top 6; 2 spare
+    version, budget, credit = grant(0)
+    # its end (credit 2): its share was 4, but the others' grants (3 + 3) left it
+    # s + q − 6 = 3
+    assert credit == 2 and budget == 3 and server.final == [3, None, None]
+    server.push(2, np.ones(3), version=0, kept=([2, 5], [9.0, 8.0], 1))
+    assert server.shares() == {1: 1, 2: 2}     # the top 6 − 3 of the open workers
+    assert server.view(0)[4] == 3              # fixed, whatever the weights do now
+    server.push(0, np.ones(3), version=version, kept=([0, 3, 6], [5.0, 4.0, 3.0], 1))
+    server.finish(0, [0, 3, 6], [5.0, 4.0, 3.0], np.ones(3))
+    (v2, open2, _), (v1, open1, _) = grant(2), grant(1)
+    assert (open2, open1) == (3, 2)            # open: share + 1
+    server.push(1, np.ones(3), version=v1, kept=([1, 4], [0.1, 0.05], 1))
+    server.push(2, np.ones(3), version=v2, kept=([2, 5, 8], [9.0, 8.0, 0.2], 1))
+    assert [grant(t)[1] for t in (2, 1)] == [2, 1]   # their ends: 2 of 3 left, then 1
+    assert server.final == [3, 1, 2] and sum(server.final) == 6 and server.shares() == {}
 
 
 @settings(max_examples=60, deadline=None)
 @given(q=st.integers(1, 5), extra=st.integers(0, 8), depth=st.integers(1, 3),
        tau=st.sampled_from([None, 0, 2]), seed=st.integers(0, 2**31))
-def test_held_budgets_never_exceed_s(q, extra, depth, tau, seed):
+def test_grants_stay_within_s_plus_q_and_the_final_kept_sets_within_s(q, extra, depth,
+                                                                    tau, seed):
     """Random requests, views delivered late, pushes whose kept sets fill the budget
-    of the view they used, and finishes: Σ_t held(t) ≤ s after every event."""
+    of the view they used, and finishes: after every event the latest grants sum to
+    ≤ s + q, and the finished kept sets with the final budgets to ≤ s; every worker
+    is granted ≥ 1; at the end the kept sets hold ≤ s features."""
     rng = np.random.default_rng(seed)
     s = q + extra
     server = ServerState(2, q, staleness=tau, depth=depth, batch=1)
@@ -407,6 +446,7 @@ def test_held_budgets_never_exceed_s(q, extra, depth, tau, seed):
     inbox = [deque() for _ in range(q)]
     view = [None] * q                    # (version, budget) of the newest view
     credit, spent, left = [0] * q, [0] * q, [int(rng.integers(1, 8)) for _ in range(q)]
+    server.set_ends(left)
 
     def send(workers):
         for w in workers:
@@ -415,7 +455,8 @@ def test_held_budgets_never_exceed_s(q, extra, depth, tau, seed):
             inbox[w].append((version, granted, budget))
 
     def check():
-        assert sum(server.held(t) for t in range(q)) <= s
+        assert sum(server._committed(t) for t in range(q)) <= s + q
+        assert server._settled() <= s   # finished kept sets and final budgets
 
     for t in range(q):
         send(server.request(t))
@@ -442,7 +483,8 @@ def test_held_budgets_never_exceed_s(q, extra, depth, tau, seed):
         elif not server.is_waiting(t) and credit[t] == spent[t]:
             send(server.request(t))
         check()
-    assert server.assemble()[2] <= 1e-12
+    selected, _, error = server.assemble()
+    assert error <= 1e-12 and selected.size <= s
 
 
 # -- the protocol under any interleaving, with losses: bound and liveness ------------
@@ -531,15 +573,18 @@ class Carrier:
     """AsyServer and q fake workers over a network that keeps each direction of each
     pair in order and may drop any message; checks every invariant after each event."""
 
-    def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3):
+    def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3,
+                 on_top=False):
         self.q, self.tau, self.n = q, tau, n
         self.s = 2 * q + 1
         config = AsyConfig.build(self.s, q, epochs=1, eta=0.1, m=1.0, staleness=tau,
                                  window=window, batch=batch,
                                  budget="adaptive" if adaptive else "fixed")
         self.server = AsyServer(np.zeros(n), config)
-        self.server.start(q * steps, 0.1, 1.0)
+        self.server.start(q * steps, 0.1, 1.0)   # short shards: trial slots within s
         self.state = self.server.state
+        if adaptive and on_top:   # as on long shards: on top of s, final budgets
+            self.state.set_ends([steps] * q)
         assert (self.state.tau, self.state.depth, self.state.batch) == \
             (tau, window * batch, batch)
         self.rng = np.random.default_rng(seed)
@@ -633,7 +678,10 @@ class Carrier:
         np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
-        if self.adaptive:
+        if self.adaptive and state.ends:   # trial slots on top of s
+            assert sum(state._committed(t) for t in range(self.q)) <= self.s + self.q
+            assert state._settled() <= self.s   # finished kept sets, final budgets
+        elif self.adaptive:                  # within s
             assert sum(state.held(t) for t in range(self.q)) <= self.s
 
     def progress(self) -> tuple:
@@ -681,28 +729,30 @@ class Carrier:
 
 # a view carrying credit is lost and its worker pulls again behind a worker waiting for
 # that credit: it must be answered (the others would wait for it forever)
-@example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False,
+@example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False, on_top=False,
          events=[("send", 0, False), ("reply", 0, True)], seed=0)
 # a replacement with nothing left to do, whose pull is lost: it still sends its FINAL
-@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True,
+@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True, on_top=True,
          events=[("send", 0, False), ("reply", 0, False), ("step", 0, False),
                  ("send", 0, False), ("lose", 0, False), ("rejoin", 0, False),
                  ("send", 0, True)], seed=0)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(q=st.integers(1, 5), tau=st.sampled_from(TAUS), window=st.integers(1, 4),
        batch=st.integers(1, 3), steps=st.integers(1, 6), adaptive=st.booleans(),
-       events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
+       on_top=st.booleans(), events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
                                  st.booleans()), min_size=30, max_size=200),
        seed=st.integers(0, 2**16))
 def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
-        q, tau, window, batch, steps, adaptive, events, seed):
+        q, tau, window, batch, steps, adaptive, on_top, events, seed):
     """q fake workers against ``AsyServer.handle`` in a random interleaving: replies
     and requests dropped (then resent: pushes with the same sequence number, pulls),
     workers lost and replaced mid-run.  After every event: each holder's exposure
     ≤ τ, every recorded staleness ≤ τ and exactly the other workers' steps since the
-    view used, u_C = Σ applied Δu (each push once), Σ held budgets ≤ s.  Then, with
-    no more losses, every worker gets credit and the run finishes."""
-    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed)
+    view used, u_C = Σ applied Δu (each push once), and the budgets: trial slots
+    within s, Σ held ≤ s; on top of s, the latest grants sum to ≤ s + q and the final
+    ones to ≤ s.  Then, with no more losses, every worker
+    gets credit and the run finishes, its kept sets within s."""
+    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed, on_top=on_top)
     for kind, t, flag in events:
         t %= q
         if kind == "send":
@@ -718,6 +768,8 @@ def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
     carrier.check()
     state = carrier.state
     assert state.clock == q * steps and not state.lost_workers
+    if adaptive:
+        assert state.assemble()[0].size <= carrier.s
     assert sum(len(r.staleness) for r in state.workers) == q * steps
     selected, _, difference = state.assemble()
     assert difference <= 1e-9

@@ -82,8 +82,10 @@ def test_default_asy_os_fits_small_problems(name, make, s, tolerance, reference)
     asy = fitted.asy
     assert asy["staleness"]["max"] <= asy["staleness"]["bound"]
     objective = fitted.objective_per_epoch
-    # no divergence (the fitted rule may have converged within the first epoch)
-    assert objective[-1] <= objective[0] * (1 + 1e-12), objective
+    # no divergence: below the objective of w = 0 (the epochs' objectives are not
+    # comparable with each other: while the run lasts the workers hold s + q features
+    # with their trial slots, at the end s)
+    assert objective[-1] < 0.5 * np.mean(y ** 2), objective
     r2_asy = _r2(X, y, fitted.selected, fitted.weights)
     if X.shape[1] < 16 and Q > 2 and reference != "sequential":
         # τ = 0: a serial interleaving, exact, but in the order the workers happen to

@@ -114,11 +114,15 @@ def test_the_paper_default_and_determinism():
 def test_virtual_clock_makes_staleness_and_speedup():
     problem = make_regression(p=400, s=16, n=100, seed=4)
     one = fit_simulated(problem.X, problem.y, 16, 1, clock=(1e-9, 0.0))
-    four = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6))
+    four = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6),
+                         budget="fixed")
+    adaptive = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6))
     assert one.asy["staleness"]["max"] == 0
     assert four.asy["staleness"]["mean"] > 2      # about q − 1 with equal costs
-    # per step the cost is a·n·(|S(t)|+2): four workers with s/4 each finish sooner
+    # per step the cost is a·n·(|S(t)|+2): four workers with s/4 each finish sooner;
+    # with adaptive budgets each also holds a trial slot (s/4 + 1)
     assert four.virtual_seconds < one.virtual_seconds / 4
+    assert adaptive.virtual_seconds < one.virtual_seconds / 3
     times = four.trace["virtual_seconds"]
     assert len(times) == len(four.trace["steps"]) and times == sorted(times)
 
@@ -169,32 +173,48 @@ def test_an_explicit_schedule_is_followed_and_checked():
 @settings(max_examples=40, deadline=None)
 @given(q=st.integers(1, 6), extra=st.integers(0, 20), seed=st.integers(0, 99),
        grants=st.lists(st.integers(0, 5), min_size=1, max_size=30))
-def test_granted_budgets_never_exceed_s(q, extra, seed, grants):
+def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
+    """Grants in any order, weights of any size: the latest grants sum to ≤ s + q,
+    each ≥ 1, and a worker's grant falls only with its own share, never because of
+    what the others were granted."""
     from asyos.core.server_state import ServerState
 
     s = q + extra
     state = ServerState(4, q)
     state.adapt_budgets(s)
+    state.set_ends([1 << 30] * q)   # trial slots on top of s; no final budgets
     rng = np.random.default_rng(seed)
     for t in grants:
         t %= q
-        state.workers[t].weights = rng.standard_normal(int(rng.integers(0, s)))
-        assert state.grant_budget(t) >= 1
-        assert sum(state.granted) <= s and min(state.granted) >= 1
-    assert sum(state.wanted_budgets().values()) == s
+        state.workers[t].weights = rng.standard_normal(int(rng.integers(0, s + 2)))
+        before, share = state.granted[t], state.shares()[t]
+        granted = state.grant_budget(t)
+        assert granted >= min(before, share + 1) and granted >= 1
+        assert sum(state.granted) <= s + q
+    assert sum(state.shares().values()) == s
 
 
-def test_wanted_budgets_follow_the_largest_weights():
+def test_shares_follow_the_largest_weights():
     from asyos.core.server_state import ServerState
 
-    state = ServerState(4, 3)
-    state.adapt_budgets(9)
-    state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
-    state.workers[1].weights = np.array([0.1, 0.2])
-    state.workers[2].weights = np.array([1.0])
-    # top 9 − 3 = 6 of all |w|: 5, 4, 3, 2 (worker 0), 1 (worker 2), 0.2 (worker 1)
-    assert state.wanted_budgets() == {0: 5, 1: 2, 2: 2}
-    assert [state.grant_budget(t) for t in (1, 2, 0)] == [2, 2, 5]
+    def state():
+        state = ServerState(4, 3)
+        state.adapt_budgets(9)
+        state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
+        state.workers[1].weights = np.array([0.1, 0.2])
+        state.workers[2].weights = np.array([1.0])
+        return state
+
+    within = state()   # trial slots within s: the top 9 − 3 = 6 of all |w|: 5, 4, 3,
+    # 2 (worker 0), 1 (worker 2), 0.2 (worker 1)
+    assert within.shares() == {0: 4, 1: 1, 2: 1}
+    assert [within.grant_budget(t) for t in (1, 2, 0)] == [2, 2, 5]   # Σ ≤ s = 9
+    on_top = state()
+    on_top.set_ends([100] * 3)
+    # on top: the top 9 of all |w| hold all 7; the 2 spare slots go to workers 0, 1
+    assert on_top.shares() == {0: 5, 1: 3, 2: 1}
+    # + a trial slot each, within s + q = 12 of what the others were granted
+    assert [on_top.grant_budget(t) for t in (1, 2, 0)] == [4, 2, 6]
 
 
 def test_a_lowered_budget_drops_the_smallest_and_keeps_u_exact():
