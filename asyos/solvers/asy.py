@@ -57,7 +57,7 @@ class AsyConfig:
     depth: int = 1                    # credit: steps a worker may take unanswered
     batch: int = 1                    # OS steps summed into one push message
     s2: int | None = None             # group budget; None: no groups
-    budget: str = "adaptive"          # or "fixed": s_t = s/q, the paper
+    budget_rule: str = "adaptive"     # or "fixed": s_t = s/q, the paper
     sized_for: int | None = None      # p the automatic pipeline was sized for; -1:
     #                                   given by the user, None: p not known yet
     rule: str = "auto"                # the substitution rule (core.kept_set.RULES)
@@ -114,7 +114,7 @@ class AsyConfig:
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
-                   depth, batch, s2=None if s2 is None else int(s2), budget=budget,
+                   depth, batch, s2=None if s2 is None else int(s2), budget_rule=budget,
                    sized_for=n_features if automatic else -1, rule=rule,
                    ridge=check_ridge(ridge), n_features=n_features)
 
@@ -145,7 +145,7 @@ class AsyConfig:
 
     @property
     def adaptive(self) -> bool:
-        return self.budget == "adaptive"
+        return self.budget_rule == "adaptive"
 
     @property
     def capacities(self) -> list[int]:
@@ -308,7 +308,7 @@ class ServerMonitor:
         slack = len(server.lost_workers) if server.ends else 0
         groups_kept = check_budgets(selected, self.config, self.group_of, slack)
         asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
-               "budget": self.config.budget, "staleness": server.staleness_stats(),
+               "budget": self.config.budget_rule, "staleness": server.staleness_stats(),
                "u_check_max_abs_diff": difference, "workers": workers}
         if self.record_order:
             asy["order"] = self.order

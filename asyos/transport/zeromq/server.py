@@ -151,7 +151,7 @@ class ZmqServer:
         (hashes, so a resume can say which one differs)."""
         c = self.config
         settings = repr((c.s, c.n_workers, int(c.loss), c.epochs, c.eta, c.m, c.s2,
-                         c.budget, c.rule, c.ridge))
+                         c.budget_rule, c.rule, c.ridge))
         return {"fingerprint_labels": _digest(self.y.tobytes()),
                 "fingerprint_config": _digest(settings.encode())}
 
