@@ -3,12 +3,12 @@ mapped to ±1 before the run (the smaller to −1), recorded as config["classes"
 select exactly what ±1 labels select; three values stop with one line, status 2."""
 
 import json
-import socket
 import subprocess
 import sys
 
 import numpy as np
 import pytest
+from loopback import asyos, free_port, run_on_loopback
 
 from asyos import load_result
 from asyos.cli.main import main as asyos_main
@@ -93,34 +93,11 @@ def test_one_label_value_exits_2(data, capsys):
     assert "exactly 2 distinct values" in err and "got 1: 1" in err
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def _asyos(*args):
-    return subprocess.Popen([sys.executable, "-m", "asyos", *map(str, args)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
 def test_the_zeromq_server_maps_the_labels_it_sends_its_workers(data):
-    port, out = _port(), data / "z.json"
-    endpoint = f"tcp://127.0.0.1:{port}"
-    procs = [_asyos("server", "--bind", endpoint, "--labels", data / "12.txt", "-s", 2,
-                    "--workers", 2, "--loss", "logistic", "--epochs", 3, "--quiet",
-                    "--out", out)]
-    procs += [_asyos("worker", "--connect", endpoint, "--data", data / "X.npy",
-                     "--shard", f"{t}/2") for t in range(2)]
-    try:
-        for proc in procs:
-            proc.wait(timeout=GUARD)
-            assert proc.returncode == 0, proc.stderr.read()
-    finally:   # a failed server leaves its workers waiting: stop them
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    out = data / "z.json"
+    run_on_loopback(2, ["--labels", data / "12.txt", "-s", 2, "--loss", "logistic",
+                        "--epochs", 3, "--quiet", "--out", out],
+                    ["--data", data / "X.npy"])
     result = load_result(out)
     assert result.config["classes"] == [1, 2]
     # the workers fit ±1 labels: the strongest feature is found and the loss is well
@@ -128,7 +105,7 @@ def test_the_zeromq_server_maps_the_labels_it_sends_its_workers(data):
     assert 7 in result.selected.tolist()
     assert result.objective < 0.45, result.objective
     # three values: the server stops before it binds, one line, status 2
-    proc = _asyos("server", "--bind", f"tcp://127.0.0.1:{_port()}", "--labels",
+    proc = asyos("server", "--bind", f"tcp://127.0.0.1:{free_port()}", "--labels",
                   data / "three.npy", "-s", 2, "--workers", 2, "--loss", "logistic")
     _, err = proc.communicate(timeout=GUARD)
     assert proc.returncode == 2 and err.count("\n") == 1 and "got 3: 0, 1, 2" in err

@@ -70,19 +70,6 @@ def test_the_converted_file_selects_what_the_array_selects(tmp_path):
     np.testing.assert_array_equal(from_file.weights, in_memory.weights)
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.write_text("1,2,3\n4,5\n"), "columns"),
-    (lambda p: p.write_text("1,2,x\n"), "as numbers"),
-    (lambda p: p.write_text(""), "empty"),
-])
-def test_bad_text_is_refused_and_leaves_nothing(tmp_path, make, message):
-    source = tmp_path / "bad.csv"
-    make(source)
-    with pytest.raises(InputError, match=message):
-        convert(source, tmp_path / "out.npy")
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.csv"]
-
-
 def test_nan_and_bad_arguments_are_refused(tmp_path):
     X = np.ones((5, 4))
     X[2, 3] = np.nan
@@ -245,22 +232,26 @@ def test_the_layout_follows_the_name_or_the_data(tmp_path, data):
     assert sorted(p.name for p in tmp_path.iterdir()) == before
 
 
-@pytest.mark.parametrize("make, message", [
-    (lambda p: p.write_text("1 1:2 3:4\n-1 2:x\n"), "line 2 is not svmlight"),
-    (lambda p: p.write_text("1 1:2 3:4\n1 3:1 2:1\n"), "line 2 is not svmlight"),
-    (lambda p: p.write_text("1 1:2\n# note\n-1 2:1 7:nan\n"),
+@pytest.mark.parametrize("name, text, message", [
+    ("bad.csv", "1,2,3\n4,5\n", "columns"),
+    ("bad.csv", "1,2,x\n", "as numbers"),
+    ("bad.csv", "", "empty"),
+    ("bad.svm", "1 1:2 3:4\n-1 2:x\n", "line 2 is not svmlight"),
+    ("bad.svm", "1 1:2 3:4\n1 3:1 2:1\n", "line 2 is not svmlight"),
+    ("bad.svm", "1 1:2\n# note\n-1 2:1 7:nan\n",
      "feature 6 contains NaN or inf \\(sample 1\\)"),
-    (lambda p: p.write_text("1 0:2\n-1 2:inf\n"), "feature 2 contains NaN or inf"),
-    (lambda p: p.write_text(""), "empty"),
-    (lambda p: p.write_text("# only a comment\n"), "no data rows"),
+    ("bad.svm", "1 0:2\n-1 2:inf\n", "feature 2 contains NaN or inf"),
+    ("bad.svm", "", "empty"),
+    ("bad.svm", "# only a comment\n", "no data rows"),
 ])
-def test_bad_svmlight_is_refused_and_leaves_nothing(tmp_path, make, message):
-    source = tmp_path / "bad.svm"
-    make(source)
-    for output in ("out.csc", "out.npy"):
+def test_bad_text_is_refused_and_leaves_nothing(tmp_path, name, text, message):
+    source = tmp_path / name
+    source.write_text(text)
+    outputs = ("out.npy",) if name.endswith(".csv") else ("out.csc", "out.npy")
+    for output in outputs:
         with pytest.raises(InputError, match=message):
             convert(source, tmp_path / output)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.svm"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
 
 
 def test_a_bad_line_is_found_in_a_later_chunk(tmp_path, monkeypatch):
@@ -361,6 +352,14 @@ def _svmlight_strata(path, n, p, per_row):
     return words
 
 
+def _peak_growth(source, target) -> int:
+    """MiB the peak RSS of a fresh process grows by while converting (PEAK_RSS_SPARSE)."""
+    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_SPARSE, str(source),
+                           str(target)], capture_output=True, text=True, timeout=TIMEOUT)
+    assert proc.returncode == 0, proc.stderr
+    return int(proc.stdout.split()[-1])
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"),
                     reason="reads /proc/self/status")
 def test_svmlight_to_csc_memory_does_not_grow_with_nnz(tmp_path):
@@ -369,11 +368,7 @@ def test_svmlight_to_csc_memory_does_not_grow_with_nnz(tmp_path):
     matrix."""
     n, p = 10_000, 100_000
     words = _svmlight_strata(tmp_path / "t.svm", n, p, 500)
-    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_SPARSE,
-                           str(tmp_path / "t.svm"), str(tmp_path / "t.csc")],
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stderr
-    grew = int(proc.stdout.split()[-1])
+    grew = _peak_growth(tmp_path / "t.svm", tmp_path / "t.csc")
     assert grew < 60, f"converting grew the peak RSS by {grew} MiB (output: 60 MB)"
     stream = CSCFileStream(tmp_path / "t.csc")
     assert (stream.n_samples, stream.n_features, stream.nnz) == (n, p, n * 500)
@@ -385,11 +380,7 @@ def test_svmlight_to_dense_densifies_a_few_rows_at_a_time(tmp_path):
     """400 rows × 50,000 columns (160 MB dense) in one svmlight chunk: written with
     8 MiB blocks, never densified whole."""
     words = _svmlight_strata(tmp_path / "t.svm", 400, 50_000, 20)
-    proc = subprocess.run([sys.executable, "-c", PEAK_RSS_SPARSE,
-                           str(tmp_path / "t.svm"), str(tmp_path / "t.npy")],
-                          capture_output=True, text=True, timeout=TIMEOUT)
-    assert proc.returncode == 0, proc.stderr
-    grew = int(proc.stdout.split()[-1])
+    grew = _peak_growth(tmp_path / "t.svm", tmp_path / "t.npy")
     assert grew < 60, f"converting grew the peak RSS by {grew} MiB (dense: 160 MB)"
     out = np.load(tmp_path / "t.npy", mmap_mode="r")
     assert out.shape == (400, words.max()) and out.flags.f_contiguous

@@ -130,30 +130,17 @@ def test_adaptive_budgets_let_a_strong_shard_keep_its_features(staleness, window
 
 
 @pytest.mark.mpi(min_size=2)
-def test_one_worker_without_staleness_is_sequential_os():
-    if Q != 1:
-        pytest.skip("needs exactly 2 ranks (q = 1)")
-    X, y = _small(seed=1)
-    payload = _run(X, y, 8, staleness=0, eta=0.3, m=2.0, epochs=3)
-    if COMM.Get_rank() == 0:
-        result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3,
-                        rule="magnitude")
-        np.testing.assert_array_equal(payload.selected, result.selected)
-        np.testing.assert_allclose(payload.weights, result.weights, rtol=0,
-                                   atol=1e-12)
-
-
-@pytest.mark.mpi(min_size=2)
-@pytest.mark.parametrize("window, batch, budget", [
-    (4, 3, "fixed"), (1, 6, "fixed"), (4, 3, "adaptive"), (1, 1, "adaptive")])
-def test_one_pipelined_worker_is_still_sequential_os(window, batch, budget):
-    """q = 1: the worker's local view is u_C itself, whatever the pipeline; its
-    adaptive budget is all of s."""
+@pytest.mark.parametrize("window, batch, budget, staleness", [
+    (1, 1, "fixed", 0), (4, 3, "fixed", None), (1, 6, "fixed", None),
+    (4, 3, "adaptive", None), (1, 1, "adaptive", None)])
+def test_one_pipelined_worker_is_still_sequential_os(window, batch, budget, staleness):
+    """q = 1: the worker's local view is u_C itself, whatever the pipeline and bound;
+    its adaptive budget is all of s (one worker has no trial slot)."""
     if Q != 1:
         pytest.skip("needs exactly 2 ranks (q = 1)")
     X, y = _small(seed=4)
     payload = _run(X, y, 8, eta=0.3, m=2.0, epochs=3, window=window, batch=batch,
-                   budget=budget)
+                   budget=budget, staleness=staleness)
     if COMM.Get_rank() == 0:
         result = fit_os(ArrayStream(X, block_size=16), y, 8, eta=0.3, m=2.0, epochs=3,
                         rule="magnitude")

@@ -3,7 +3,6 @@ gives on the same matrix (blocks, CSC blocks, shards, shuffles, fits), refuses a
 corrupt directory with one InputError naming it, and holds O(p) + one block."""
 
 import json
-import socket
 import subprocess
 import sys
 import textwrap
@@ -14,6 +13,7 @@ import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from loopback import run_on_loopback
 
 from asyos import load_result
 from asyos.cli.run import main as run_main
@@ -248,38 +248,14 @@ def test_run_reads_a_csc_directory_sequentially_and_simulated(tmp_path, capsys):
     assert "missing.csc: no such directory" in capsys.readouterr().err
 
 
-def _port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def test_zeromq_workers_read_their_shards_of_a_csc_directory(tmp_path):
     rng = np.random.default_rng(1)
     X = _matrix(n=150, p=240, density=0.1, seed=3)
     y = X[:, [2, 11, 60]] @ np.array([2.0, -2.0, 1.5]) + 0.01 * rng.standard_normal(150)
     save_csc(tmp_path / "X.csc", X, y)
-    endpoint = f"tcp://127.0.0.1:{_port()}"
-
-    def start(*args):
-        return subprocess.Popen([sys.executable, "-m", "asyos", *map(str, args)],
-                                cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-
-    procs = [start("server", "--bind", endpoint, "--labels", tmp_path / "X.csc",
-                   "-s", 6, "--workers", 2, "--epochs", 3, "--quiet", "--out",
-                   tmp_path / "z.json")]
-    procs += [start("worker", "--connect", endpoint, "--data", tmp_path / "X.csc",
-                    "--shard", f"{t}/2") for t in range(2)]
-    try:
-        for proc in procs:
-            proc.wait(timeout=GUARD)
-            assert proc.returncode == 0, proc.stderr.read()
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    run_on_loopback(2, ["--labels", tmp_path / "X.csc", "-s", 6, "--epochs", 3,
+                        "--quiet", "--out", tmp_path / "z.json"],
+                    ["--data", tmp_path / "X.csc"])
     result = load_result(tmp_path / "z.json")
     assert result.asy["transport"] == "zeromq" and result.data["n_features"] == 240
     assert result.asy["u_check_max_abs_diff"] < 1e-9
