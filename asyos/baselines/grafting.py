@@ -92,7 +92,7 @@ def fit_grafting(X, y, s: int, loss="squared", epochs: int = 2,
                 lip = _LIP_MARGIN * loss.curvature * spectral_norm_sq(
                     XA, iters=_LIP_ITERS) / n
                 wA, _ = fista(XA.T, y, lam, loss, w0=wA, lip=lip,
-                              max_iter=max_inner, tol=tol)
+                              max_iter=max_inner, tol=tol, convergence_warning=None)
                 keep = wA != 0.0
                 if not keep.all():
                     active = [j for j, kept in zip(active, keep) if kept]

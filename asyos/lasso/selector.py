@@ -9,6 +9,7 @@ online L1 coordinate descent get the same λ, which makes the L1 methods compara
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 
@@ -16,6 +17,7 @@ from ..core.losses import Loss, loss_grad, loss_value
 from ..core.prox import soft_threshold, spectral_norm_sq
 from ..core.selection import Selection, selection
 from ..core.validate import check_at_least, check_problem
+from ..errors import ConvergenceWarning
 from .path import make_design, solve_path
 
 __all__ = ["LAMBDA_RATIO", "fista", "fit_lasso", "lambda_for_s", "lambda_max",
@@ -40,7 +42,8 @@ def lasso_objective(X, y, w, lam: float, loss="squared") -> float:
 
 
 def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
-          max_iter: int = 2000, tol: float = 1e-6, prox=None) -> tuple[np.ndarray, int]:
+          max_iter: int = 2000, tol: float = 1e-6, prox=None,
+          convergence_warning=ConvergenceWarning) -> tuple[np.ndarray, int]:
     """min_w f(w) + λ‖w‖₁ by FISTA (Beck & Teboulle 2009); returns (w, iterations run).
 
     X, y are taken as given (callers check them).  Step 1/L with L = curv·‖X‖₂²/n
@@ -49,7 +52,9 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
     (O'Donoghue & Candès 2015, gradient scheme): same fixed point, but linear
     convergence on the well-conditioned active sets seen here instead of FISTA's
     ripples.  ``prox(z, t)``: the prox of t·penalty (default λ‖·‖₁, soft thresholding
-    at λt), for other penalties such as the sparse group Lasso.
+    at λt), for other penalties such as the sparse group Lasso.  Stopping at
+    ``max_iter`` warns with ``convergence_warning`` (None: silent, for inner solves
+    whose caller judges convergence itself).
     """
     loss = Loss.parse(loss)
     n, k = X.shape
@@ -80,6 +85,12 @@ def fista(X, y, lam: float, loss="squared", w0=None, lip: float | None = None,
         w = w_new
         if np.linalg.norm(step) <= tol * np.linalg.norm(w):
             break
+    else:
+        if convergence_warning is not None and it:
+            change = np.linalg.norm(step) / max(np.linalg.norm(w), 1e-300)
+            warnings.warn(f"FISTA stopped at max_iter={int(max_iter)} with a relative "
+                          f"step of {change:.2g} (tol={tol:g}); raise max_iter",
+                          convergence_warning, stacklevel=2)
     return w, it
 
 

@@ -303,3 +303,21 @@ def test_lasso_path_and_solve_path_warn_once_at_their_epoch_cap():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         solve_path(design, y, [1.0, 0.1], 1e-14, "none", 3, convergence_warning=None)
+
+
+def test_fista_warns_at_its_iteration_cap_unless_told_not_to():
+    """The L1 solves of the classification losses (``fit_lasso``, the sparse group
+    Lasso) warn like the squared loss's; grafting's inner solves pass None."""
+    from asyos.lasso.selector import fista
+
+    X, y = _data(p=30)
+    labels = np.where(y > np.median(y), 1.0, -1.0)
+    with pytest.warns(AsyosConvergenceWarning, match=r"^FISTA stopped at max_iter=3 "
+                      r"with a relative step of .* raise max_iter"):
+        fista(X, labels, 0.01, "logistic", max_iter=3, tol=1e-14)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fista(X, labels, 0.01, "logistic", max_iter=3, tol=1e-14,
+              convergence_warning=None)
+        _, iterations = fista(X, labels, 0.01, "logistic", tol=1e-6)
+    assert iterations < 2000
