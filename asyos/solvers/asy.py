@@ -172,7 +172,7 @@ class AsyConfig:
             raise InputError("group labels were given without a group budget s2")
         return group_of, self.group_budgets[t]
 
-    def step(self, n_samples: int, nu_max: float) -> tuple[float, float]:
+    def eta_and_m(self, n_samples: int, nu_max: float) -> tuple[float, float]:
         """(η, m) fixed for the whole run: the sequential rule at ν_max.
 
         Asy-OS cannot adapt η step by step (workers would disagree), so ν_max is the

@@ -81,8 +81,8 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                              s2=s2, budget=budget, rule=rule, ridge=ridge)
     shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
     groups = [config.groups(t, group_of) for t in range(q)]
-    step = config.step(n, max(first_block_nu(shard) for shard in shards))
-    sim = _Simulation(y, config, shards, step, p, record_order, groups, group_of)
+    eta_m = config.eta_and_m(n, max(first_block_nu(shard) for shard in shards))
+    sim = _Simulation(y, config, shards, eta_m, p, record_order, groups, group_of)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
@@ -104,15 +104,15 @@ def _check_clock(clock) -> tuple[float, float]:
 class _Simulation:
     """The server, the q worker drivers and the u_C versions they may read."""
 
-    def __init__(self, y, config: AsyConfig, shards, step, n_features, record_order,
+    def __init__(self, y, config: AsyConfig, shards, eta_m, n_features, record_order,
                  groups, group_of):
         n, q = y.shape[0], config.n_workers
         self.config = config
         self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
-        self.server.start(n_features, *step)
+        self.server.start(n_features, *eta_m)
         self.state = self.server.state
         self.drivers = [WorkerDriver(worker_loop(shards[t], y, config.capacities[t],
-                                                 config.loss, *step, config.epochs, 1,
+                                                 config.loss, *eta_m, config.epochs, 1,
                                                  groups=groups[t], rule=config.rule,
                                                  damping=config.damping,
                                                  ridge=config.ridge), n)

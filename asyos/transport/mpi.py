@@ -230,7 +230,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     error, nu = _agree(comm, error, nu)
     if error is not None:
         raise InputError(error)
-    eta, m = config.step(y.shape[0], nu)
+    eta, m = config.eta_and_m(y.shape[0], nu)
     if rank != 0:
         try:
             loop = worker_loop(shard, y, config.capacities[rank - 1], config.loss, eta,

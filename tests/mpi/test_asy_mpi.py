@@ -116,7 +116,7 @@ def test_adaptive_budgets_let_a_strong_shard_keep_its_features(staleness, window
     y = X[:, support] @ (2.0 + rng.random(k))
     stream = ArrayStream(X, block_size=16)
     nu = max(first_block_nu(worker_shard(stream, Q, t)) for t in range(Q))
-    eta, m = AsyConfig.build(s, Q).step(n, nu)
+    eta, m = AsyConfig.build(s, Q).eta_and_m(n, nu)
     results = {budget: _run(X, y, s, staleness=staleness, window=window, batch=batch,
                             eta=eta, m=m, epochs=3, budget=budget)
                for budget in ("fixed", "adaptive")}

@@ -49,7 +49,7 @@ def _exchange(server, sock, frames, rounds=6):
     sock.send_multipart(frames)
     replies = []
     for _ in range(rounds):
-        server.step(0.01)
+        server.tick(0.01)
         while sock.poll(0):
             replies.append(decode(sock.recv_multipart(), Limits(N, 10, 10)))
     return replies
@@ -136,7 +136,7 @@ def test_an_oversized_message_is_cut_off_without_harm(server):
                                      0, 0),
                          b"\0" * (1 << 22)])
     for _ in range(10):
-        server.step(0.02)
+        server.tick(0.02)
     assert server.state.clock == 0
     [view] = _exchange(server, sock, _push(joined, 1, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == 1
@@ -195,7 +195,7 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
     sock.send_multipart([b""] * 1_000_000)
     start = time.monotonic()
     for _ in range(200):
-        server.step(0.01)
+        server.tick(0.01)
         if server.refused:
             break
     assert server.refused == 1 and time.monotonic() - start < 30
@@ -207,9 +207,9 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
         sock.send_multipart([b"garbage"])
     deadline = time.monotonic() + 60
     while server.refused < 3001 and time.monotonic() < deadline:
-        server.step(0.01)
+        server.tick(0.01)
     for _ in range(20):
-        server.step(0.01)
+        server.tick(0.01)
     assert server.refused == 3001
     assert len(caplog.records) <= 12          # 10 lines, then counts
     [view] = _exchange(server, sock, _push(joined, 1, np.ones(N)))  # still serving
@@ -404,11 +404,11 @@ def _fuzz(server):
         stranger.send_multipart([bytes(f) for f in frames] or [b""])
         if k % 500 == 499:
             for _ in range(5):
-                server.step(0.001)
+                server.tick(0.001)
             while stranger.poll(0):
                 stranger.recv_multipart()   # refusals: read and ignore
     for _ in range(50):
-        server.step(0.01)
+        server.tick(0.01)
     assert np.array_equal(server.state.u, u) and server.state.clock == clock
     [view] = _exchange(server, sock, _push(joined, 2, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == clock + 1

@@ -314,12 +314,12 @@ class ZmqServer:
                 self._refuse(self.identity[t], reason)
             raise InputError(reason)
         try:
-            step = self.config.step(self.y.shape[0], max(self.nu.values()))
+            eta_m = self.config.eta_and_m(self.y.shape[0], max(self.nu.values()))
         except InputError as exc:   # the workers are told before the server ends
             for t in range(len(self.state.workers)):
                 self._refuse(self.identity[t], str(exc))
             raise
-        self.server.start(p, *step)
+        self.server.start(p, *eta_m)
         self.config = self.server.config   # the pipeline sized for p
         log.info("all %d shards here (p = %d): eta = %.4g, m = %.4g",
                  len(self.state.workers), p, self.server.eta, self.server.m)
@@ -427,7 +427,7 @@ class ZmqServer:
         previous = [signal.signal(s, self._on_signal) for s in signals] \
             if main_thread() else None
         try:
-            while not self.step():
+            while not self.tick():
                 if check is not None:
                     check()
             self._linger()
@@ -438,7 +438,7 @@ class ZmqServer:
         self.save_checkpoint()
         return self._result()
 
-    def step(self, timeout: float = 0.05) -> bool:
+    def tick(self, timeout: float = 0.05) -> bool:
         """Handle what arrives within ``timeout`` s, then the timers; True when done."""
         self._receive(timeout)
         now = time.monotonic()
