@@ -360,7 +360,6 @@ class ServerState:
         """
         self.s = s
         self.granted = budget_split(s, len(self.workers))
-        self.final = [None] * len(self.workers)
 
     def set_ends(self, ends) -> None:
         """The steps each worker takes in all (its shard's size times the epochs):
@@ -382,8 +381,7 @@ class ServerState:
     def _settled(self) -> int:
         """Slots of the top s taken for good: finished workers' kept sets and the
         final budgets of workers in their last steps."""
-        return sum(r.selected.size if r.finished else self.final[t]
-                   for t, r in enumerate(self.workers)
+        return sum(self._committed(t) for t, r in enumerate(self.workers)
                    if r.finished or self.final[t] is not None)
 
     def shares(self) -> dict[int, int]:
@@ -424,13 +422,13 @@ class ServerState:
         """``worker``'s budget from now on (sent with its view).
 
         Trial slots within s: its share plus the trial slot, limited by what the
-        others may be holding.  On top of s (``set_ends``), open: its share plus the
-        trial slot; when its credit reaches the end of its
-        shard: its final share, fixed, and never so large that an open worker could
-        not keep one feature, so the final budgets sum to at most s.  Both ways the
-        latest grants sum to at most s + q: a worker gets more than it had only from
-        what the others' grants leave, and never less because of them (a budget
-        lowered drops features for good, so only its own share may lower it).
+        others may be holding.  On top of s (``set_ends``), an open worker gets its
+        share plus the trial slot; once its credit reaches the end of its shard, its
+        final share, fixed, and never so large that an open worker could not keep one
+        feature, so the final budgets sum to at most s.  There the latest grants sum
+        to at most s + q: a worker gets more than it had only from what the others'
+        grants leave, and never less because of them (a budget lowered drops features
+        for good, so only its own share may lower it).
         """
         if self.final[worker] is not None:
             return self.final[worker]

@@ -15,6 +15,11 @@ def budget_split(s: int, q: int) -> list[int]:
     return [s // q + (1 if t < s % q else 0) for t in range(q)]
 
 
+def shard_size(p: int, q: int, t: int) -> int:
+    """How many of p features shard t of q holds: features t, t + q, t + 2q, …"""
+    return len(range(t, p, q))
+
+
 def group_owners(group_of, n_groups: int, q: int) -> np.ndarray:
     """Worker of each group, so that shards are whole groups: groups go,
     largest first, to the worker with the fewest features so far (ties: the lower

@@ -229,13 +229,20 @@ def warm_worker(shard, config: AsyConfig, groups=None) -> None:
     warm_up(kept, asy=True)
 
 
+def _hash63(*buffers: bytes) -> int:
+    """A 63-bit hash of ``buffers`` (an int64 a wire frame carries)."""
+    digest = hashlib.blake2b(digest_size=8)
+    for buffer in buffers:
+        digest.update(buffer)
+    return int.from_bytes(digest.digest(), "little") >> 1
+
+
 def group_fingerprint(group_of) -> np.ndarray:
     """(number of groups, a 63-bit hash of the ids): what a ZeroMQ worker says of
     the labels it read, so the server refuses a worker with other labels."""
-    digest = hashlib.blake2b(np.ascontiguousarray(group_of, "<i8").tobytes(),
-                             digest_size=8).digest()
     return np.array([int(group_of.max()) + 1,
-                     int.from_bytes(digest, "little") >> 1], dtype=np.int64)
+                     _hash63(np.ascontiguousarray(group_of, "<i8").tobytes())],
+                    dtype=np.int64)
 
 
 def data_fingerprint(stream) -> np.ndarray:
@@ -245,10 +252,10 @@ def data_fingerprint(stream) -> np.ndarray:
     the same.  Cheap on purpose: three columns are read, not the data."""
     n, p = stream.n_samples, stream.n_features
     columns = stream.columns(stream.feature_indices()[[0, p // 2, p - 1]])
-    digest = hashlib.blake2b(np.array([n, p], "<i8").tobytes(), digest_size=8)
-    digest.update(np.ascontiguousarray(columns, "<f8").tobytes())
     return np.array([stream.dtype.itemsize,
-                     int.from_bytes(digest.digest(), "little") >> 1], dtype=np.int64)
+                     _hash63(np.array([n, p], "<i8").tobytes(),
+                             np.ascontiguousarray(columns, "<f8").tobytes())],
+                    dtype=np.int64)
 
 
 def first_block_nu(stream) -> float:

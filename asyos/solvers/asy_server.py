@@ -11,6 +11,7 @@ import numpy as np
 
 from ..core.losses import loss_value
 from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
+from ..core.shards import shard_size
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
 from .result import FitResult
@@ -52,7 +53,7 @@ class AsyServer:
         self.eta, self.m = eta, m
         q = self.config.n_workers
         if self.config.adaptive and trials_on_top(q, n_features):   # shards: t::q
-            self.state.set_ends([len(range(t, n_features, q)) * self.config.epochs
+            self.state.set_ends([shard_size(n_features, q, t) * self.config.epochs
                                  for t in range(q)])
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)

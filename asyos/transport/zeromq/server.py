@@ -13,6 +13,7 @@ import zmq
 
 from ...core.kept_set import RULES
 from ...core.server_state import NonFiniteUpdate, ProtocolError, ServerState
+from ...core.shards import shard_size
 from ...errors import InputError
 from ...solvers import messages
 from ...solvers.asy import AsyConfig, group_fingerprint
@@ -283,7 +284,7 @@ class ZmqServer:
             return ("the worker's data differ from the other workers' (same shape, "
                     "other values): give every worker the same data")
         if self.group_of is None:
-            expected = len(range(t, p, self.config.n_workers))
+            expected = shard_size(p, self.config.n_workers, t)
             if hello.shard_size != expected:
                 return (f"{hello.shard_size} features, but shard {t} of p = {p} has "
                         f"{expected}")
