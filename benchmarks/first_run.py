@@ -25,11 +25,11 @@ import sys
 import tempfile
 import time
 
-KERNELS = r"""
-import collections, sys, time
+COMPILE_TIMER = r"""
+import collections, time
 from numba.core import event
 
-spent, stack = collections.defaultdict(float), []
+spent, stack = collections.defaultdict(float), []   # s compiling each asyos kernel
 
 class Timer(event.Listener):
     def on_start(self, ev):
@@ -44,6 +44,9 @@ class Timer(event.Listener):
             spent[f"{module}.{name}"] += took
 
 event.register("numba:compile", Timer())
+"""   # a script's prelude: numba's compile events, timed per kernel
+
+KERNELS = COMPILE_TIMER + r"""
 from asyos.cli.run import main
 main(["--quiet"])
 for name, took in sorted(spent.items(), key=lambda kv: -kv[1]):
