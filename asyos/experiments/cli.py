@@ -6,6 +6,7 @@ and prints a summary table.
 """
 
 import argparse
+import re
 import sys
 import time
 
@@ -24,6 +25,12 @@ EXPERIMENTS = {
     "sght": "SGHT paper's simulation (Table 3): group/feature selection counts of SGHT, "
             "group-aware OS and the baselines (--quick: half grids, 3 repetitions)",
 }
+
+
+def _method_names(text: str) -> list[str]:
+    """Comma-separated legend names; a comma inside parentheses, as in
+    'frac(1,2)', belongs to the name."""
+    return [m.strip() for m in re.split(r",(?![^(]*\))", text) if m.strip()]
 
 
 def _at_least(low: int):
@@ -62,10 +69,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default min(cpu count, 4))")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="speedup: seconds allowed to each run (default 600)")
-    parser.add_argument("--methods", type=lambda text: [m.strip() for m in
-                        text.split(",") if m.strip()], default=None,
-                        help="vs-p, vs-epochs: only these methods, comma-separated "
-                        "legend names (e.g. 'OS,Proj-GD,LASSO'; default: all)")
+    parser.add_argument("--methods", type=_method_names, default=None,
+                        help="vs-p, vs-epochs, sght: only these methods, "
+                        "comma-separated legend names (e.g. 'OS,Proj-GD,LASSO' or "
+                        "'SGHT,DC,frac(1,2)'; default: all)")
     parser.add_argument("--select", type=lambda text: [m.strip() for m in
                         text.split(",") if m.strip()], default=["cv"],
                         help="sght: model-selection rules, comma-separated, from "

@@ -9,6 +9,12 @@ method is tuned by 5-fold cross-validation on the training data (validation MSE 
 own prediction) over the paper's grids, then scored on the groups and features it
 selects (NO = selected, FP, FN) and its test MSE; ``seconds`` includes the CV.
 
+The methods: SGHT and DC (Xiang, Wang & Ye 2015, ``baselines.dc``; truncation level
+τ = ``DC_TAU``, ours) over the paper's 25 (s1, s2) pairs; the fractional models
+frac(1,2) and frac(2,1) (our reconstruction, ``baselines.fractional``) over the
+paper's 5 values of λ in [1e-8, 1e2]; OMP, Proj-GD, gOMP over their budgets; sgLasso
+(ours, α = 0.5) over λ/λ_max; group-aware OS over the pairs.
+
 Model selection (``selections``), all from one CV table and one full-data fit per
 grid value:
   "cv"    the least mean validation MSE (the paper's rule);
@@ -25,7 +31,7 @@ grid value:
           in place of log C(p, k) — Chen & Chen's prior spread over the (g, k)
           classes, so a spurious group costs more than a spurious feature.
 "Sparsest" orders a method's grid by ``complexity``: (s2, s1) for the bi-level pairs,
-the budget for OMP, Proj-GD and gOMP, −λ for sgLasso.
+the budget for OMP, Proj-GD and gOMP, −λ for sgLasso and the fractional models.
 """
 
 from __future__ import annotations
@@ -37,6 +43,8 @@ from pathlib import Path
 import numpy as np
 
 from ..baselines import fit_iht
+from ..baselines.dc import fit_dc
+from ..baselines.fractional import fit_frac
 from ..baselines.group import (
     fit_gomp,
     fit_omp,
@@ -53,6 +61,8 @@ from .sweeps import ExperimentResult
 CASES = {1: "bi-level (6 groups, 18 features)", 2: "group (6 groups, 60 features)"}
 N, P, GROUP_SIZE, ACTIVE, NOISE, N_TEST, FOLDS = 100, 200, 10, 6, 2.0, 1000, 5
 SELECTIONS = ("cv", "1se", "ebic", "gebic")
+PENALTIES = ("sgLasso", "frac(1,2)", "frac(2,1)")   # grids over λ, not budgets
+DC_TAU = 0.1   # DC's truncation level τ (ours: a tenth of the least true |x̄_j|)
 METRICS = ("grp_NO", "grp_FP", "grp_FN", "feat_NO", "feat_FP", "feat_FN", "test_mse",
            "seconds")
 
@@ -62,7 +72,8 @@ def grids(quick: bool) -> dict:
     s2 = [2, 4, 6, 8, 10]
     pairs = [(k * s, s) for s in s2 for k in (2, 4, 6, 8, 10)]  # s1 ∈ {2..10}·s2
     grid = {"pairs": pairs, "features": list(range(6, 61, 6)), "groups": s2,
-            "lambdas": list(np.geomspace(1.0, 1e-3, 6))}
+            "lambdas": list(np.geomspace(1.0, 1e-3, 6)),
+            "fractions": list(np.geomspace(1e-8, 1e2, 5))}
     if quick:
         grid = {name: values[::2] for name, values in grid.items()}
     return grid
@@ -113,12 +124,18 @@ def methods(groups, grid: dict) -> dict:
         "gOMP": (lambda X, y, k: _weights(fit_gomp(X, y, groups, k), X.shape[1]),
                  grid["groups"]),
         "sgLasso": (sgl, grid["lambdas"]),
+        "frac(1,2)": (lambda X, y, lam: _weights(fit_frac(X, y, groups, lam, 1),
+                                                 X.shape[1]), grid["fractions"]),
+        "frac(2,1)": (lambda X, y, lam: _weights(fit_frac(X, y, groups, lam, 2),
+                                                 X.shape[1]), grid["fractions"]),
+        "DC": (lambda X, y, a: _weights(fit_dc(X, y, a[0], groups, a[1], tau=DC_TAU),
+                                        X.shape[1]), grid["pairs"]),
     }
 
 
 def complexity(name: str, value) -> tuple:
     """The sort key of ``value`` in ``name``'s grid: smaller is sparser."""
-    if name == "sgLasso":
+    if name in PENALTIES:
         return (-float(value),)
     if isinstance(value, tuple):           # (s1, s2): fewer groups first
         return (value[1], value[0])
@@ -248,6 +265,11 @@ def sght_table(out, *, reps: int | None = None, seed: int = 0, jobs: int = 1,
     each method's rows carry the rule in ``select``."""
     reps = reps or (3 if quick else 10)
     only = tuple(methods_only) if methods_only else None
+    known = methods(np.zeros(P, dtype=np.int64), grids(quick))
+    unknown = [name for name in only or () if name not in known]
+    if unknown:
+        raise InputError(f"unknown method {', '.join(unknown)}; the methods are "
+                         f"{', '.join(known)}")
     selections = tuple(selections)
     bad = [rule for rule in selections if rule not in SELECTIONS]
     if not selections or bad:
