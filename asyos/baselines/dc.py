@@ -9,8 +9,9 @@ by the truncated ℓ1 function J_τ(z) = min(z/τ, 1):
 
 f(x) = ‖Xx − y‖²/(2n).  J_τ(z) = z/τ − max(z/τ − 1, 0) is a difference of convex
 functions; the DC algorithm bounds the concave part above at the iterate x^k, which
-leaves the convex subproblem (their DC step, with T1 = {j : |x^k_j| > τ} and
-T2 = {G : ‖x^k_G‖ > τ})
+leaves the convex subproblem (their DC step, with T1 = {j : |x^k_j| ≥ τ} and
+T2 = {G : ‖x^k_G‖ ≥ τ}: at the kink either subgradient is valid, and ≥ lets a group
+pinned at τ by the ball grow past it)
 
     min f(x)  s.t.  Σ_{j∉T1} |x_j| ≤ τ(s1 − |T1|),   Σ_{G∉T2} ‖x_G‖₂ ≤ τ(s2 − |T2|).
 
@@ -40,6 +41,11 @@ from ..errors import InputError
 
 __all__ = ["DCPath", "dc_solve", "fit_dc", "truncated_counts"]
 
+# An entry at the kink |x| = τ counts 1 on either side; it joins T (its constraint
+# freed) so that the next step can grow it past τ.  The ball's boundary is reached
+# only up to the ADMM's accuracy, hence the relative slack.
+KINK = 1.0 - 1e-6
+
 
 @dataclass
 class DCPath:
@@ -65,9 +71,9 @@ def _simplex_threshold(a, radius):
     """θ ≥ 0 with Σ max(a_i − θ, 0) = radius, for a ≥ 0 with Σ a > radius
     (Duchi, Shalev-Shwartz, Singer & Chandra 2008)."""
     u = np.sort(a)[::-1]
-    total = 0.0
-    theta = 0.0
-    for i in range(u.shape[0]):
+    total = u[0]
+    theta = u[0] - radius       # the first entry always stays in the sum
+    for i in range(1, u.shape[0]):
         total += u[i]
         t = (total - radius) / (i + 1)
         if u[i] - t > 0.0:
@@ -193,8 +199,9 @@ def dc_solve(X, y, s1, groups, s2, tau: float = 0.5, max_outer: int = 50,
     w = np.zeros(p)
     path = DCPath(w=w, objective=[value(w)])
     for _ in range(int(max_outer)):
-        free1 = np.abs(w) > tau
-        free2 = np.sqrt(np.bincount(group_of, weights=w * w, minlength=n_groups)) > tau
+        free1 = np.abs(w) >= tau * KINK
+        free2 = np.sqrt(np.bincount(group_of, weights=w * w, minlength=n_groups)) \
+            >= tau * KINK
         r1 = tau * max(s1 - int(free1.sum()), 0)
         r2 = tau * max(s2 - int(free2.sum()), 0)
         w_new, iters = _admm(H, b, rho, w, group_of, n_groups, free1, r1, free2, r2,
