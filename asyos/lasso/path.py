@@ -16,15 +16,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ConvergenceWarning, InputError
-from .saif import saif_cd
+from .saif import WS_MIN, saif_cd
 from .screening import (
     Iterate,
     Stopping,
     UnitDesign,
     UnitSet,
-    duality_gap,
     gap_safe_cd,
-    penalty,
     unit_scores,
 )
 
@@ -35,7 +33,6 @@ SCREENINGS = ("none", "gap_safe", "saif")
 SOLVER_NAMES = {"none": "coordinate descent",
                 "gap_safe": "coordinate descent with gap-safe screening",
                 "saif": "SAIF"}
-M0 = 10          # SAIF's initial active set: the top-m0 features by score
 ALPHA0 = 0.5     # α0 shrinks the first ADD/DEL balls (Ren et al., Section 2.2; ours)
 F_GAP = 10       # epochs between two gap checks (our value)
 
@@ -184,9 +181,8 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
     last) until the full duality gap ≤ tol·‖y‖² (scikit-learn's rule).
 
     Sequential screening: each λ starts from every unit, screened at once with the
-    warm-start residual (gap-safe sequential), or, for SAIF, from the last support,
-    the top-m0 scores and the strong-rule set |x_gᵀr| ≥ 2λ_t − λ_{t−1} (Tibshirani et
-    al. 2012; our addition: any start is safe, as SAIF only uses it as its first A).
+    warm-start residual (gap-safe sequential), or, for SAIF, from the last support
+    and as many units again closest to violating at λ (``_saif_start``).
 
     A λ whose gap is still above tol·‖y‖² stopped at ``max_epochs``: one
     ``convergence_warning`` (a Warning class; None: none) names how many and the worst.
@@ -205,19 +201,16 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
                      epochs=np.zeros(len(lams), dtype=np.int64),
                      n_kept=np.zeros(len(lams), dtype=np.int64),
                      kept=np.zeros((len(lams), n_units), dtype=bool))
-    prev = float(scores.max())
     iterate, stop = Iterate(beta, r), Stopping(eps, max_epochs, F_GAP)
     for t, lam in enumerate(lams):
         units = np.empty(n_units, dtype=np.int64)
         keep = np.zeros(n_units, dtype=bool)
         if screening == "saif":
-            start = _saif_start(d, beta, scores, lam, prev, live)
+            start = _saif_start(d, beta, scores, lam, live)
             units[:len(start)] = start
             keep[start] = True
-            pen = penalty(beta, d.gptr, d.w, start, len(start))
-            gap0 = duality_gap(y, r, lam, pen, max(lam, float(scores.max())))
             k, gap, ep, _ = saif_cd(d.units, y, lam, iterate, UnitSet(units, keep),
-                                    len(start), scores, stop, ALPHA0, gap0)
+                                    len(start), scores, stop, ALPHA0)
         else:
             units[:len(live)] = live
             keep[live] = True
@@ -226,7 +219,6 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
         out.coefs[t, d.order] = beta
         out.gaps[t], out.epochs[t], out.n_kept[t] = gap, ep, k
         out.kept[t] = keep
-        prev = lam
     if convergence_warning is not None:
         warn_unconverged(out.gaps, eps, lams, out.epochs, screening, max_epochs,
                          convergence_warning, stacklevel=2)
@@ -255,14 +247,19 @@ def warn_unconverged(gaps, target, lams, epochs, screening: str, max_epochs: int
                   f"the columns of X", category, stacklevel=stacklevel + 1)
 
 
-def _saif_start(d: Design, beta, scores, lam, prev, live) -> np.ndarray:
-    """SAIF's first active set at λ: the units of the warm start's support, the top
-    M0 scores, and the strong rule's survivors (Ren et al. 2018, Section 5.3)."""
+def _saif_start(d: Design, beta, scores, lam, live) -> np.ndarray:
+    """SAIF's first active set at λ: the units of the warm start's support and, up to
+    max(WS_MIN, twice their number), the others in order of the dual distance
+    (λ − s_g)/‖X_g‖ at the last scan's scores s_g (ours, after Celer's working sets;
+    any start is safe, as SAIF only uses it as its first A)."""
     nonzero = np.add.reduceat((beta != 0.0).astype(np.int64), d.gptr[:-1]) > 0
-    top = min(M0, len(live))
-    ranked = live[np.argpartition(-scores[live], top - 1)[:top]] if top else live
-    strong = live[scores[live] >= 2.0 * lam - prev]
-    return np.union1d(np.union1d(np.flatnonzero(nonzero), ranked), strong)
+    rest = live[~nonzero[live]]
+    room = min(max(WS_MIN, 2 * int(nonzero.sum())) - int(nonzero.sum()), len(rest))
+    if room <= 0:
+        return np.flatnonzero(nonzero)
+    prio = (lam - scores[rest]) * d.w[rest] / np.sqrt(d.lip[rest])
+    ranked = rest[np.argpartition(prio, room - 1)[:room]]
+    return np.union1d(np.flatnonzero(nonzero), ranked)
 
 
 def _matvec(d: Design, beta: np.ndarray) -> np.ndarray:

@@ -24,10 +24,11 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-__all__ = ["MARGIN", "Iterate", "Stopping", "UnitDesign", "UnitSet", "col_axpy",
-           "col_dot", "gap_safe_cd", "unit_scores"]
+__all__ = ["K_EXTRA", "MARGIN", "DualPoint", "Iterate", "Stopping", "UnitDesign",
+           "UnitSet", "col_axpy", "col_dot", "gap_safe_cd", "unit_scores"]
 
 MARGIN = 1e-9   # ours: a sphere test must pass by τ (round-off safeguard)
+K_EXTRA = 5     # differences per extrapolation (Celer's K − 1 = 5, skglm's K = 5)
 
 
 class UnitDesign(NamedTuple):
@@ -53,6 +54,15 @@ class UnitSet(NamedTuple):
 
     order: np.ndarray   # (G,) int64: the units kept first
     member: np.ndarray  # (G,) bool: unit g is kept
+
+
+class DualPoint(NamedTuple):
+    """The best dual point a solver has seen: θ = ``rho``/``scale``, where ``rho`` is
+    the residual or its extrapolation; ``past`` holds the last residuals, one row per
+    gap check (``dual_point``)."""
+
+    rho: np.ndarray    # (n,)
+    past: np.ndarray   # (K_EXTRA + 1, n)
 
 
 class Stopping(NamedTuple):
@@ -187,6 +197,128 @@ def penalty(beta, gptr, w, units, n_units):
             acc += beta[j] * beta[j]
         total += w[g] * math.sqrt(acc)
     return total
+
+
+@njit(cache=True)
+def dual_value(y, rho, lam, scale):
+    """D(θ) − ½‖y‖² at θ = ρ/scale: t·ρᵀy − ½t²‖ρ‖² with t = λ/scale (so P − D needs
+    no ‖y‖²)."""
+    t = lam / scale
+    return t * np.dot(rho, y) - 0.5 * t * t * np.dot(rho, rho)
+
+
+@njit(cache=True)
+def extrapolation_weights(hist, c):
+    """Anderson / Celer extrapolation weights from the K + 1 rows of ``hist`` (oldest
+    first): with U = [h_2 − h_1, …, h_{K+1} − h_K], c = z/Σz where (UUᵀ)z = 1, so
+    Σ c_k = 1 and ‖Σ c_k (h_{k+1} − h_k)‖ is least.  Fills c (length K); returns
+    False when UUᵀ is singular to round-off."""
+    k = hist.shape[0] - 1
+    diff = hist[1:] - hist[:-1]
+    a = diff @ diff.T
+    z = np.ones(k)
+    floor = 1e-14 * max(1e-300, np.trace(a))
+    for i in range(k):                      # Gaussian elimination, partial pivoting
+        piv = i + np.argmax(np.abs(a[i:, i]))
+        if abs(a[piv, i]) <= floor:
+            return False
+        if piv != i:
+            for col in range(k):
+                a[i, col], a[piv, col] = a[piv, col], a[i, col]
+            z[i], z[piv] = z[piv], z[i]
+        for row in range(i + 1, k):
+            f = a[row, i] / a[i, i]
+            for col in range(i, k):
+                a[row, col] -= f * a[i, col]
+            z[row] -= f * z[i]
+    for i in range(k - 1, -1, -1):
+        for col in range(i + 1, k):
+            z[i] -= a[i, col] * z[col]
+        z[i] /= a[i, i]
+    total = z.sum()
+    if total == 0.0 or not np.isfinite(total):
+        return False
+    c[:] = z / total
+    return True
+
+
+@njit(cache=True)
+def anderson_step(M, y, beta, r, lam, gptr, w, units, n_units, hist_b, hist_r, count):
+    """Anderson acceleration of CD (Bertrand & Massias 2021, as in skglm): call after
+    every epoch; records (β_A, r) as row ``count`` of ``hist_b``/``hist_r``, and
+    once K + 1 are there, tries β_acc = Σ c_k β_{k+1} (``extrapolation_weights``)
+    and keeps it if it lowers the primal, r then updated exactly from the change of
+    β.  Returns the new count (0 after a try)."""
+    m = 0
+    for k in range(n_units):
+        g = units[k]
+        for j in range(gptr[g], gptr[g + 1]):
+            hist_b[count, m] = beta[j]
+            m += 1
+    hist_r[count] = r
+    if count + 1 < hist_b.shape[0]:
+        return count + 1
+    c = np.empty(hist_b.shape[0] - 1)
+    if not extrapolation_weights(hist_b[:, :m], c):
+        return 0
+    b_acc = np.zeros(m)
+    for i in range(c.shape[0]):
+        b_acc += c[i] * hist_b[i + 1, :m]
+    r_acc = c @ hist_r[1:]
+    pen_acc = 0.0
+    m = 0
+    for k in range(n_units):
+        g = units[k]
+        acc = 0.0
+        for j in range(gptr[g], gptr[g + 1]):
+            acc += b_acc[m] * b_acc[m]
+            m += 1
+        pen_acc += w[g] * math.sqrt(acc)
+    if (0.5 * np.dot(r_acc, r_acc) + lam * pen_acc
+            < 0.5 * np.dot(r, r) + lam * penalty(beta, gptr, w, units, n_units)):
+        m = 0
+        for k in range(n_units):
+            g = units[k]
+            for j in range(gptr[g], gptr[g + 1]):
+                d = beta[j] - b_acc[m]
+                if d != 0.0:
+                    col_axpy(M, j, d, r)
+                    beta[j] = b_acc[m]
+                m += 1
+    return 0
+
+
+@njit(cache=True)
+def dual_point(M, y, r, lam, gptr, w, units, n_units, score, spare, dual, n_checks,
+               best, scale):
+    """Keeps the best dual point seen since the units last grew: θ = ``dual.rho``/
+    ``scale`` with D(θ) − ½‖y‖² = ``best`` (−inf: none yet), against the rescaled
+    residual θ = r/scale_r and the extrapolated θ_acc = ρ_acc/scale_acc, each rescaled
+    over units[:n_units] (a point stays feasible while units are only removed).
+    Records r as the newest row of ``dual.past`` (``n_checks``: how many were
+    recorded since the reset) and extrapolates once K residuals are there.
+    ``score`` holds ‖X_gᵀρ‖/w_g of the kept point over the units (``spare``:
+    scratch of the same length).  Returns the new (best, scale)."""
+    rho, past = dual
+    for i in range(past.shape[0] - 1):
+        past[i] = past[i + 1]
+    past[-1] = r
+    top = unit_scores(M, r, gptr, w, units, n_units, spare)
+    value = dual_value(y, r, lam, max(lam, top))
+    if value > best:
+        best, scale = value, max(lam, top)
+        rho[:] = r
+        score[:n_units] = spare[:n_units]
+    c = np.empty(past.shape[0] - 1)
+    if n_checks + 1 >= past.shape[0] and extrapolation_weights(past, c):
+        acc = c @ past[:-1]       # Celer combines the K oldest residuals
+        top = unit_scores(M, acc, gptr, w, units, n_units, spare)
+        value = dual_value(y, acc, lam, max(lam, top))
+        if value > best:
+            best, scale = value, max(lam, top)
+            rho[:] = acc
+            score[:n_units] = spare[:n_units]
+    return best, scale
 
 
 @njit(cache=True)

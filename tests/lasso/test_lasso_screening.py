@@ -98,7 +98,7 @@ def test_saif_from_an_empty_active_set_stops_at_once_above_lambda_max():
                            np.zeros(X.shape[1], dtype=bool), np.empty(X.shape[1]))
     k, gap, epochs, scans = saif_cd(d.units, y, lam, Iterate(beta, r),
                                     UnitSet(units, keep), 0, scores,
-                                    Stopping(1e-10 * y @ y, 100, 10), 0.5, 1.0)
+                                    Stopping(1e-10 * y @ y, 100, 10), 0.5)
     assert (k, gap, epochs, scans) == (0, 0.0, 0, 1) and not beta.any()
 
 
@@ -185,7 +185,7 @@ def test_saif_answer_does_not_depend_on_its_start_or_alpha0():
         units[:len(start)] = start
         keep[start] = True
         saif_cd(d.units, y, lam, Iterate(beta, r), UnitSet(units, keep), len(start),
-                np.empty(p), Stopping(1e-13 * y @ y, 100_000, 10), alpha0, 1.0)
+                np.empty(p), Stopping(1e-13 * y @ y, 100_000, 10), alpha0)
         answers.append(beta)
     for other in answers[1:]:
         np.testing.assert_allclose(other, answers[0], atol=1e-8)
