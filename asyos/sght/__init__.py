@@ -4,6 +4,6 @@ dynamic programming (``asyos.core.projection``) and ISTA, ISTA with line search,
 FISTA and FISTA-C steps.  The mathematics is in docs/algorithms.md.
 """
 
-from .solver import VARIANTS, fit_sght, sght_solve
+from .solver import STARTS, VARIANTS, fit_sght, sght_solve
 
-__all__ = ["VARIANTS", "fit_sght", "sght_solve"]
+__all__ = ["STARTS", "VARIANTS", "fit_sght", "sght_solve"]

@@ -34,9 +34,10 @@ from ..core.selection import Selection
 from ..core.validate import check_choice, check_problem
 from ..errors import ConvergenceWarning, InputError
 
-__all__ = ["VARIANTS", "SGHTPath", "fit_sght", "sght_solve"]
+__all__ = ["STARTS", "VARIANTS", "SGHTPath", "fit_sght", "sght_solve", "start_point"]
 
 VARIANTS = ("ISTA", "ISTA-L", "FISTA", "FISTA-C")
+STARTS = ("zero", "least_squares", "ridge", "correlation")
 DELTA = 1e-5          # δ of the sufficient-decrease test (ours: the paper gives none)
 MAX_BACKTRACKS = 100  # η = 2: L grows by 2^100, far past any Lipschitz constant
 
@@ -114,9 +115,10 @@ def _line_search(problem, variant, z, fz, grad, w_prev, f_prev, L, eta):
 
 def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
                max_iter=1000, tol=1e-6,
-               convergence_warning=ConvergenceWarning) -> SGHTPath:
-    """Xiang et al., Algorithm 1 (ISTA) or 2 (FISTA) from w = 0: returns the iterate
-    and its objective history.
+               convergence_warning=ConvergenceWarning, w0=None) -> SGHTPath:
+    """Xiang et al., Algorithm 1 (ISTA) or 2 (FISTA) from w = 0 (or from ``w0``
+    projected onto the constraint set): returns the iterate and its objective
+    history.
 
     Stops when the relative change of the objective is ≤ ``tol``, when a plain step
     from the iterate (no momentum) does not decrease it (only rounding can make it
@@ -135,7 +137,15 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
         raise InputError(f"eta (the backtracking factor) must be a number > 1, "
                          f"got {eta!r}")
     problem = _Problem(X, y, loss, group_of, s1, s2)
-    w = w_old = np.zeros(X.shape[1])
+    if w0 is None:
+        w = np.zeros(X.shape[1])
+    else:
+        w0 = np.asarray(w0, dtype=np.float64)
+        if w0.shape != (X.shape[1],) or not np.all(np.isfinite(w0)):
+            raise InputError(f"w0 must be a finite vector of {X.shape[1]} weights, "
+                             f"got shape {w0.shape}")
+        w = problem.project(w0)
+    w_old = w
     f = problem.value(w)
     path = SGHTPath(w=w, objective=[f])
     fista = variant.startswith("FISTA")
@@ -182,15 +192,40 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     return path
 
 
+def start_point(name: str, X, y) -> np.ndarray | None:
+    """A start for SGHT (projected by ``sght_solve``): "zero" (None, the paper's),
+    "least_squares" (the minimum-norm least-squares fit X⁺y), "ridge" (the ridge fit
+    with a unit penalty on the mean-loss scale, (XᵀX/n + I)⁻¹Xᵀy/n) or
+    "correlation" (Xᵀy/n)."""
+    check_choice("start", name, STARTS)
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    n, p = X.shape
+    if name == "zero":
+        return None
+    if name == "least_squares":
+        return np.linalg.lstsq(X, y, rcond=None)[0]
+    if name == "ridge":
+        return np.linalg.solve(X.T @ X / n + np.eye(p), X.T @ y / n)
+    return X.T @ y / n
+
+
 def fit_sght(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
              max_iter=1000, tol=1e-6,
-             convergence_warning=ConvergenceWarning) -> Selection:
+             convergence_warning=ConvergenceWarning, starts=("zero",)) -> Selection:
     """SGHT (Xiang et al., Algorithm 1): at most ``s1`` features from at most ``s2``
     groups (``groups[j]``: feature j's label).  Selection = the nonzeros of the final
-    iterate."""
-    path = sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
-                      max_iter=max_iter, tol=tol,
-                      convergence_warning=convergence_warning)
+    iterate; with several ``starts`` (names of ``STARTS``), of the run that ends at
+    the least objective (SGHT is a local method: a start that locks onto a wrong
+    group ends higher)."""
+    if isinstance(starts, str) or not starts:
+        raise InputError(f"starts must be a nonempty sequence of {', '.join(STARTS)}, "
+                         f"got {starts!r}")
+    path = min((sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
+                           max_iter=max_iter, tol=tol,
+                           convergence_warning=convergence_warning,
+                           w0=start_point(name, X, y))
+                for name in starts), key=lambda run: run.objective[-1])
     selected = np.flatnonzero(path.w).astype(np.int64)
     return Selection(selected=selected, weights=path.w[selected].copy(),
                      n_iter=path.n_iter, name="SGHT")
