@@ -119,3 +119,32 @@ def test_information_criteria_alone_skip_the_cv():
                          selections=("gebic", "ebic"))
     assert [r["select"] for r in rows] == ["gebic", "ebic"]
     assert all(r["grp_NO"] - r["grp_FP"] + r["grp_FN"] == 6 for r in rows)
+
+
+def test_the_paper_baselines_run_and_are_scored():
+    rows = sght.run_case(1, 0, 0, quick=True, only=("frac(1,2)", "frac(2,1)", "DC"),
+                         selections=("cv", "1se"))
+    assert [r["method"] for r in rows] == ["frac(1,2)"] * 2 + ["frac(2,1)"] * 2 + \
+        ["DC"] * 2
+    grid = sght.grids(True)
+    for row in rows:
+        assert row["grp_NO"] - row["grp_FP"] + row["grp_FN"] == 6
+        assert row["feat_NO"] - row["feat_FP"] + row["feat_FN"] == 18
+        values = grid["pairs"] if row["method"] == "DC" else grid["fractions"]
+        assert row["param"] in map(str, values)
+    # λ grids are sparsest at the largest λ, as for sgLasso
+    assert sght.complexity("frac(2,1)", 1e2) < sght.complexity("frac(2,1)", 1e-8)
+
+
+def test_cli_method_names_keep_their_commas(tmp_path):
+    from asyos.experiments.cli import _method_names, main
+
+    assert _method_names("SGHT (4 starts), frac(1,2),DC") == [
+        "SGHT (4 starts)", "frac(1,2)", "DC"]
+    with pytest.raises(InputError, match="unknown method frac"):
+        sght.sght_table(tmp_path, reps=1, quick=True, progress=False,
+                        methods_only=["frac"])
+    assert main(["sght", "--quick", "--reps", "1", "--methods", "frac(2,1)",
+                 "--no-progress", "--out", str(tmp_path)]) == 0
+    header, *body = (tmp_path / "sght.csv").read_text().splitlines()
+    assert len(body) == 2 and all("frac(2,1)" in line for line in body)
