@@ -71,7 +71,10 @@ class AsyServer:
         protocol at q = 4: recall 0.08–0.44 against 0.89 for sequential OS).  So the
         server looks once per round of q · depth steps (every worker's pipeline
         once) and only at a real rise: what a step size too large for the staleness
-        does (R² −6 on correlated columns without this guard).
+        does (R² −6 on correlated columns without this guard).  A halving starts a
+        new reference (the loss then): compared with the lowest loss ever, a rise
+        that the smaller steps cannot undo at once (a budget cut's dropped weights)
+        would halve η every round after it, down to 1e-267 and a frozen run.
         """
         return self.eta * self.shrink
 
@@ -85,7 +88,9 @@ class AsyServer:
         loss = loss_value(int(self.config.loss), self.state.u, self.y)
         if loss > self._lowest_loss * (1.0 + RISE):
             self.shrink *= 0.5
-        self._lowest_loss = min(self._lowest_loss, loss)
+            self._lowest_loss = loss
+        else:
+            self._lowest_loss = min(self._lowest_loss, loss)
 
     @property
     def started(self) -> bool:

@@ -14,6 +14,7 @@ from reference_os import os_step
 
 from asyos.datasets import make_classification, make_regression
 from asyos.errors import InputError
+from asyos.metrics import recall
 from asyos.solvers.sequential import fit_os
 from asyos.solvers.simulator import fit_simulated
 
@@ -267,3 +268,31 @@ def test_cli_budget_adaptive(tmp_path):
                           timeout=60)
     assert proc.returncode == 2 and "--simulate" in proc.stderr and "mpiexec" in \
         proc.stderr
+
+
+def test_the_servers_step_size_halves_once_per_rise_not_every_round_after_it():
+    """The safeguard halves η when a round's loss rose 5 % above the lowest since its
+    last halving; a plateau above an older low is no new rise.  (Against the lowest
+    loss ever, one budget cut's rise halved η every round after it: 1e-267 and a
+    frozen run, recall 0.19 against 0.55 sequential on a classification seed.)"""
+    from asyos.solvers.asy import AsyConfig
+    from asyos.solvers.asy_server import AsyServer
+
+    y = np.ones(4)
+    server = AsyServer(y, AsyConfig.build(2, 1, n_features=8, window=1, batch=1))
+    server.start(8, eta=1.0, m=1.0)
+    for level in (0.0, 0.5, 0.5, 0.5, 0.5, 0.8, 0.8):   # y − u: the loss ½(y−u)²
+        server.state.u[:] = 1.0 - level
+        server._safeguard(server.config.depth)
+    assert server.step_size == 0.25          # two rises (0 → 0.5, 0.5 → 0.8), two halvings
+
+
+def test_a_classification_run_does_not_freeze_after_a_rise():
+    """The simulated run on the seed that froze under the old safeguard keeps a
+    usable η and stays near sequential OS's recall."""
+    problem = make_classification(2048, 32, seed=1)
+    result = fit_simulated(problem.X, problem.y, 32, 2, loss="logistic")
+    sequential = fit_os(problem.X, problem.y, 32, loss="logistic")
+    assert result.eta > 1e-2              # it froze at 3e-267
+    assert recall(result.selected, problem.support) >= \
+        recall(sequential.selected, problem.support) - 0.1
