@@ -379,10 +379,13 @@ class ServerState:
         return max([record.selected.size, *budgets])
 
     def _settled(self) -> int:
-        """Slots of the top s taken for good: finished workers' kept sets and the
-        final budgets of workers in their last steps."""
-        return sum(self._committed(t) for t, r in enumerate(self.workers)
-                   if r.finished or self.final[t] is not None)
+        """Slots of the top s taken for good: finished workers' kept sets, the final
+        budgets of workers in their last steps, and a lost worker's kept set (it can
+        drop nothing until it rejoins, and it will need at least one slot then; its
+        final budget, if it had one, holds)."""
+        return sum(max(r.selected.size, 1) if r.lost and self.final[t] is None
+                   else self._committed(t) for t, r in enumerate(self.workers)
+                   if r.finished or r.lost or self.final[t] is not None)
 
     def shares(self) -> dict[int, int]:
         """Each open worker's share (running, no final budget yet) of the slots of the
@@ -398,7 +401,7 @@ class ServerState:
         q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
         """
         open_ = [t for t, r in enumerate(self.workers)
-                 if not r.finished and self.final[t] is None]
+                 if not (r.finished or r.lost) and self.final[t] is None]
         if not open_:
             return {}
         # trial slots on top of s (``set_ends``) or, on short shards, within it

@@ -430,6 +430,26 @@ def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slo
     assert server.final == [3, 1, 2] and sum(server.final) == 6 and server.shares() == {}
 
 
+def test_a_lost_workers_kept_set_is_settled_and_the_others_final_budgets_leave_it():
+    """A lost worker can drop nothing until it rejoins: its kept set takes its slots
+    of the top s for good, however far its weights fall behind the others'.  (Counted
+    as an open worker's share, it left the survivor a final budget that brought the
+    partial run to s + 2 features.)"""
+    server = ServerState(3, 2, depth=1, batch=1)
+    server.adapt_budgets(4)
+    server.set_ends([100, 2])
+    for t in range(2):
+        assert server.request(t) == [t] and server.view(t)[4] == 3   # 2 of 4, + 1
+    server.push(0, np.ones(3), version=0, kept=([0, 2, 4], [1.0, 0.9, 0.8], 1))
+    server.lose(0)
+    server.push(1, np.ones(3), version=0, kept=([1, 3, 5], [9.0, 8.0, 7.0], 1))
+    assert server.shares() == {1: 1}              # the top 4 less worker 0's 3
+    assert server.request(1) == [1] and server.view(1)[4] == 1    # its end: final
+    assert server.final == [None, 1] and server._settled() == 4
+    server.rejoin(0)                              # open again
+    assert server._settled() == 1
+
+
 @settings(max_examples=60, deadline=None)
 @given(q=st.integers(1, 5), extra=st.integers(0, 8), depth=st.integers(1, 3),
        tau=st.sampled_from([None, 0, 2]), seed=st.integers(0, 2**31))
@@ -680,7 +700,9 @@ class Carrier:
         assert state.clock == sum(r.pushes for r in state.workers)
         if self.adaptive and state.ends:   # trial slots on top of s
             assert sum(state._committed(t) for t in range(self.q)) <= self.s + self.q
-            assert state._settled() <= self.s   # finished kept sets, final budgets
+            # finished and lost kept sets, final budgets; a lost worker may hold
+            # its trial slot
+            assert state._settled() <= self.s + len(state.lost_workers)
         elif self.adaptive:                  # within s
             assert sum(state.held(t) for t in range(self.q)) <= self.s
 
