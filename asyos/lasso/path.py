@@ -19,6 +19,7 @@ from ..errors import ConvergenceWarning, InputError
 from .saif import WS_MIN, saif_cd
 from .screening import (
     Iterate,
+    ScoreBounds,
     Stopping,
     UnitDesign,
     UnitSet,
@@ -197,6 +198,7 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
         beta[:] = coef0[d.order]
     r = y - _matvec(d, beta)
     scores = d.scores(r)
+    bounds = ScoreBounds(scores, r.copy())     # SAIF's: exact at r to begin with
     out = PathResult(coefs=np.zeros((len(lams), d.p)), gaps=np.zeros(len(lams)),
                      epochs=np.zeros(len(lams), dtype=np.int64),
                      n_kept=np.zeros(len(lams), dtype=np.int64),
@@ -210,7 +212,7 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
             units[:len(start)] = start
             keep[start] = True
             k, gap, ep, _ = saif_cd(d.units, y, lam, iterate, UnitSet(units, keep),
-                                    len(start), scores, stop, ALPHA0)
+                                    len(start), bounds, stop, ALPHA0)
         else:
             units[:len(live)] = live
             keep[live] = True
@@ -250,7 +252,7 @@ def warn_unconverged(gaps, target, lams, epochs, screening: str, max_epochs: int
 def _saif_start(d: Design, beta, scores, lam, live) -> np.ndarray:
     """SAIF's first active set at λ: the units of the warm start's support and, up to
     max(WS_MIN, twice their number), the others in order of the dual distance
-    (λ − s_g)/‖X_g‖ at the last scan's scores s_g (ours, after Celer's working sets;
+    (λ − s_g)/‖X_g‖ at the last scan's score bounds s_g (ours, after Celer's working sets;
     any start is safe, as SAIF only uses it as its first A)."""
     nonzero = np.add.reduceat((beta != 0.0).astype(np.int64), d.gptr[:-1]) > 0
     rest = live[~nonzero[live]]

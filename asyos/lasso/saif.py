@@ -27,8 +27,9 @@ from .screening import (
     dual_point,
     dual_value,
     penalty,
+    bounded_scores,
     sphere_screen,
-    unit_scores,
+    unit_score,
 )
 
 __all__ = ["WS_MIN", "ZETA", "fused_design", "fused_coef", "saif_cd"]
@@ -38,7 +39,7 @@ WS_MIN = 10   # the smallest A that ADD builds (Celer's p0 = 10)
 
 
 @njit(cache=True)
-def saif_cd(design, y, lam, iterate, active, n_act, scores, stop, alpha0):
+def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
     """SAIF on the units A = ``active.order[:n_act]`` (``active``: ``UnitSet``) of
     ``design`` (``UnitDesign``) from ``iterate`` (``Iterate``; β is zero outside A),
     until the full gap is ≤ ``stop.eps`` or ``stop.max_epochs`` epochs ran
@@ -61,15 +62,20 @@ def saif_cd(design, y, lam, iterate, active, n_act, scores, stop, alpha0):
     and scan, which tightens the gaps by orders of magnitude on correlated
     designs, so rounds end many epochs sooner.
 
-    Returns (|A|, full gap, epochs, scans); ``scores`` holds every unit's
-    ‖X_gᵀρ‖/w_g at the last scan (ρ: the residual or its extrapolation).
+    A scan reads only the columns whose score bound (``bounds``: ``ScoreBounds``,
+    updated in place, anchored at the last scan's ρ: the residual or its
+    extrapolation) could set the maximum or fail the sphere test
+    (``screening.bounded_scores``), so the full gap stays exact.
+
+    Returns (|A|, full gap, epochs, scans).
     """
     M, gptr, w, lip, unit_norm = design
     beta, r = iterate
     units, in_act = active
     eps, max_epochs, f_gap = stop
     n_groups = gptr.shape[0] - 1
-    every = np.arange(n_groups)
+    scores = bounds.scores
+    fresh = np.empty(n_groups, dtype=np.bool_)
     buf = np.empty(np.max(gptr[1:] - gptr[:-1]))
     score = np.empty(n_groups)
     spare = np.empty(n_groups)
@@ -103,7 +109,7 @@ def saif_cd(design, y, lam, iterate, active, n_act, scores, stop, alpha0):
                 n_hist = anderson_step(M, y, beta, r, lam, gptr, w, units, n_act,
                                        hist_b, hist_r, n_hist)
         primal = 0.5 * np.dot(r, r) + lam * penalty(beta, gptr, w, units, n_act)
-        scale = max(lam, unit_scores(M, dual.rho, gptr, w, every, n_groups, scores))
+        scale = bounded_scores(M, dual.rho, lam, gptr, w, unit_norm, bounds, fresh)
         last_full = max(0.0, primal - dual_value(y, dual.rho, lam, scale))
         scans += 1
         if last_full <= eps or epochs >= max_epochs:
@@ -124,6 +130,8 @@ def saif_cd(design, y, lam, iterate, active, n_act, scores, stop, alpha0):
         for g in range(n_groups):
             if in_act[g] or out[g]:
                 continue
+            if not fresh[g] and scores[g] / scale + radius * unit_norm[g] >= 1.0 - MARGIN:
+                scores[g] = unit_score(M, dual.rho, gptr, w, g)   # a bound: refine
             s = scores[g] / scale
             if s + radius * unit_norm[g] < 1.0 - MARGIN:
                 out[g] = True

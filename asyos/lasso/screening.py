@@ -24,8 +24,8 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-__all__ = ["K_EXTRA", "MARGIN", "DualPoint", "Iterate", "Stopping", "UnitDesign",
-           "UnitSet", "col_axpy", "col_dot", "gap_safe_cd", "unit_scores"]
+__all__ = ["K_EXTRA", "MARGIN", "DualPoint", "Iterate", "ScoreBounds", "Stopping",
+           "UnitDesign", "UnitSet", "col_axpy", "col_dot", "gap_safe_cd", "unit_scores"]
 
 MARGIN = 1e-9   # ours: a sphere test must pass by τ (round-off safeguard)
 K_EXTRA = 5     # differences per extrapolation (Celer's K − 1 = 5, skglm's K = 5)
@@ -63,6 +63,14 @@ class DualPoint(NamedTuple):
 
     rho: np.ndarray    # (n,)
     past: np.ndarray   # (K_EXTRA + 1, n)
+
+
+class ScoreBounds(NamedTuple):
+    """Upper bounds on every unit's score at an anchor point (``bounded_scores``);
+    +inf bounds force exact scores."""
+
+    scores: np.ndarray   # (G,): b_g ≥ ‖X_gᵀρ₀‖/w_g
+    anchor: np.ndarray   # (n,): ρ₀
 
 
 class Stopping(NamedTuple):
@@ -172,17 +180,43 @@ def cd_epoch(M, beta, r, lam, gptr, w, lip, units, n_units, buf):
 
 
 @njit(cache=True)
+def unit_score(M, r, gptr, w, g):
+    """‖X_gᵀr‖/w_g."""
+    acc = 0.0
+    for j in range(gptr[g], gptr[g + 1]):
+        c = col_dot(M, j, r)
+        acc += c * c
+    return math.sqrt(acc) / w[g]
+
+
+@njit(cache=True)
 def unit_scores(M, r, gptr, w, units, n_units, out):
     """out[k] = ‖X_gᵀr‖/w_g for g = units[k]; returns their maximum (0 if none)."""
     top = 0.0
     for k in range(n_units):
-        g = units[k]
-        acc = 0.0
-        for j in range(gptr[g], gptr[g + 1]):
-            c = col_dot(M, j, r)
-            acc += c * c
-        out[k] = math.sqrt(acc) / w[g]
+        out[k] = unit_score(M, r, gptr, w, units[k])
         top = max(top, out[k])
+    return top
+
+
+@njit(cache=True)
+def bounded_scores(M, rho, lam, gptr, w, unit_norm, bounds, fresh):
+    """max(λ, ‖X_gᵀρ‖/w_g over all units), reading as few columns as it can.
+
+    ``bounds`` (``ScoreBounds``) holds b_g ≥ ‖X_gᵀρ₀‖/w_g at its anchor ρ₀; then
+    ‖X_gᵀρ‖/w_g ≤ b_g + (‖X_g‖₂/w_g)·‖ρ − ρ₀‖ (Cauchy–Schwarz), and only the units
+    whose bound reaches λ can set the maximum: those are computed exactly (``fresh``
+    marks them), the others keep the shifted bound.  The anchor moves to ρ."""
+    scores, anchor = bounds
+    delta = math.sqrt(np.sum((rho - anchor) ** 2))
+    anchor[:] = rho
+    top = lam
+    for g in range(scores.shape[0]):
+        b = scores[g] + unit_norm[g] * delta
+        fresh[g] = b >= lam * (1.0 - MARGIN)
+        scores[g] = unit_score(M, rho, gptr, w, g) if fresh[g] else b
+        if fresh[g]:
+            top = max(top, scores[g])
     return top
 
 

@@ -14,7 +14,8 @@ from asyos import lasso_path
 from asyos.errors import InputError
 from asyos.lasso.path import SCREENINGS, check_xy, make_design, solve_path
 from asyos.lasso.saif import saif_cd
-from asyos.lasso.screening import Iterate, Stopping, UnitSet, duality_gap
+from asyos.lasso.screening import (Iterate, ScoreBounds, Stopping, UnitSet,
+                                   duality_gap)
 
 
 def _problem(kind, n=60, p=150, seed=0):
@@ -95,9 +96,9 @@ def test_saif_from_an_empty_active_set_stops_at_once_above_lambda_max():
     lam = 1.5 * d.lam_max(y)
     beta, r = np.zeros(X.shape[1]), y.copy()
     units, keep, scores = (np.zeros(X.shape[1], dtype=np.int64),
-                           np.zeros(X.shape[1], dtype=bool), np.empty(X.shape[1]))
+                           np.zeros(X.shape[1], dtype=bool), np.full(X.shape[1], np.inf))
     k, gap, epochs, scans = saif_cd(d.units, y, lam, Iterate(beta, r),
-                                    UnitSet(units, keep), 0, scores,
+                                    UnitSet(units, keep), 0, ScoreBounds(scores, y.copy()),
                                     Stopping(1e-10 * y @ y, 100, 10), 0.5)
     assert (k, gap, epochs, scans) == (0, 0.0, 0, 1) and not beta.any()
 
@@ -185,7 +186,8 @@ def test_saif_answer_does_not_depend_on_its_start_or_alpha0():
         units[:len(start)] = start
         keep[start] = True
         saif_cd(d.units, y, lam, Iterate(beta, r), UnitSet(units, keep), len(start),
-                np.empty(p), Stopping(1e-13 * y @ y, 100_000, 10), alpha0)
+                ScoreBounds(np.full(p, np.inf), y.copy()),
+                Stopping(1e-13 * y @ y, 100_000, 10), alpha0)
         answers.append(beta)
     for other in answers[1:]:
         np.testing.assert_allclose(other, answers[0], atol=1e-8)
