@@ -296,7 +296,7 @@ def sght_table(out, *, reps: int | None = None, seed: int = 0, jobs: int = 1,
 def _plot(path: Path, summary: list[dict]) -> Path:
     """Per case: group and feature false positives / negatives per method (bars)."""
     plt = plot.pyplot()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
+    fig, axes = plt.subplots(1, 2, figsize=(14, 4.8))
     bars = ("grp_FP", "grp_FN", "feat_FP", "feat_FN")
     for ax, case in zip(axes, CASES):
         entries = [e for e in summary if e["case"] == case]
@@ -306,9 +306,10 @@ def _plot(path: Path, summary: list[dict]) -> Path:
                    yerr=[e[metric + "_se"] for e in entries], label=metric)
         ax.set_xticks(x, [e["method"] if e.get("select", "cv") == "cv" else
                           f"{e['method']} ({e['select']})" for e in entries],
-                      rotation=20)
+                      rotation=35, ha="right")
         ax.set_yscale("symlog", linthresh=1.0)
         ax.set_title(f"case {case}: {CASES[case]}")
     axes[0].set_ylabel("count (mean ± SE)")
     axes[1].legend()
+    fig.tight_layout()
     return plot._save(fig, plt, path)
