@@ -5,8 +5,10 @@ Online Substitution.
 ``groups`` gives each feature's group label (None: every feature its own group, so
 the group budget is a second feature budget).  ``solver="sght"`` runs projected
 gradient with the exact bi-level projection (``variant`` picks one of the paper's
-four step schemes); ``solver="os"`` runs group-aware OS over the columns (``epochs``
-passes), which never holds more than s1 + 1 columns.
+four step schemes; ``starts`` the points it runs from, keeping the run with the least
+objective: "zero", the paper's, and "least_squares", "ridge", "correlation", see
+``sght.solver.start_point``); ``solver="os"`` runs group-aware OS over the columns
+(``epochs`` passes), which never holds more than s1 + 1 columns.
 
 Intercept: with ``fit_intercept`` the columns are centred first.  For the squared loss
 this is exact (the best b for any w is ȳ − x̄ᵀw); for the classification losses the
@@ -26,7 +28,7 @@ from ..core.losses import Loss, loss_value
 from ..core.projection import check_groups
 from ..core.validate import check_at_least, check_choice
 from ..errors import InputError
-from ..sght.solver import VARIANTS, sght_solve
+from ..sght.solver import VARIANTS, sght_from_starts
 from ..solvers.sequential import fit_os
 
 SOLVERS = ("sght", "os")
@@ -39,7 +41,8 @@ class _BiLevel(BaseEstimator):
 
     def __init__(self, n_features_to_select=None, n_groups_to_select=None, *,
                  groups=None, loss="squared", solver="sght", variant="ISTA-L",
-                 max_iter=1000, tol=1e-6, epochs=2, fit_intercept=True):
+                 max_iter=1000, tol=1e-6, epochs=2, fit_intercept=True,
+                 starts=("zero",)):
         self.n_features_to_select = n_features_to_select
         self.n_groups_to_select = n_groups_to_select
         self.groups = groups
@@ -50,6 +53,7 @@ class _BiLevel(BaseEstimator):
         self.tol = tol
         self.epochs = epochs
         self.fit_intercept = fit_intercept
+        self.starts = starts
 
     def _check_params(self, p: int):
         """(loss, group ids, s1, s2), or InputError naming the bad parameter."""
@@ -75,9 +79,10 @@ class _BiLevel(BaseEstimator):
         Xc = X - mean
         offset = float(y.mean()) if self.fit_intercept and loss is Loss.SQUARED else 0.0
         if self.solver == "sght":
-            path = sght_solve(Xc, y - offset, s1, group_of, s2, loss=loss,
-                              variant=self.variant, max_iter=self.max_iter,
-                              tol=self.tol, convergence_warning=ConvergenceWarning)
+            path = sght_from_starts(Xc, y - offset, s1, group_of, s2, self.starts,
+                                    loss=loss, variant=self.variant,
+                                    max_iter=self.max_iter, tol=self.tol,
+                                    convergence_warning=ConvergenceWarning)
             coef, self.n_iter_ = path.w, path.n_iter
         else:
             result = fit_os(Xc, y - offset, s1, loss=loss, epochs=self.epochs,
@@ -151,10 +156,12 @@ class SGHTClassifier(ClassifierMixin, _BiLevel):
 
     def __init__(self, n_features_to_select=None, n_groups_to_select=None, *,
                  groups=None, loss="squared_hinge", solver="sght", variant="ISTA-L",
-                 max_iter=1000, tol=1e-6, epochs=2, fit_intercept=True):
+                 max_iter=1000, tol=1e-6, epochs=2, fit_intercept=True,
+                 starts=("zero",)):
         super().__init__(n_features_to_select, n_groups_to_select, groups=groups,
                          loss=loss, solver=solver, variant=variant, max_iter=max_iter,
-                         tol=tol, epochs=epochs, fit_intercept=fit_intercept)
+                         tol=tol, epochs=epochs, fit_intercept=fit_intercept,
+                         starts=starts)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -34,7 +34,8 @@ from ..core.selection import Selection
 from ..core.validate import check_choice, check_problem
 from ..errors import ConvergenceWarning, InputError
 
-__all__ = ["STARTS", "VARIANTS", "SGHTPath", "fit_sght", "sght_solve", "start_point"]
+__all__ = ["STARTS", "VARIANTS", "SGHTPath", "fit_sght", "sght_from_starts",
+           "sght_solve", "start_point"]
 
 VARIANTS = ("ISTA", "ISTA-L", "FISTA", "FISTA-C")
 STARTS = ("zero", "least_squares", "ridge", "correlation")
@@ -210,22 +211,28 @@ def start_point(name: str, X, y) -> np.ndarray | None:
     return X.T @ y / n
 
 
+def sght_from_starts(X, y, s1, groups, s2, starts=("zero",), **options) -> SGHTPath:
+    """``sght_solve`` (with ``options``) from each start named in ``starts`` (see
+    ``start_point``); returns the run that ends at the least objective (SGHT is a
+    local method: a start that locks onto a wrong group ends higher)."""
+    if isinstance(starts, str) or not isinstance(starts, (tuple, list)) or not starts:
+        raise InputError(f"starts must be a nonempty sequence of {', '.join(STARTS)}, "
+                         f"got {starts!r}")
+    for name in starts:
+        check_choice("start", name, STARTS)
+    return min((sght_solve(X, y, s1, groups, s2, w0=start_point(name, X, y), **options)
+                for name in starts), key=lambda run: run.objective[-1])
+
+
 def fit_sght(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
              max_iter=1000, tol=1e-6,
              convergence_warning=ConvergenceWarning, starts=("zero",)) -> Selection:
     """SGHT (Xiang et al., Algorithm 1): at most ``s1`` features from at most ``s2``
     groups (``groups[j]``: feature j's label).  Selection = the nonzeros of the final
-    iterate; with several ``starts`` (names of ``STARTS``), of the run that ends at
-    the least objective (SGHT is a local method: a start that locks onto a wrong
-    group ends higher)."""
-    if isinstance(starts, str) or not starts:
-        raise InputError(f"starts must be a nonempty sequence of {', '.join(STARTS)}, "
-                         f"got {starts!r}")
-    path = min((sght_solve(X, y, s1, groups, s2, loss=loss, variant=variant, eta=eta,
-                           max_iter=max_iter, tol=tol,
-                           convergence_warning=convergence_warning,
-                           w0=start_point(name, X, y))
-                for name in starts), key=lambda run: run.objective[-1])
+    iterate of the best run over ``starts`` (``sght_from_starts``)."""
+    path = sght_from_starts(X, y, s1, groups, s2, starts, loss=loss, variant=variant,
+                            eta=eta, max_iter=max_iter, tol=tol,
+                            convergence_warning=convergence_warning)
     selected = np.flatnonzero(path.w).astype(np.int64)
     return Selection(selected=selected, weights=path.w[selected].copy(),
                      n_iter=path.n_iter, name="SGHT")
