@@ -7,10 +7,11 @@ docs/algorithms.md, "The fractional models frac(1,2) and frac(2,1)"):
 
     min_x f(x) + λ Σ_G ‖x_G‖_q^{1/2},      q = 1: frac(1,2),   q = 2: frac(2,1),
 
-f(x) = ‖Xx − y‖²/(2n).  The square root of a group norm is what the KDD 2013
+f(x) = ‖Xx − y‖²/(2n).  The square root of a group norm is what a factorised
 bi-level model — each group's weights written as a group scale times a feature
-vector, x_G = α_G β_G, with λ1|α_G| + λ2‖β_G‖_q as penalty — comes to once α is
-minimised out: min over α of λ1|α| + λ2‖x_G‖_q/|α| = 2√(λ1λ2‖x_G‖_q).  The outer
+vector, x_G = α_G β_G, with λ1|α_G| + λ2‖β_G‖_q as penalty (our choice, not checked
+against the KDD 2013 text) — comes to once α is minimised out: min over α of
+λ1|α| + λ2‖x_G‖_q/|α| = 2√(λ1λ2‖x_G‖_q).  The outer
 square root prunes groups; an inner ℓ1 norm also prunes features inside a group
 (bi-level), an inner ℓ2 norm keeps a chosen group whole (group selection).
 
