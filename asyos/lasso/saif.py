@@ -47,20 +47,22 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
 
     Each round: CD on A, with the sub-problem's gap sphere (radius α·√(2G_A)/λ)
     deleting units every ``f_gap`` epochs (DEL), until G_A ≤ max(eps, ζ·last full
-    gap) (ζ·G_A at the first check), or ≤ eps once ADD has stopped; then one scan
-    of all units gives the full gap (stop when ≤ eps), removes for this λ every
-    unit the full gap sphere certifies zero (Gap Safe), and ADD rebuilds A: the
-    units with β_g ≠ 0 and, up to max(WS_MIN, 2·their number) units, the others
-    in order of the dual distance (1 − ‖X_gᵀθ‖/w_g)/(‖X_g‖/w_g), so the surest
-    violators first.  When no unit outside A is left, θ*_A = θ* (Ren et al.,
-    Theorem 1c): ADD stops and α = 1.
+    gap) (ζ·G_A at the first check; ζ times less again after a round that ran no
+    epoch, so every round makes progress), or ≤ eps once ADD has stopped; then one
+    scan of all units gives the full gap (stop when ≤ eps), removes for this λ
+    every unit the full gap sphere certifies zero (Gap Safe), and ADD rebuilds A:
+    the units with β_g ≠ 0 and, up to max(WS_MIN, 2·their number) units, the
+    others in order of the dual distance (1 − ‖X_gᵀθ‖/w_g)/(‖X_g‖/w_g), so the
+    surest violators first.  When no unit outside A is left, θ*_A = θ* (Ren et
+    al., Theorem 1c): ADD stops and α = 1 (α = α0 until then).
 
-    Ours, after Celer (Massias, Gramfort & Salmon 2018): the working set sized by
-    the support (instead of SAIF's m_k = |A| surest violators, which let A grow to
-    ~4× the support on correlated designs), and θ the better of the rescaled
-    residual and its extrapolation (``screening.dual_point``) in every gap, sphere
-    and scan, which tightens the gaps by orders of magnitude on correlated
-    designs, so rounds end many epochs sooner.
+    Ours, after Celer (Massias, Gramfort & Salmon 2018) and skglm (Bertrand &
+    Massias 2021): A sized by the support (SAIF's m_k = |A| surest violators and
+    the strong-rule start let A reach ~4× the support on a Toeplitz-correlated
+    path); θ the best dual point seen in the round, among the rescaled residuals
+    and their extrapolations (``screening.dual_point``), in every gap, sphere and
+    scan; and Anderson acceleration of the CD epochs (``screening.anderson_step``),
+    which cut the epochs of that path from 13 140 to 7 530.
 
     A scan reads only the columns whose score bound (``bounds``: ``ScoreBounds``,
     updated in place, anchored at the last scan's ρ: the residual or its
@@ -88,7 +90,7 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
     is_add, alpha, eps_in, target = True, alpha0, eps, -1.0
     epochs = scans = 0
     while True:
-        checks, best, scale, n_hist = 0, -np.inf, lam, 0
+        checks, best, scale, n_hist, first = 0, -np.inf, lam, 0, epochs
         while True:                                    # inner solve on A, with DEL
             primal = 0.5 * np.dot(r, r) + lam * penalty(beta, gptr, w, units, n_act)
             best, scale = dual_point(M, y, r, lam, gptr, w, units, n_act, score, spare,
@@ -130,9 +132,10 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
         for g in range(n_groups):
             if in_act[g] or out[g]:
                 continue
-            if not fresh[g] and scores[g] / scale + radius * unit_norm[g] >= 1.0 - MARGIN:
-                scores[g] = unit_score(M, dual.rho, gptr, w, g)   # a bound: refine
             s = scores[g] / scale
+            if not fresh[g] and s + radius * unit_norm[g] >= 1.0 - MARGIN:
+                scores[g] = unit_score(M, dual.rho, gptr, w, g)   # a bound: refine
+                s = scores[g] / scale
             if s + radius * unit_norm[g] < 1.0 - MARGIN:
                 out[g] = True
             else:
@@ -140,15 +143,25 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
                 cand[n_cand] = g
                 n_cand += 1
         room = max(WS_MIN, 2 * keep) - keep
-        if n_cand > room:                              # the `room` smallest prio
-            order = np.argsort(prio[:n_cand])[:room]
-            cand[:room] = cand[:n_cand][order]
         n_act = keep
-        for k in range(min(n_cand, room)):
-            units[n_act] = cand[k]
-            in_act[cand[k]] = True
-            n_act += 1
+        if n_cand > room:                              # the `room` smallest prio
+            cut = np.partition(prio[:n_cand], room - 1)[room - 1]
+            for k in range(n_cand):
+                if prio[k] < cut:
+                    units[n_act] = cand[k]
+                    n_act += 1
+            for k in range(n_cand):                    # ties at the cut, to fill A
+                if prio[k] == cut and n_act < keep + room:
+                    units[n_act] = cand[k]
+                    n_act += 1
+        else:
+            units[keep:keep + n_cand] = cand[:n_cand]
+            n_act = keep + n_cand
+        for k in range(keep, n_act):
+            in_act[units[k]] = True
         target = max(eps_in, ZETA * last_full)
+        if epochs == first:     # ours: a round without an epoch tightens the next
+            target = ZETA * min(target, gap)
         if n_cand <= room:                  # Theorem 1c: θ*_A = θ*, A is complete
             is_add, alpha, target = False, 1.0, eps_in
 

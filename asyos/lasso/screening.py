@@ -13,6 +13,12 @@ so x_jᵀv is one BLAS call), a CSC triple (data, indices, indptr), or a CSC qua
 scikit-learn fits an intercept on sparse X): x_jᵀv − μ_j·1ᵀv and v += a·x_j − aμ_j·1,
 so X is never densified, at O(n) more per column touched when μ_j ≠ 0.  ``col_dot``
 and ``col_axpy`` are compiled once per kind, so every kernel below exists once.
+
+SAIF (``saif.py``) also uses the accelerations here: dual extrapolation of the
+residuals (Massias, Gramfort & Salmon 2018, "Celer"; ``dual_point``), Anderson
+acceleration of CD (Bertrand & Massias 2021; ``anderson_step``), both from
+``extrapolation_weights``, and scans that skip the columns a Cauchy–Schwarz bound
+already settles (``bounded_scores``).
 """
 
 from __future__ import annotations
