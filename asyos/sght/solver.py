@@ -121,7 +121,8 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
     projected onto the constraint set): returns the iterate and its objective
     history.
 
-    Stops when the relative change of the objective is ≤ ``tol``, when a plain step
+    Stops when the relative change of the objective is ≤ ``tol`` or the objective is
+    ≤ ``tol`` times its start (an exact fit), when a plain step
     from the iterate (no momentum) does not decrease it (only rounding can make it
     rise), or after ``max_iter`` iterations.  A FISTA step that raises f is rejected:
     the momentum restarts (function-value restart, O'Donoghue & Candès 2015) and the
@@ -179,7 +180,9 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
         change = f - f_new
         f = f_new
         path.change = change / max(abs(f), np.finfo(float).tiny)
-        if path.change <= tol:
+        # f within tol of zero, relative to where it started, is an exact fit (an
+        # interpolating support, s1 ≥ n): its relative decrease stays put as f → 0
+        if path.change <= tol or f <= tol * path.objective[0]:
             path.converged = True
             break
     path.w = w

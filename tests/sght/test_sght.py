@@ -121,6 +121,19 @@ def test_stopping_at_max_iter_warns_with_the_last_relative_decrease():
         assert fit_sght(X, y, 18, groups, 6).n_iter < 1000
 
 
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_an_interpolating_support_converges_without_a_warning(variant):
+    """With s1 ≥ n the fit reaches f = 0, where the relative decrease of f stays
+    constant: the exact fit (f ≤ tol·f₀) stops the run, silently."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((80, 200)), rng.standard_normal(80)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        path = sght_solve(X, y, 100, np.arange(200) // 10, 10, variant=variant)
+    assert path.converged and path.n_iter < 1000
+    assert path.objective[-1] <= 1e-6 * path.objective[0]
+
+
 def test_a_start_is_projected_and_descends_from_there():
     X, y, groups, _ = grouped_problem(1, n=80, noise=2.0, amp=2.0)
     start = np.linalg.lstsq(X, y, rcond=None)[0]
