@@ -5,8 +5,8 @@ Three protocols, each over several seeds (mean and worst seed reported):
 * **classification** (Yang et al., KDD 2016, Section 5): X iid N(0, 1), y = sign(Xw*),
   n = 1.2·s·log2 p (``asyos.datasets.make_classification``), at (p, s) = (2048, 32),
   (1000, 100) and (5000, 100).  Recall of the true support by OS under the fitted rule
-  (logistic and squared hinge; logistic with its ridge chosen on the held-out set as
-  abess's is) and under the paper's rule, against abess's
+  (logistic and squared hinge; logistic with its ridge, and the loss with the ridge,
+  chosen on the held-out set as abess's is) and under the paper's rule, against abess's
   ``LogisticRegression(support_size=s)`` at its defaults and with its ridge ``alpha``
   chosen on the held-out test set of the same size (as a user with a validation set
   would), and the L1-logistic paths of scikit-learn (liblinear) and celer: the first
@@ -22,6 +22,8 @@ Three protocols, each over several seeds (mean and worst seed reported):
   10 random feature orders (mean and spread), against RFE, SelectKBest and abess.
 
 Seconds are the mean wall time of one fit (after one warm-up fit, so no compilation).
+Each OS row is also compared seed by seed with the best peer of its protocol (the
+highest mean of abess and the L1 paths): the mean difference and its standard error.
 
     python benchmarks/selection_quality.py [--seeds 5] [--only classification ...]
                                            [--quick] [--csv F]
@@ -83,16 +85,20 @@ def classification_methods(s):
         return lambda pb: fit_os(pb.X, pb.y, s, loss=loss, rule=rule, epochs=10
                                  if rule == "fitted" else 3).selected
 
-    def os_tuned(pb):
-        """OS's ridge picked like abess's alpha: by accuracy on the held-out set."""
-        n, best, chosen = len(pb.y), -np.inf, None
-        for ridge in (1.0, 3.0, 10.0, 30.0, 100.0, 300.0):
-            fit = fit_os(pb.X, pb.y, s, loss="logistic", ridge=ridge / n)
-            score = np.mean(np.sign(pb.X_test[:, fit.selected] @ fit.weights) ==
-                            pb.y_test)
-            if score > best:
-                best, chosen = score, fit.selected
-        return chosen
+    def os_tuned(losses, ridges):
+        """OS's loss and ridge picked like abess's alpha: by accuracy on the held-out
+        set (the first of equals, in the order given)."""
+        def fit(pb):
+            n, best, chosen = len(pb.y), -np.inf, None
+            for loss in losses:
+                for ridge in ridges:
+                    run = fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n)
+                    score = np.mean(np.sign(pb.X_test[:, run.selected] @ run.weights)
+                                    == pb.y_test)
+                    if score > best:
+                        best, chosen = score, run.selected
+            return chosen
+        return fit
 
     def abess_default(pb):
         return np.flatnonzero(_abess("LogisticRegression", s).fit(pb.X, pb.y > 0).coef_)
@@ -140,7 +146,10 @@ def classification_methods(s):
             **{f"Asy-OS fitted (logistic), q = {q}, simulated": asy_fit(q)
                for q in ASY_WORKERS},
             "OS fitted (squared hinge)": os_fit("squared_hinge", "fitted"),
-            "OS fitted (logistic), ridge tuned": os_tuned,
+            "OS fitted (logistic), ridge tuned": os_tuned(
+                ("logistic",), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)),
+            "OS fitted, loss and ridge tuned": os_tuned(
+                ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0)),
             "OS paper rule (logistic)": os_fit("logistic", "magnitude"),
             "OS paper rule (squared hinge)": os_fit("squared_hinge", "magnitude"),
             "abess default": abess_default,
@@ -181,6 +190,7 @@ def run_synthetic(task, p, s, n, seeds, rows):
     problems = [make(p, s, n, seed=seed) for seed in range(seeds)]
     methods = (classification_methods if task == "classification"
                else regression_methods)(s)
+    per_seed, first = {}, len(rows)
     for name, fit in methods.items():
         try:
             with warnings.catch_warnings():
@@ -190,6 +200,7 @@ def run_synthetic(task, p, s, n, seeds, rows):
             print(f"  {name}: skipped ({exc})")
             continue
         scores, seconds = [], []
+        per_seed[name] = scores
         for pb in problems:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -201,6 +212,30 @@ def run_synthetic(task, p, s, n, seeds, rows):
                      "seconds": np.mean(seconds), "seeds": seeds})
         print(f"  {name:34s} recall {np.mean(scores):.3f} (worst {np.min(scores):.3f})"
               f"  {np.mean(seconds):6.3f} s", flush=True)
+    paired_with_best_peer(per_seed, rows[first:])
+
+
+PEERS = ("abess", "L1", "Lasso")
+
+
+def paired_with_best_peer(per_seed, rows):
+    """Each OS row against the peer with the best mean, seed by seed: the mean of the
+    differences and its standard error (the seeds are shared, so the spread between
+    data sets cancels), into the rows and on screen."""
+    peers = {name: v for name, v in per_seed.items() if name.startswith(PEERS)}
+    if not peers:
+        return
+    best = max(peers, key=lambda name: np.mean(peers[name]))
+    print(f"  paired with the best peer ({best}), mean difference ± standard error:")
+    for row in rows:
+        if not row["method"].startswith("OS"):
+            continue
+        diff = np.asarray(per_seed[row["method"]]) - np.asarray(peers[best])
+        row["vs_best_peer"] = diff.mean()
+        row["standard_error"] = diff.std(ddof=1) / np.sqrt(len(diff)) \
+            if len(diff) > 1 else float("nan")
+        print(f"    {row['method']:34s} {row['vs_best_peer']:+.3f} ± "
+              f"{row['standard_error']:.3f}", flush=True)
 
 
 def run_breast_cancer(rows, orders=10):
@@ -303,7 +338,8 @@ def main(argv=None):
         run_breast_cancer(rows, orders=3 if args.quick else 10)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+            writer = csv.DictWriter(f, fieldnames=list(dict.fromkeys(
+                key for row in rows for key in row)))
             writer.writeheader()
             writer.writerows(rows)
 
