@@ -194,9 +194,10 @@ def solve_path(design: Design, y: np.ndarray, lams, tol: float,
     n_units = len(d.w)
     live = np.flatnonzero(d.lip > 0.0)
     beta = np.zeros(d.p)
+    r = y.copy()
     if coef0 is not None:
         beta[:] = coef0[d.order]
-    r = y - _matvec(d, beta)
+        r -= _matvec(d, beta)
     scores = d.scores(r)
     bounds = ScoreBounds(scores, r.copy())     # SAIF's: exact at r to begin with
     out = PathResult(coefs=np.zeros((len(lams), d.p)), gaps=np.zeros(len(lams)),

@@ -87,6 +87,7 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
     out = np.zeros(n_groups, dtype=np.bool_)      # certified zero at this λ
     prio = np.empty(n_groups)
     cand = np.empty(n_groups, dtype=np.int64)
+    was = np.zeros(n_groups, dtype=np.int64)       # the round a unit was last in A
     is_add, alpha, eps_in, target = True, alpha0, eps, -1.0
     epochs = scans = 0
     while True:
@@ -124,6 +125,7 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
         keep = n_cand = 0
         for k in range(n_act):                         # A's nonzero units stay
             g = units[k]
+            was[g] = scans                             # in A this round
             if beta[gptr[g]:gptr[g + 1]].any():
                 units[keep] = g
                 keep += 1
@@ -157,9 +159,11 @@ def saif_cd(design, y, lam, iterate, active, n_act, bounds, stop, alpha0):
         else:
             units[keep:keep + n_cand] = cand[:n_cand]
             n_act = keep + n_cand
+        grew = False
         for k in range(keep, n_act):
             in_act[units[k]] = True
-        target = max(eps_in, ZETA * last_full)
+            grew |= was[units[k]] != scans
+        target = max(eps_in, ZETA * last_full) if grew else eps_in
         if epochs == first:     # ours: a round without an epoch tightens the next
             target = ZETA * min(target, gap)
         if n_cand <= room:                  # Theorem 1c: θ*_A = θ*, A is complete
