@@ -144,7 +144,9 @@ def make_design(X, groups=None, weights=None, center=None) -> Design:
         mu = np.asarray(center, dtype=np.float64).ravel()[order]
     if sp.issparse(Xs):
         M = (Xs.data, Xs.indices.astype(np.int64), Xs.indptr.astype(np.int64))
-        sq = np.asarray(Xs.multiply(Xs).sum(axis=0)).ravel()
+        sq = np.zeros(p)
+        filled = np.diff(Xs.indptr) > 0     # reduceat's segments must be nonempty
+        sq[filled] = np.add.reduceat(Xs.data * Xs.data, Xs.indptr[:-1][filled])
         if mu is not None:
             M = (*M, mu)
             sq = np.maximum(sq - n * mu * mu, 0.0)
