@@ -9,22 +9,23 @@ Cases (``--data``), X Fortran-ordered for every solver when dense:
   text      (b) a text-like CSC matrix (n = p/2, p = `p`): term frequencies falling as
             a power law of the column rank, log(1 + count) values, y from 50 terms;
             the same path;
-  toeplitz  (c) n = 500, p = 10 000, rows N(0, Σ) with Σ_ij = 0.9^|i−j| (Toeplitz),
-            y from 50 features plus noise; 50 λ down to 10⁻³·λ_max, warm-started;
+  toeplitz  (c) n = 500, p = `p`/2 = 10 000, rows N(0, Σ) with Σ_ij = 0.9^|i−j|
+            (Toeplitz), y from 50 features plus noise at SNR 10; 50 λ down to
+            10⁻³·λ_max, warm-started;
   cold300, cold1000
             (d) one cold solve (from β = 0) at λ = `cold_ratio`·λ_max, X ~ N(0, 1)
             with n = 300 or 1000, p = `p`, y from 20 features plus noise at SNR 2;
   bigtext   (e) a text-like CSC matrix large enough to separate the solvers:
-            n = 20 000, p = 100 000, terms 10× as frequent as in (b); the path of (b).
+            n = `p` = 20 000, 5·`p` = 100 000 columns, terms 10× as frequent as in
+            (b); the path of (b).
 Every solver is warmed up first (numba/Cython compile) and run once (the gap and
 nnz shown come from that run), then timed `repeat` times in turn, each timing the
-mean of as many runs as fill about 0.5 s (one for any solve longer than that); the
-best CPU time of this process (every solver here is single-threaded, and
-CPU time is steadier than wall-clock on a shared machine) and the best wall-clock
-time are shown, each also as a ratio to celer's; the gap each one reached is recomputed here from its
-coefficients (½‖·‖² scale over ‖y‖², θ the better of its own rescaled residual and
-that of an untimed reference solve at tol/10⁴, ``relative_gaps``) so the table shows
-who met the target.
+mean of as many runs as fill about 0.5 s (one for any solve longer than that).  The
+best CPU time of this process (steadier than wall-clock on a shared machine) and the
+best wall-clock time are shown, each also as a ratio to celer's.  The gap each one
+reached is recomputed here from its coefficients (½‖·‖² scale over ‖y‖², θ the
+better of its own rescaled residual and that of an untimed reference solve at
+tol/10⁴, ``relative_gaps``) so the table shows who met the target.
 
     python benchmarks/lasso_path.py [--quick] [--data CASE ...] [--repeat 1]
         [--p 20000] [--n-lambdas 50] [--ratio 1e-2] [--tol 1e-6] [--cold-ratio 0.05]
