@@ -23,11 +23,11 @@ from .screening import (
     MARGIN,
     DualPoint,
     anderson_step,
+    bounded_scores,
     cd_epoch,
     dual_point,
     dual_value,
     penalty,
-    bounded_scores,
     sphere_screen,
     unit_score,
 )

@@ -14,8 +14,7 @@ from asyos import lasso_path
 from asyos.errors import InputError
 from asyos.lasso.path import SCREENINGS, check_xy, make_design, solve_path
 from asyos.lasso.saif import saif_cd
-from asyos.lasso.screening import (Iterate, ScoreBounds, Stopping, UnitSet,
-                                   duality_gap)
+from asyos.lasso.screening import Iterate, ScoreBounds, Stopping, UnitSet, duality_gap
 
 
 def _problem(kind, n=60, p=150, seed=0):
