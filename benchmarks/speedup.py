@@ -103,8 +103,10 @@ def main():
                                  "--window", window, "--batch", batch, "--budget",
                                  budget, "--staleness", bound],
                                 tmp / f"q{q}-{window}-{batch}-{budget}-{bound}.json")
-                            rates[-1][bound] = result["n_steps"] / \
-                                result["timings"]["seconds"]
+                            stats = result["asy"]["staleness"]
+                            rates[-1][bound] = (result["n_steps"] /
+                                                result["timings"]["seconds"],
+                                                stats["max"], stats.get("bound"))
                             if rep == 0:
                                 results[name] = result
     seq = results["sequential"]
@@ -151,10 +153,12 @@ def main():
             for bound in args.staleness:
                 if bound == "none":
                     continue
-                ratios = np.array([r[bound] / r["none"] for r in reps])
+                ratios = np.array([r[bound][0] / r["none"][0] for r in reps])
                 print(f"  q={q} {pipeline} {budget} τ={bound}: mean {ratios.mean():.2f}"
                       f", range {ratios.min():.2f}-{ratios.max():.2f} "
-                      f"({' '.join(f'{v:.2f}' for v in ratios)})")
+                      f"({' '.join(f'{v:.2f}' for v in ratios)}); max staleness "
+                      f"{max(r[bound][1] for r in reps)} over all repetitions, bound "
+                      f"{reps[0][bound][2]}")
 
 
 if __name__ == "__main__":
