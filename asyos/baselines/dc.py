@@ -29,6 +29,7 @@ not lower f ends the run.  Selection = supp(x).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -37,7 +38,7 @@ from numba import njit
 from ..core.projection import check_groups
 from ..core.selection import Selection
 from ..core.validate import check_at_least, check_int, check_problem
-from ..errors import InputError
+from ..errors import ConvergenceWarning, InputError
 
 __all__ = ["DCPath", "dc_solve", "fit_dc", "truncated_counts"]
 
@@ -172,12 +173,12 @@ def _admm(H, b, rho, x0, group_of, n_groups, free1, r1, free2, r2, max_iter, tol
 
 
 def dc_solve(X, y, s1, groups, s2, tau: float = 0.5, max_outer: int = 50,
-             max_admm: int = 2000, tol: float = 1e-6,
-             admm_tol: float = 1e-6) -> DCPath:
+             max_admm: int = 2000, tol: float = 1e-6, admm_tol: float = 1e-6,
+             convergence_warning=ConvergenceWarning) -> DCPath:
     """The DC algorithm from x = 0 on the truncated-ℓ1 model (module docstring).
 
     Stops when a DC step lowers f by at most ``tol`` relative (or not at all), or
-    after ``max_outer`` steps.  ``tau``: the truncation level of J_τ, in the units of
+    after ``max_outer`` steps, which issues ``convergence_warning`` (None: none).  ``tau``: the truncation level of J_τ, in the units of
     the weights (an entry above τ counts as a whole feature).
     """
     X, y, s1, _ = check_problem(X, y, s1, "squared")
@@ -219,6 +220,10 @@ def dc_solve(X, y, s1, groups, s2, tau: float = 0.5, max_outer: int = 50,
             path.converged = True
             break
     path.w = w
+    if not path.converged and convergence_warning is not None:
+        warnings.warn(f"DC stopped at max_outer={int(max_outer)} steps with the "
+                      f"objective still falling; raise max_outer",
+                      convergence_warning, stacklevel=2)
     return path
 
 

@@ -27,6 +27,7 @@ supp(x).
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..core.projection import check_groups
 from ..core.prox import soft_threshold, spectral_norm_sq
 from ..core.selection import Selection
 from ..core.validate import check_at_least, check_problem
-from ..errors import InputError
+from ..errors import ConvergenceWarning, InputError
 from ..lasso.selector import fista
 
 __all__ = ["FracPath", "frac_objective", "frac_solve", "fit_frac"]
@@ -84,9 +85,10 @@ def _weighted_prox(q, group_of):
 
 def frac_solve(X, y, groups, lam: float, q: int, eps: float = 1e-3,
                max_reweight: int = 30, max_iter: int = 1000,
-               tol: float = 1e-6) -> FracPath:
+               tol: float = 1e-6, convergence_warning=ConvergenceWarning) -> FracPath:
     """The reweighted scheme of the module docstring at one λ; ``q`` = 1 (frac(1,2))
-    or 2 (frac(2,1)); ``eps`` the smoothing ε of the group norms."""
+    or 2 (frac(2,1)); ``eps`` the smoothing ε of the group norms.  Stopping after
+    ``max_reweight`` reweightings issues ``convergence_warning`` (None: none)."""
     X, y, _, _ = check_problem(X, y, 1, "squared")
     group_of, n_groups = check_groups(groups, X.shape[1])
     lam = check_at_least("lam", lam, 0.0)
@@ -119,6 +121,10 @@ def frac_solve(X, y, groups, lam: float, q: int, eps: float = 1e-3,
             path.converged = True
             break
     path.w = w
+    if not path.converged and convergence_warning is not None:
+        warnings.warn(f"frac({q},{3 - q}) stopped at max_reweight={int(max_reweight)} "
+                      f"reweightings with the objective still falling; raise "
+                      f"max_reweight", convergence_warning, stacklevel=2)
     return path
 
 

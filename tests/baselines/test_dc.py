@@ -2,6 +2,7 @@
 projections, feasibility and monotone descent, recovery, and a brute-force oracle."""
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from asyos.baselines.dc import (
     fit_dc,
     truncated_counts,
 )
+from asyos.errors import ConvergenceWarning
 
 
 def bilevel_problem(seed, n=100, groups=10, size=6, active=3, per_group=2, noise=0.0):
@@ -133,3 +135,13 @@ def test_bad_input_is_refused():
         dc_solve(X, y, 2, group_of, 1, tau=0.0)
     with pytest.raises(InputError, match="s2"):
         dc_solve(X, y, 2, group_of, 4)
+
+
+def test_stopping_at_max_outer_warns():
+    X, y, group_of, _ = bilevel_problem(0, n=60, noise=1.0)
+    with pytest.warns(ConvergenceWarning, match="DC stopped at max_outer=1 "):
+        path = dc_solve(X, y, 8, group_of, 3, tau=0.2, max_outer=1)
+    assert not path.converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert dc_solve(X, y, 8, group_of, 3, tau=0.2).converged

@@ -1,11 +1,14 @@
 """The fractional models frac(1,2) and frac(2,1) (our reconstruction): monotone
 reweighting, stationarity, bi-level against group selection, recovery."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from asyos import InputError
 from asyos.baselines.fractional import fit_frac, frac_objective, frac_solve
+from asyos.errors import ConvergenceWarning
 
 
 def grouped_problem(seed, n=100, groups=10, size=6, active=3, per_group=2, noise=0.0):
@@ -77,3 +80,14 @@ def test_a_large_penalty_selects_nothing_and_bad_input_is_refused():
         frac_solve(X, y, group_of, 0.3, 3)
     with pytest.raises(InputError, match="eps"):
         frac_solve(X, y, group_of, 0.3, 1, eps=0.0)
+
+
+@pytest.mark.parametrize("q", [1, 2])
+def test_stopping_at_max_reweight_warns(q):
+    X, y, group_of, _ = grouped_problem(0, n=50, noise=1.0)
+    with pytest.warns(ConvergenceWarning, match=rf"frac\({q},{3 - q}\) stopped at "
+                      r"max_reweight=1 "):
+        assert not frac_solve(X, y, group_of, 0.3, q, max_reweight=1).converged
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert frac_solve(X, y, group_of, 0.3, q).converged
