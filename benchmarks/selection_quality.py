@@ -26,6 +26,7 @@ Each OS row is also compared seed by seed with the best peer of its protocol (th
 highest mean of abess and the L1 paths): the mean difference and its standard error.
 
     python benchmarks/selection_quality.py [--seeds 5] [--only classification ...]
+                                           [--sizes P:S ...] [--methods PREFIX ...]
                                            [--quick] [--csv F]
 
 The full run takes about 5 minutes on one core; ``--quick`` (2 seeds, the smaller
@@ -85,19 +86,23 @@ def classification_methods(s):
         return lambda pb: fit_os(pb.X, pb.y, s, loss=loss, rule=rule, epochs=10
                                  if rule == "fitted" else 3).selected
 
-    def os_tuned(losses, ridges):
+    def os_tuned(losses, ridges, screen=None):
         """OS's loss and ridge picked like abess's alpha: by accuracy on the held-out
-        set (the first of equals, in the order given)."""
+        set (the first of equals, in the order given).  ``screen``: the candidates
+        run this many passes only, and the winner is run again to convergence."""
         def fit(pb):
             n, best, chosen = len(pb.y), -np.inf, None
             for loss in losses:
                 for ridge in ridges:
-                    run = fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n)
+                    run = fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n,
+                                 epochs=screen or "auto")
                     score = np.mean(np.sign(pb.X_test[:, run.selected] @ run.weights)
                                     == pb.y_test)
                     if score > best:
-                        best, chosen = score, run.selected
-            return chosen
+                        best, chosen = score, (loss, ridge, run.selected)
+            loss, ridge, selected = chosen
+            return selected if screen is None else \
+                fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n).selected
         return fit
 
     def abess_default(pb):
@@ -148,8 +153,12 @@ def classification_methods(s):
             "OS fitted (squared hinge)": os_fit("squared_hinge", "fitted"),
             "OS fitted (logistic), ridge tuned": os_tuned(
                 ("logistic",), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0)),
+            "OS fitted (logistic), ridge tuned, 3-pass screen": os_tuned(
+                ("logistic",), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0), screen=3),
             "OS fitted, loss and ridge tuned": os_tuned(
                 ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0)),
+            "OS fitted, loss and ridge tuned, 3-pass screen": os_tuned(
+                ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0), screen=3),
             "OS paper rule (logistic)": os_fit("logistic", "magnitude"),
             "OS paper rule (squared hinge)": os_fit("squared_hinge", "magnitude"),
             "abess default": abess_default,
@@ -185,11 +194,14 @@ def regression_methods(s):
             "Lasso path (celer)": celer_lasso}
 
 
-def run_synthetic(task, p, s, n, seeds, rows):
+def run_synthetic(task, p, s, n, seeds, rows, only=None):
     make = make_classification if task == "classification" else make_regression
     problems = [make(p, s, n, seed=seed) for seed in range(seeds)]
     methods = (classification_methods if task == "classification"
                else regression_methods)(s)
+    if only:
+        methods = {name: fit for name, fit in methods.items()
+                   if name.startswith(tuple(only))}
     per_seed, first = {}, len(rows)
     for name, fit in methods.items():
         try:
@@ -320,19 +332,26 @@ def main(argv=None):
     parser.add_argument("--only", nargs="+", choices=("classification", "regression",
                                                       "breast_cancer"))
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--sizes", nargs="+", metavar="P:S",
+                        help="classification sizes to run (default 2048:32 1000:100 "
+                        "5000:100)")
+    parser.add_argument("--methods", nargs="+", metavar="PREFIX",
+                        help="run only the methods whose names start with these")
     parser.add_argument("--csv", help="write the rows here")
     args = parser.parse_args(argv)
     seeds = 2 if args.quick else args.seeds
     parts = args.only or ("classification", "regression", "breast_cancer")
     rows = []
     if "classification" in parts:
-        for p, s in ((2048, 32),) if args.quick else ((2048, 32), (1000, 100),
-                                                      (5000, 100)):
+        sizes = [tuple(int(v) for v in size.split(":")) for size in args.sizes] \
+            if args.sizes else ((2048, 32),) if args.quick else \
+            ((2048, 32), (1000, 100), (5000, 100))
+        for p, s in sizes:
             print(f"classification p={p} s={s}, {seeds} seeds", flush=True)
-            run_synthetic("classification", p, s, None, seeds, rows)
+            run_synthetic("classification", p, s, None, seeds, rows, args.methods)
     if "regression" in parts and not args.quick:
         print(f"regression n=1000 p=8192 s=64, {seeds} seeds", flush=True)
-        run_synthetic("regression", 8192, 64, 1000, seeds, rows)
+        run_synthetic("regression", 8192, 64, 1000, seeds, rows, args.methods)
     if "breast_cancer" in parts:
         print("breast cancer, 5-fold CV accuracy of a logistic refit", flush=True)
         run_breast_cancer(rows, orders=3 if args.quick else 10)
