@@ -70,6 +70,17 @@ def _first_with(path_coefs, s):
     return _top(path_coefs[:, -1], s)
 
 
+def held_out(score, pb, decision):
+    """The held-out score that picks a tuned model: "accuracy" of the signs of the
+    decision values, or "auc", the area under the ROC curve (it ranks the candidates
+    by every threshold at once, so it is less coarse than the accuracy of n points)."""
+    if score == "auc":
+        from sklearn.metrics import roc_auc_score
+
+        return roc_auc_score(pb.y_test, decision)
+    return np.mean(np.where(decision >= 0, 1, -1) == pb.y_test)
+
+
 def _abess(kind, s, alpha=None):
     import abess
 
@@ -86,8 +97,8 @@ def classification_methods(s):
         return lambda pb: fit_os(pb.X, pb.y, s, loss=loss, rule=rule, epochs=10
                                  if rule == "fitted" else 3).selected
 
-    def os_tuned(losses, ridges, screen=None):
-        """OS's loss and ridge picked like abess's alpha: by accuracy on the held-out
+    def os_tuned(losses, ridges, screen=None, score="accuracy"):
+        """OS's loss and ridge picked like abess's alpha: by ``score`` on the held-out
         set (the first of equals, in the order given).  ``screen``: the candidates
         run this many passes only, and the winner is run again to convergence."""
         def fit(pb):
@@ -96,10 +107,9 @@ def classification_methods(s):
                 for ridge in ridges:
                     run = fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n,
                                  epochs=screen or "auto")
-                    score = np.mean(np.sign(pb.X_test[:, run.selected] @ run.weights)
-                                    == pb.y_test)
-                    if score > best:
-                        best, chosen = score, (loss, ridge, run.selected)
+                    value = held_out(score, pb, pb.X_test[:, run.selected] @ run.weights)
+                    if value > best:
+                        best, chosen = value, (loss, ridge, run.selected)
             loss, ridge, selected = chosen
             return selected if screen is None else \
                 fit_os(pb.X, pb.y, s, loss=loss, ridge=ridge / n).selected
@@ -108,14 +118,16 @@ def classification_methods(s):
     def abess_default(pb):
         return np.flatnonzero(_abess("LogisticRegression", s).fit(pb.X, pb.y > 0).coef_)
 
-    def abess_tuned(pb):
-        best, chosen = -np.inf, None
-        for alpha in (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0):
-            model = _abess("LogisticRegression", s, alpha).fit(pb.X, pb.y > 0)
-            score = model.score(pb.X_test, pb.y_test > 0)
-            if score > best:
-                best, chosen = score, np.flatnonzero(model.coef_)
-        return chosen
+    def abess_tuned(score):
+        def fit(pb):
+            best, chosen = -np.inf, None
+            for alpha in (0.0, 0.1, 0.3, 1.0, 3.0, 10.0, 30.0):
+                model = _abess("LogisticRegression", s, alpha).fit(pb.X, pb.y > 0)
+                value = held_out(score, pb, pb.X_test @ model.coef_ + model.intercept_)
+                if value > best:
+                    best, chosen = value, np.flatnonzero(model.coef_)
+            return chosen
+        return fit
 
     def l1_path(model):
         """Weaken the L1 penalty from where the first feature enters (C = l1_min_c,
@@ -159,10 +171,19 @@ def classification_methods(s):
                 ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0)),
             "OS fitted, loss and ridge tuned, 3-pass screen": os_tuned(
                 ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0), screen=3),
+            "OS fitted (logistic), ridge tuned by AUC, 3-pass screen": os_tuned(
+                ("logistic",), (1.0, 3.0, 10.0, 30.0, 100.0, 300.0), screen=3,
+                score="auc"),
+            "OS fitted, loss and ridge tuned by AUC": os_tuned(
+                ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0), score="auc"),
+            **{f"OS fitted, loss and ridge tuned by AUC, {k}-pass screen": os_tuned(
+                ("logistic", "squared_hinge"), (1.0, 3.0, 10.0, 30.0), screen=k,
+                score="auc") for k in (3, 2)},
             "OS paper rule (logistic)": os_fit("logistic", "magnitude"),
             "OS paper rule (squared hinge)": os_fit("squared_hinge", "magnitude"),
             "abess default": abess_default,
-            "abess ridge tuned": abess_tuned,
+            "abess ridge tuned": abess_tuned("accuracy"),
+            "abess ridge tuned by AUC": abess_tuned("auc"),
             "L1-logistic path (scikit-learn)": sklearn_l1,
             "L1-logistic path (celer)": celer_l1}
 

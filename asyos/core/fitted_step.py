@@ -22,8 +22,10 @@ When the newcomer is the cheapest to drop, the step is the Newton step on S alon
 revisit of a kept feature is the same.  Memory: the kept columns (O(n·s)), H_S⁻¹
 (O(s²)) and a few n-vectors.  An arrival costs O(n·s + s²): one pass over the kept
 columns for X_Sᵀg and X_SᵀDx_j, one more to recompute X_S w_S when the weights change;
-a swap updates H_S⁻¹ by a rank-one growth and downdate, O(s²).  The curvature D is
-frozen between refreshes (``refresh``: O(n·s² + s³)), which are due when λ changes,
+a swap updates H_S⁻¹ by a rank-one growth and downdate, O(s²).  While S and D stay
+put, X_SᵀDx_j and H_S⁻¹X_SᵀDx_j of a run of arrivals are two matrix products
+(``_batched``): the same flops, several times faster than a pass per arrival.  The
+curvature D is frozen between refreshes (``refresh``: O(n·s² + s³)), which are due when λ changes,
 at the start of each epoch, and for the classification losses after every
 ``REFRESH_EVERY`` swaps or a rejected move.  With groups (at most ``MAX_GROUPS``), a
 newcomer of a new group when the group budget is full can only displace a whole kept
@@ -34,7 +36,8 @@ group (``_drop_a_group``).  In an Asy-OS worker the moves are damped
 from typing import NamedTuple
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import overload
 
 from .losses import hess_at, loss_and_grad
 from .os_step import _FAST, _dot, vacate
@@ -43,12 +46,17 @@ from .os_step import _FAST, _dot, vacate
 # max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
 # swaps between refreshes (classification losses); F at u and
 # whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
-# predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since).
+# predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since); the group
+# budget; whether ``products`` still hold X_SᵀDx for the block's next arrivals (neither
+# S nor D changed since they were computed).
 (RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, REFRESH_EVERY, OBJECTIVE, CURRENT,
- PRODUCTS, GAIN, MAX_GROUPS) = range(12)
+ PRODUCTS, GAIN, MAX_GROUPS, BATCH) = range(13)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
+# The most arrivals whose products X_SᵀDx_j are computed together (one matrix product,
+# several times faster than one pass over the kept columns per arrival).
+BATCH_ROWS = 64
 
 
 class FittedState(NamedTuple):
@@ -67,6 +75,8 @@ class FittedState(NamedTuple):
     v: np.ndarray       # (c+1,): H_S⁻¹ gS (the Newton step on S)
     w_new: np.ndarray   # (c+1,): the weights of the move tried
     drop: np.ndarray    # (c+1,) bool: the slots the move tried drops
+    products: np.ndarray  # (BATCH_ROWS, c+1): b = X_SᵀDx for a run of arrivals
+    solved: np.ndarray  # (BATCH_ROWS, c+1): H_S⁻¹b for the same arrivals
     group_of: np.ndarray  # (p,) int64 group ids, or empty: no groups
     info: np.ndarray    # slots RIDGE … MAX_GROUPS
 
@@ -77,14 +87,15 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
     ``ridge`` times the largest ‖x‖²/n seen.  ``group_of``/``max_groups``: at most
     that many groups kept (group-aware OS), feature j in group ``group_of[j]``."""
     c = capacity + 1
-    info = np.zeros(MAX_GROUPS + 1)
+    info = np.zeros(BATCH + 1)
     info[RIDGE], info[STALE] = ridge, 1.0
     info[REFRESH_EVERY] = max(4, capacity // 4)
     info[MAX_GROUPS] = max_groups
     groups = np.zeros(0, np.int64) if group_of is None else \
         np.ascontiguousarray(group_of, dtype=np.int64)
     return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
-                       *(np.zeros(c) for _ in range(5)), np.zeros(c, np.bool_), groups,
+                       *(np.zeros(c) for _ in range(5)), np.zeros(c, np.bool_),
+                       np.zeros((BATCH_ROWS, c)), np.zeros((BATCH_ROWS, c)), groups,
                        info)
 
 
@@ -177,6 +188,7 @@ def refresh(cols, size, u, y, loss, st):
     refactor(cols, size, st)
     st.info[STALE] = 0.0
     st.info[PRODUCTS] = 0.0
+    st.info[BATCH] = 0.0
 
 
 @njit(cache=True, inline="always")
@@ -296,7 +308,7 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
 
 @njit(cache=True, fastmath=_FAST)
 def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
-                   contribution, separate, damping, st):
+                   contribution, separate, damping, st, row=-1):
     """One arrival of feature ``j`` (column ``x``) under the fitted rule.
 
     Gradients and the objective are taken at ``u`` (the exact u = X_S w_S in
@@ -305,6 +317,8 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     ``damping`` γ ∈ (0, 1] scales the weights' move (a dropped weight still goes to
     zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
     correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
+    ``row`` ≥ 0: ``st.products[row]`` and ``st.solved[row]`` hold b = X_SᵀDx and
+    H_S⁻¹b (``_batched``), used while ``BATCH`` says they are still current.
     Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
     the newcomer was not kept, else the feature that made way for it.
     """
@@ -334,17 +348,24 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     for r in range(n):
         st.hx[r] = st.curv[r] * x[r]
     fresh_products = info[PRODUCTS] == 0.0
+    batched = row >= 0 and info[BATCH] != 0.0
     for l in range(k):   # one pass over the kept columns
         col = cols[l]
         sg, sb = 0.0, 0.0
-        if fresh_products:
+        if batched:   # X_SᵀDx computed with the arrivals around it
+            sb = st.products[row, l]
+            if fresh_products:
+                for r in range(n):
+                    sg += col[r] * st.g[r]
+        elif fresh_products:
             for r in range(n):
                 sg += col[r] * st.g[r]
                 sb += col[r] * st.hx[r]
-            st.gS[l] = sg + lam * weights[l]
         else:   # X_Sᵀg is unchanged since the last arrival: half the pass
             for r in range(n):
                 sb += col[r] * st.hx[r]
+        if fresh_products:
+            st.gS[l] = sg + lam * weights[l]
         st.bS[l] = sb
     if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
         gain = 0.0
@@ -357,10 +378,13 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         info[GAIN] = gain
     gain = info[GAIN]
     for i in range(k):
-        sa = 0.0
-        for l in range(k):
-            sa += inv[i, l] * st.bS[l]
-        st.a[i] = sa
+        if batched:
+            st.a[i] = st.solved[row, i]
+        else:
+            sa = 0.0
+            for l in range(k):
+                sa += inv[i, l] * st.bS[l]
+            st.a[i] = sa
     info[PRODUCTS] = 1.0
     w_new, drop = st.w_new, st.drop
     for l in range(k):
@@ -414,6 +438,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         return size, not_kept   # S is fitted already: nothing worth a pass
     span = k + 1 if moved else k
     if moved:
+        info[BATCH] = 0.0   # S changes (if F falls): the batched products are void
         for r in range(n):
             cols[k, r] = x[r]
     st.fresh[:] = 0.0
@@ -464,15 +489,82 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     return size, dropped
 
 
+@njit(cache=True)
+def _batched(cols, size, block, b, st, run):
+    """The row of ``st.products`` and ``st.solved`` that holds b = X_SᵀDx and H_S⁻¹b
+    for arrival ``b`` of ``block``, or -1 (the arrival computes them itself).  They
+    are computed for a run of arrivals at once, as two matrix products (several times
+    faster than a pass over the kept columns per arrival); a move or a refresh voids
+    them (``BATCH``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end, length
+    of the next run): after a void the next arrival computes its own, then runs of 2,
+    4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most as
+    much as they use."""
+    info = st.info
+    if info[BATCH] == 0.0 and b < run[1]:   # voided within the run: start small
+        run[1], run[2] = b, 1
+    if b >= run[1]:
+        if info[STALE] != 0.0 or size == 0 or run[2] <= 1:
+            run[1], run[2] = b + 1, 2   # a refresh is due, or just after a void:
+            return -1                   # this arrival computes its own
+        end = min(block.shape[0], b + run[2])
+        _products(cols, size, block, b, end, st.curv, st.inv, st.products, st.solved)
+        run[0], run[1], run[2] = b, end, min(2 * run[2], BATCH_ROWS)
+        info[BATCH] = 1.0
+    return b - run[0]
+
+
+def _as_float64(a):
+    """``a`` itself when it is float64 (no copy), else a float64 copy: np.dot wants
+    both operands of one type."""
+    return a.astype(np.float64)
+
+
+@overload(_as_float64)
+def _as_float64_typed(a):
+    if a.dtype == types.float64:
+        return lambda a: a
+    return lambda a: a.astype(np.float64)
+
+
+@njit(cache=True)
+def _products(cols, size, block, start, end, curv, inv, products, solved):
+    """products[i, :size] = X_SᵀD x for the arrivals start ≤ i + start < end, and
+    solved[i] = H_S⁻¹ products[i]: two BLAS products, on all the kept set's slots
+    (whole C-ordered buffers, no copy of float64 columns; the unused slots cost at
+    most one row).  Copies in loops: they compile in a fraction of the time of array
+    expressions."""
+    n, m = curv.shape[0], end - start
+    scaled = np.empty((m, n))
+    for i in range(m):
+        for r in range(n):
+            scaled[i, r] = block[start + i, r] * curv[r]
+    p = np.dot(scaled, _as_float64(cols).T)
+    P = np.empty((m, size))
+    H = np.empty((size, size))
+    for i in range(m):
+        for l in range(size):
+            P[i, l] = p[i, l]
+            products[i, l] = p[i, l]
+    for i in range(size):
+        for l in range(size):
+            H[i, l] = inv[i, l]
+    q = np.dot(P, H)
+    for i in range(m):
+        for l in range(size):
+            solved[i, l] = q[i, l]
+
+
 @njit(cache=True, nogil=True)
 def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
                  st):
     """Sequential OS under the fitted rule over every column of ``block``; u is X_S w_S.
     Returns (new size, substitutions)."""
-    swaps = 0
+    swaps, run = 0, np.zeros(3, np.int64)
     for b in range(block.shape[0]):
+        row = _batched(cols, size, block, b, st, run)
         size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
-                                       block_index[b], u, y, loss, u, False, 1.0, st)
+                                       block_index[b], u, y, loss, u, False, 1.0, st,
+                                       row)
         if dropped >= 0 and dropped != block_index[b]:
             swaps += 1
     return size, swaps
@@ -485,10 +577,12 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, u_loc
     (its own changes are added to it as it goes), moves scaled by ``damping``.
     Returns the new size."""
     st.info[CURRENT] = 0.0   # a new view
+    run = np.zeros(3, np.int64)
     for b in range(block.shape[0]):
+        row = _batched(cols, size, block, b, st, run)
         size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],
                                  block_index[b], u_local, y, loss, contribution, True,
-                                 damping, st)
+                                 damping, st, row)
     return size
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyos import fit_os
-from asyos.core.fitted_step import LAMBDA
+from asyos.core.fitted_step import BATCH_ROWS, LAMBDA, _products, fitted_state
 from asyos.core.kept_set import (
     FittedKeptSet,
     default_ridge,
@@ -62,6 +62,45 @@ def test_the_inverse_is_the_inverse_of_the_kept_sets_curvature(loss, seed):
     np.testing.assert_allclose(kept.contribution, XS @ kept.weights[:kept.size],
                                atol=1e-10)
     assert kept.size <= 5
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batched_products_are_the_kept_sets_products_and_their_solve(dtype):
+    rng = np.random.default_rng(0)
+    n, s, size, m = 30, 6, 4, 5
+    cols = rng.standard_normal((s + 1, n)).astype(dtype)
+    block = rng.standard_normal((9, n)).astype(dtype)
+    state = fitted_state(n, s, 1e-3)
+    state.curv[:] = rng.random(n)
+    A = rng.standard_normal((size, size))
+    state.inv[:size, :size] = A @ A.T + np.eye(size)
+    _products(cols, size, block, 2, 2 + m, state.curv, state.inv, state.products,
+              state.solved)
+    XS, Xj = cols[:size].astype(float), block[2:2 + m].astype(float)
+    expected = Xj @ (XS * state.curv).T
+    np.testing.assert_allclose(state.products[:m, :size], expected, rtol=1e-12)
+    np.testing.assert_allclose(state.solved[:m, :size],
+                               expected @ state.inv[:size, :size], rtol=1e-12)
+
+
+@pytest.mark.parametrize("loss", ["squared", "squared_hinge", "logistic"])
+@pytest.mark.parametrize("seed,correlated", [(0, 0.0), (1, 2.0), (2, 0.0), (3, 2.0)])
+def test_arrivals_in_one_block_decide_as_arrivals_one_block_each(loss, seed, correlated):
+    """A block's arrivals share their products X_SᵀDx (computed in runs, voided by
+    every move and refresh); a block of one column computes its own.  Both must make
+    the same moves: a stale product would change them."""
+    X, y = _problem(60, 3 * BATCH_ROWS, seed, loss, correlated)
+    together = _run(X, y, 8, loss, epochs=3)
+    alone = FittedKeptSet(X.shape[0], 8, 1e-3)
+    state = np.zeros(7)
+    for _ in range(3):
+        alone.start_epoch()
+        for j in range(X.shape[1]):
+            alone.run_block(np.array([j]), np.ascontiguousarray(X[:, [j]].T), y,
+                            Loss.parse(loss), 1.0, state)
+    assert list(together.index[:together.size]) == list(alone.index[:alone.size])
+    np.testing.assert_allclose(together.weights[:together.size],
+                               alone.weights[:alone.size], rtol=1e-8, atol=1e-12)
 
 
 @settings(max_examples=25, deadline=None)

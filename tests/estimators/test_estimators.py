@@ -153,6 +153,21 @@ def test_the_selector_in_a_pipeline_under_grid_search():
     assert best.transform(X).shape[1] == search.best_params_["select__n_features_to_select"]
 
 
+def test_the_classifier_tunes_its_loss_and_ridge_by_auc_under_grid_search():
+    """The recipe docs/usage.md gives: loss and ridge are plain parameters, and the
+    AUC scorer reads ``decision_function``; the pick recovers the true features."""
+    X, y = _problem()
+    labels = np.where(y > np.median(y), 1, 0)
+    n = len(labels)
+    grid = {"loss": ["logistic", "squared_hinge"], "ridge": [1 / n, 10 / n, 100 / n]}
+    search = GridSearchCV(OnlineSubstitutionClassifier(3), grid, scoring="roc_auc",
+                          cv=3).fit(X, labels)
+    assert search.best_params_["loss"] in grid["loss"]
+    assert search.best_params_["ridge"] in grid["ridge"]
+    assert search.best_score_ > 0.9
+    assert set(np.flatnonzero(search.best_estimator_.coef_)) == set(TRUE)
+
+
 def test_the_selector_with_a_classification_loss_takes_two_classes():
     X, y = _problem()
     labels = np.where(y > np.median(y), "hi", "lo")
