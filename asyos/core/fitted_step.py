@@ -155,21 +155,36 @@ def spd_inverse(A, m, out):
             out[j, i] = total
 
 
+def _as_float64(a):
+    """``a`` itself when it is float64 (no copy), else a float64 copy: np.dot wants
+    both operands of one type."""
+    return a.astype(np.float64)
+
+
+@overload(_as_float64)
+def _as_float64_typed(a):
+    if a.dtype == types.float64:
+        return lambda a: a
+    return lambda a: a.astype(np.float64)
+
+
 @njit(cache=True, fastmath=_FAST)
 def refactor(cols, size, st):
     """H_S⁻¹ from scratch with the stored curvature: O(n·s² + s³).  Columns whose
     products overflow mark the scale as overflowing (``NU`` = inf): the caller refuses
     the data (``step_size.check_scale``)."""
     if size > 0:
-        H = np.empty((size, size))
         n = cols.shape[1]
-        for i in range(size):   # H = X_S D X_Sᵀ + λI, in loops: compiles in a
-            for l in range(i + 1):   # fraction of the time of a float32-aware matmul
-                total = 0.0
-                for r in range(n):
-                    total += st.curv[r] * cols[i, r] * cols[l, r]
-                H[i, l] = total
-                H[l, i] = total
+        scaled = np.empty((size, n))
+        for i in range(size):
+            for r in range(n):
+                scaled[i, r] = st.curv[r] * cols[i, r]
+        full = np.dot(scaled, _as_float64(cols).T)   # X_S D X_Sᵀ (and a spare slot)
+        H = np.empty((size, size))
+        for i in range(size):   # + λI, symmetric to the last bit
+            for l in range(i + 1):
+                H[i, l] = full[i, l]
+                H[l, i] = full[i, l]
             H[i, i] += st.info[LAMBDA]
             if not np.isfinite(H[i, i]):
                 st.info[NU] = np.inf
@@ -511,19 +526,6 @@ def _batched(cols, size, block, b, st, run):
         run[0], run[1], run[2] = b, end, min(2 * run[2], BATCH_ROWS)
         info[BATCH] = 1.0
     return b - run[0]
-
-
-def _as_float64(a):
-    """``a`` itself when it is float64 (no copy), else a float64 copy: np.dot wants
-    both operands of one type."""
-    return a.astype(np.float64)
-
-
-@overload(_as_float64)
-def _as_float64_typed(a):
-    if a.dtype == types.float64:
-        return lambda a: a
-    return lambda a: a.astype(np.float64)
 
 
 @njit(cache=True)
