@@ -25,8 +25,8 @@ columns for X_Sᵀg and X_SᵀDx_j, one more to recompute X_S w_S when the weigh
 a swap updates H_S⁻¹ by a rank-one growth and downdate, O(s²).  While S and D stay
 put, X_SᵀDx_j and H_S⁻¹X_SᵀDx_j of a run of arrivals are two matrix products
 (``_batched``): the same flops, several times faster than a pass per arrival.  The
-curvature D is frozen between refreshes (``refresh``: O(n·s² + s³)), which are due when λ changes,
-at the start of each epoch, and for the classification losses after every
+curvature D is frozen between refreshes (``refresh``: O(n·s² + s³)), which are due
+when λ changes, at the start of each epoch, and for the classification losses after every
 ``REFRESH_EVERY`` swaps or a rejected move.  With groups (at most ``MAX_GROUPS``), a
 newcomer of a new group when the group budget is full can only displace a whole kept
 group (``_drop_a_group``).  In an Asy-OS worker the moves are damped
@@ -78,7 +78,7 @@ class FittedState(NamedTuple):
     products: np.ndarray  # (BATCH_ROWS, c+1): b = X_SᵀDx for a run of arrivals
     solved: np.ndarray  # (BATCH_ROWS, c+1): H_S⁻¹b for the same arrivals
     group_of: np.ndarray  # (p,) int64 group ids, or empty: no groups
-    info: np.ndarray    # slots RIDGE … MAX_GROUPS
+    info: np.ndarray    # slots RIDGE … BATCH
 
 
 def fitted_state(n_samples: int, capacity: int, ridge: float,
@@ -157,8 +157,8 @@ def spd_inverse(A, m, out):
 
 def _as_float64(a):
     """``a`` itself when it is float64 (no copy), else a float64 copy: np.dot wants
-    both operands of one type."""
-    return a.astype(np.float64)
+    both operands of one type.  Compiled through the overload below."""
+    return a if a.dtype == np.float64 else a.astype(np.float64)
 
 
 @overload(_as_float64)
@@ -531,10 +531,10 @@ def _batched(cols, size, block, b, st, run):
 @njit(cache=True)
 def _products(cols, size, block, start, end, curv, inv, products, solved):
     """products[i, :size] = X_SᵀD x for the arrivals start ≤ i + start < end, and
-    solved[i] = H_S⁻¹ products[i]: two BLAS products, on all the kept set's slots
-    (whole C-ordered buffers, no copy of float64 columns; the unused slots cost at
-    most one row).  Copies in loops: they compile in a fraction of the time of array
-    expressions."""
+    solved[i] = H_S⁻¹ products[i]: two BLAS products.  The first runs over every slot
+    of the C-ordered buffer (no copy of float64 columns; the slots past ``size``, one
+    once the kept set is full, are computed and ignored).  Copies in loops: they
+    compile in a fraction of the time of array expressions."""
     n, m = curv.shape[0], end - start
     scaled = np.empty((m, n))
     for i in range(m):
