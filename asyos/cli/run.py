@@ -149,7 +149,7 @@ def run_sequential(args) -> FitResult:
     job = load_job(args)
     if args.sparsity == "auto":
         return run_path(args, job)
-    rule = resolve_rule(args.rule, job.stream.sparse)
+    rule = resolve_rule(args.rule)
     bar = ProgressBar(args.quiet, unit="feature", desc="OS",
                       total=job.stream.n_features * resolve_epochs(args.epochs, rule))
     try:

@@ -321,6 +321,95 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
     return True
 
 
+@njit(cache=True, inline="always")
+def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
+    """The move an arrival proposes, from the products of the arrival (``st.gS``,
+    ``st.bS``, ``st.a`` = H_S⁻¹b, ``st.v`` = H_S⁻¹gS, all current), the newcomer's
+    x_jᵀg (``xg``) and c = x_jᵀDx_j + λ: the weights of B in ``st.w_new``, the slots
+    it drops in ``st.drop``.  The same for dense and sparse columns (only where the
+    products come from differs).  ``gain`` is the S-step's predicted gain.
+    Returns (grows, swap, σ, gain scaled by ``damping``)."""
+    inv, w_new, drop = st.inv, st.w_new, st.drop
+    for l in range(k):
+        w_new[l] = weights[l] - st.v[l]
+    w_new[k] = 0.0
+    drop[:] = False
+    grows, swap, sigma = False, False, 1.0
+    if pos < 0:
+        ba, ag = 0.0, 0.0
+        for l in range(k):
+            ba += st.bS[l] * st.a[l]
+            ag += st.a[l] * st.gS[l]
+        sigma = c - ba
+        if sigma > 1e-9 * c:   # else x_j lies in the span of S: nothing to add
+            dj = (ag - xg) / sigma
+            for l in range(k):
+                w_new[l] -= st.a[l] * dj
+            w_new[k] = dj
+            if _needs_a_group(index, k, j, st):
+                swap = _drop_a_group(index, k, 0.5 * sigma * dj * dj, sigma, st)
+            elif k < capacity:
+                grows = True
+            else:
+                d, best = k, 0.5 * sigma * dj * dj
+                for l in range(k):
+                    cost = 0.5 * w_new[l] * w_new[l] / (inv[l, l] +
+                                                       st.a[l] * st.a[l] / sigma)
+                    if cost < best * (1.0 - 1e-9):
+                        d, best = l, cost
+                if d < k:   # re-optimise B without slot d, in the same model
+                    f = w_new[d] / (inv[d, d] + st.a[d] * st.a[d] / sigma)
+                    for l in range(k):
+                        w_new[l] -= f * (inv[l, d] + st.a[l] * st.a[d] / sigma)
+                    w_new[k] += f * st.a[d] / sigma
+                    w_new[d] = 0.0
+                    drop[d] = swap = True
+            if not (grows or swap):   # the newcomer costs least: the Newton step on S
+                for l in range(k):
+                    w_new[l] = weights[l] - st.v[l]
+                w_new[k] = 0.0
+    if damping < 1.0:
+        for l in range(k):
+            if not drop[l]:
+                w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
+        w_new[k] *= damping
+        gain *= damping
+    return grows, swap, sigma, gain
+
+
+@njit(cache=True, inline="always")
+def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
+    """A move F accepted: the weights of B, H_S⁻¹ grown by the newcomer and without
+    the dropped slots, the slots moved as ``vacate`` moves them (``slots``: the dense
+    columns, or a sparse kept set's slot table).  Returns (new size, dropped): the
+    feature that made way, -1 when B grew, -2 for the Newton step on S alone."""
+    inv, w_new, drop, info = st.inv, st.w_new, st.drop, st.info
+    for l in range(span):
+        weights[l] = w_new[l]
+    dropped, size = -1, k
+    if grows:
+        _grow(inv, k, st.a, sigma)
+        index[k] = j
+        size = k + 1
+    elif swap:
+        _grow(inv, k, st.a, sigma)
+        index[k] = j
+        last = k
+        for d in range(k - 1, -1, -1):   # from the top: slot ``last`` is never dropped
+            if drop[d]:
+                dropped = index[d]
+                _remove(inv, last, d)
+                vacate(slots, index, weights, last, d)
+                last -= 1
+        size = last + 1
+        info[SINCE] += 1.0
+        if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:
+            info[STALE] = 1.0
+    else:
+        dropped = -2
+    return size, dropped
+
+
 @njit(cache=True, fastmath=_FAST)
 def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                    contribution, separate, damping, st, row=-1):
@@ -401,53 +490,11 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                 sa += inv[i, l] * st.bS[l]
             st.a[i] = sa
     info[PRODUCTS] = 1.0
-    w_new, drop = st.w_new, st.drop
-    for l in range(k):
-        w_new[l] = weights[l] - st.v[l]
-    w_new[k] = 0.0
-    drop[:] = False
-    grows, swap, sigma = False, False, 1.0
-    if pos < 0:
-        c = _dot(x, st.hx) + lam
-        ba, ag = 0.0, 0.0
-        for l in range(k):
-            ba += st.bS[l] * st.a[l]
-            ag += st.a[l] * st.gS[l]
-        sigma = c - ba
-        if sigma > 1e-9 * c:   # else x_j lies in the span of S: nothing to add
-            dj = (ag - _dot(x, st.g)) / sigma
-            for l in range(k):
-                w_new[l] -= st.a[l] * dj
-            w_new[k] = dj
-            if _needs_a_group(index, k, j, st):
-                swap = _drop_a_group(index, k, 0.5 * sigma * dj * dj, sigma, st)
-            elif k < capacity:
-                grows = True
-            else:
-                d, best = k, 0.5 * sigma * dj * dj
-                for l in range(k):
-                    cost = 0.5 * w_new[l] * w_new[l] / (inv[l, l] +
-                                                       st.a[l] * st.a[l] / sigma)
-                    if cost < best * (1.0 - 1e-9):
-                        d, best = l, cost
-                if d < k:   # re-optimise B without slot d, in the same model
-                    f = w_new[d] / (inv[d, d] + st.a[d] * st.a[d] / sigma)
-                    for l in range(k):
-                        w_new[l] -= f * (inv[l, d] + st.a[l] * st.a[d] / sigma)
-                    w_new[k] += f * st.a[d] / sigma
-                    w_new[d] = 0.0
-                    drop[d] = swap = True
-            if not (grows or swap):   # the newcomer costs least: the Newton step on S
-                for l in range(k):
-                    w_new[l] = weights[l] - st.v[l]
-                w_new[k] = 0.0
+    c = _dot(x, st.hx) + lam if pos < 0 else 0.0
+    xg = _dot(x, st.g) if pos < 0 else 0.0
+    grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
+                                        gain, damping, st)
     moved = grows or swap
-    if damping < 1.0:
-        for l in range(k):
-            if not drop[l]:
-                w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
-        w_new[k] *= damping
-        gain *= damping
     not_kept = j if pos < 0 else -1
     if not moved and gain <= NEGLIGIBLE * abs(before) + 1e-300:
         return size, not_kept   # S is fitted already: nothing worth a pass
@@ -458,40 +505,21 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
             cols[k, r] = x[r]
     st.fresh[:] = 0.0
     for l in range(span):
-        wl = w_new[l]
+        wl = st.w_new[l]
         if wl != 0.0:
             col = cols[l]
             for r in range(n):
                 st.fresh[r] += wl * col[r]
     for r in range(n):
         st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
-    after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
+    after = _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
     if after > before * (1.0 + 1e-12) + 1e-300:
         if loss != 0 and info[ARRIVALS] >= capacity:
             info[STALE] = 1.0   # the frozen curvature has drifted
         return size, not_kept
-    for l in range(span):
-        weights[l] = w_new[l]
-    dropped = -1
-    if grows:
-        _grow(inv, k, st.a, sigma)
-        index[k] = j
-        size = k + 1
-    elif swap:
-        _grow(inv, k, st.a, sigma)
-        index[k] = j
-        last = k
-        for d in range(k - 1, -1, -1):   # from the top: slot ``last`` is never dropped
-            if drop[d]:
-                dropped = index[d]
-                _remove(inv, last, d)
-                vacate(cols, index, weights, last, d)
-                last -= 1
-        size = last + 1
-        info[SINCE] += 1.0
-        if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:
-            info[STALE] = 1.0
-    else:
+    size, dropped = _accept(cols, index, weights, k, j, span, grows, swap, sigma,
+                            loss, st)
+    if dropped == -2:
         dropped = not_kept
     if separate:
         u[:] = st.trial

@@ -26,6 +26,13 @@ from .fitted_step import (
 from .group_step import group_os_step
 from .losses import Loss, loss_value
 from .os_step import drop_to, os_step, recompute, shrink
+from .sparse_fitted import (
+    OFFSET,
+    rebuild_rows,
+    sparse_fit,
+    sparse_fitted_block,
+    sparse_fitted_local,
+)
 from .sparse_step import (
     CSCBlock,
     SparseBlock,
@@ -165,14 +172,12 @@ PAPER_EPOCHS = 2     # passes of the paper's rule by default
 ASY_FITTED_EPOCHS = 3   # Asy-OS workers under the fitted rule: they cannot stop alone
 
 
-def resolve_rule(rule: str, sparse: bool) -> str:
-    """The substitution rule in force: "auto" is the fitted rule on dense streams
-    (group-aware OS included) and the paper's drop of the smallest |w|
-    ("magnitude") on sparse streams, whose kernel costs O(nnz) a step."""
+def resolve_rule(rule: str) -> str:
+    """The substitution rule in force: "auto" is the fitted rule, on dense and sparse
+    streams alike (it is scale-invariant, so unscaled sparse columns are judged by the
+    loss they remove: ``core/sparse_fitted.py``); "magnitude" is the paper's."""
     check_choice("rule", rule, RULES)
-    if rule == "auto":
-        return "magnitude" if sparse else "fitted"
-    return rule
+    return "fitted" if rule == "auto" else rule
 
 
 def resolve_epochs(epochs, rule: str, asy: bool = False) -> int:
@@ -190,16 +195,23 @@ def resolve_epochs(epochs, rule: str, asy: bool = False) -> int:
 
 def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
              ridge: float | None = None, loss: Loss = Loss.SQUARED,
-             damping: float = 1.0):
+             damping: float = 1.0, intercept: bool = False):
     """(kept set, its block reader) for ``stream``: under the fitted rule a
     ``FittedKeptSet`` on dense blocks; else the stream's own (dense, or CSC for a
     sparse stream, ``FeatureStream.kept_set``), or with ``groups`` =
     (group_of, max_groups) a group-aware one, which reads dense blocks.
     ``ridge``: the fitted rule's relative ridge (None: ``default_ridge``);
-    ``damping``: the scale of its moves in an Asy-OS worker (``FittedKeptSet``)."""
-    rule = resolve_rule(rule, stream.sparse)
+    ``damping``: the scale of its moves in an Asy-OS worker (``FittedKeptSet``);
+    ``intercept``: a sparse stream's fitted kept set fits an intercept too
+    (``SparseFittedKeptSet``; other kept sets are given centred columns instead)."""
+    rule = resolve_rule(rule)
     if rule == "fitted":
         ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
+        if stream.sparse and groups is None:
+            return SparseFittedKeptSet(stream.n_samples, capacity,
+                                       ridge * loss.curvature, stream.dtype,
+                                       damping=damping, intercept=intercept), \
+                stream.step_blocks
         return FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
                              stream.dtype, *(groups or (None, 0)),
                              damping=damping), stream.blocks
@@ -260,19 +272,25 @@ class FittedKeptSet(_Kept):
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
                   m: float) -> None:
         """An Asy-OS worker's arrivals over a block from its view ``u_local``."""
-        if self._eta is None:
-            self._eta = eta
-        seen = loss_value(int(loss), u_local, y)
-        if seen > self._seen * (1.0 + 1e-9):   # the others' moves and ours overshot
-            self.scale = max(self.damping, 0.5 * self.scale)
-        else:
-            self.scale = min(1.0, 1.25 * self.scale)
-        self._seen = seen
-        damping = self.scale * min(1.0, eta / self._eta)
+        damping = self._damping(u_local, y, loss, eta)
         self.size = fitted_local(self.cols, self.index, self.weights, self.size,
                                  self.limit, block, block_index, u_local, y, int(loss),
                                  self.contribution, damping, self.model)
         check_scale(self.model.info[NU])
+
+    def _damping(self, u_local, y, loss: Loss, eta: float) -> float:
+        """The scale of a worker's moves from this view on: halved when the loss at
+        the view rose since the last (the others' moves and ours overshot), else
+        grown back towards 1; and shrunk as the server shrank η."""
+        if self._eta is None:
+            self._eta = eta
+        seen = loss_value(int(loss), u_local, y)
+        if seen > self._seen * (1.0 + 1e-9):
+            self.scale = max(self.damping, 0.5 * self.scale)
+        else:
+            self.scale = min(1.0, 1.25 * self.scale)
+        self._seen = seen
+        return self.scale * min(1.0, eta / self._eta)
 
     def set_limit(self, limit: int) -> None:
         """As ``KeptSet.set_limit``, dropping the cheapest coordinates in the model."""
@@ -299,17 +317,43 @@ class FittedKeptSet(_Kept):
         info[STALE], info[CURRENT] = 1.0, 0.0
 
 
-class SparseKeptSet(_Kept):
+class _Pool:
+    """The kept columns' nonzeros in one pool, a (start, length) entry a slot: a drop
+    only moves a table entry; the pool is packed between blocks when it fills."""
+
+    def _pool(self, dtype) -> None:
+        self.table = np.zeros((self.capacity + 1, 2), np.int64)  # (start, length)
+        self.rows = np.zeros(1024, np.int64)
+        self.vals = np.zeros(1024, dtype)
+        self.fill = 0
+
+    def _room(self, nnz: int) -> None:
+        """Room at the pool's end for ``nnz`` more nonzeros (a block's)."""
+        if self.fill + nnz > self.rows.shape[0]:
+            self.rows, self.vals, self.fill = compact(self.table, self.rows, self.vals,
+                                                      self.size, nnz)
+
+    def _load_pool(self, indices, columns, weights) -> int:
+        k = self._check_load(indices, columns, weights)
+        block = CSCBlock.from_dense(np.asarray(columns, self.vals.dtype))
+        self.table[:k, 0], self.table[:k, 1] = block.indptr[:-1], np.diff(block.indptr)
+        self.rows, self.vals = block.rows.copy(), block.vals.copy()
+        self.fill = block.nnz
+        self.index[:k], self.weights[:k] = indices, weights
+        self.size = k
+        sparse_contribution(self.table, self.rows, self.vals, self.weights, k,
+                            self.contribution)
+        return k
+
+
+class SparseKeptSet(_Pool, _Kept):
     """The kept set for sparse (CSC) streams: the same interface as ``KeptSet``, but
     each step costs O(nnz(X_S) + nnz(x_j)) instead of O(n·s) (``sparse_step``), and
     the columns take O(nnz(X_S)) memory."""
 
     def __init__(self, n_samples: int, capacity: int, dtype=np.float64):
-        super().__init__(n_samples, capacity)
-        self.table = np.zeros((self.capacity + 1, 2), np.int64)  # (start, length)
-        self.rows = np.zeros(1024, np.int64)
-        self.vals = np.zeros(1024, dtype)
-        self.fill = 0
+        _Kept.__init__(self, n_samples, capacity)
+        self._pool(dtype)
         self._mark = np.zeros(self.n_samples, np.bool_)
         self._touched = np.zeros(self.n_samples, np.int64)
         self._w_old = np.zeros(self.capacity + 1)
@@ -318,9 +362,7 @@ class SparseKeptSet(_Kept):
 
     def _steps(self, block_index, block: CSCBlock, u_grad, separate, y, loss, m,
                step_state, capacity) -> None:
-        if self.fill + block.nnz > self.rows.shape[0]:
-            self.rows, self.vals, self.fill = compact(self.table, self.rows, self.vals,
-                                                      self.size, block.nnz)
+        self._room(block.nnz)
         kept = SparseColumns(self.table, self.rows, self.vals, self.index, self.weights,
                              self.contribution)
         self.size, self.fill = sparse_steps(
@@ -355,15 +397,89 @@ class SparseKeptSet(_Kept):
 
     def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
         """Start from a saved kept set; ``columns`` dense (k, n)."""
-        k = self._check_load(indices, columns, weights)
-        block = CSCBlock.from_dense(np.asarray(columns, self.vals.dtype))
-        self.table[:k, 0], self.table[:k, 1] = block.indptr[:-1], np.diff(block.indptr)
-        self.rows, self.vals = block.rows.copy(), block.vals.copy()
-        self.fill = block.nnz
-        self.index[:k], self.weights[:k] = indices, weights
-        self.size = k
-        sparse_contribution(self.table, self.rows, self.vals, self.weights, k,
+        self._load_pool(indices, columns, weights)
+
+
+class SparseFittedKeptSet(_Pool, FittedKeptSet):
+    """A sparse kept set under the fitted rule (``core/sparse_fitted.py``): an
+    arrival costs O(nnz(x_j)·s + s²); the columns are held as nonzeros and once more a
+    sample per row (O(n·s)).  ``intercept``: fit an unpenalised intercept with the
+    weights, without centring any column (sequential OS only)."""
+
+    def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64,
+                 damping: float = 1.0, intercept: bool = False):
+        _Kept.__init__(self, n_samples, capacity)
+        self._pool(dtype)
+        self.model = fitted_state(self.n_samples, self.capacity, ridge)
+        self.sparse = sparse_fit(self.n_samples, self.capacity, intercept)
+        self.damping, self.scale = damping, 1.0
+        self._seen, self._eta = np.inf, None
+
+    @property
+    def intercept(self) -> float:
+        """The intercept fitted with the weights (0 without ``intercept``)."""
+        return float(self.sparse.extra[OFFSET])
+
+    def twin(self):
+        twin = SparseFittedKeptSet(2, 1, self.model.info[RIDGE], self.vals.dtype,
+                                   damping=self.damping)
+        return twin, CSCBlock.from_dense(np.ones((1, 2), self.vals.dtype))
+
+    def _columns(self) -> SparseColumns:
+        return SparseColumns(self.table, self.rows, self.vals, self.index, self.weights,
+                             self.contribution)
+
+    def start_epoch(self) -> None:
+        """Refresh H_S⁻¹, and X_S w_S exactly (ends the drift of the moves' updates)."""
+        sparse_contribution(self.table, self.rows, self.vals, self.weights, self.size,
                             self.contribution)
+        self.contribution += self.intercept
+        self.model.info[STALE] = 1.0
+        self.model.info[CURRENT] = 0.0
+
+    def run_block(self, block_index, block: CSCBlock, y, loss: Loss, m: float,
+                  step_state: np.ndarray) -> None:
+        """Sequential OS over a CSC block; η and m are not used by this rule."""
+        self._room(block.nnz)
+        self.size, self.fill, swaps = sparse_fitted_block(
+            self._columns(), self.size, self.fill, self.limit,
+            SparseBlock(block.indptr, block.rows, block.vals, block_index),
+            self.contribution, y, int(loss), self.model, self.sparse)
+        step_state[SUBSTITUTIONS] += swaps
+        step_state[NU_MAX] = self.model.info[NU]
+
+    def run_local(self, block_index, block: CSCBlock, u_local, y, loss: Loss,
+                  eta: float, m: float) -> None:
+        """An Asy-OS worker's arrivals over a CSC block from its view ``u_local``."""
+        damping = self._damping(u_local, y, loss, eta)
+        self._room(block.nnz)
+        self.size, self.fill = sparse_fitted_local(
+            self._columns(), self.size, self.fill, self.limit,
+            SparseBlock(block.indptr, block.rows, block.vals, block_index), u_local,
+            y, int(loss), damping, self.model, self.sparse)
+        check_scale(self.model.info[NU])
+
+    def set_limit(self, limit: int) -> None:
+        """As ``FittedKeptSet.set_limit``."""
+        self.limit = max(1, min(int(limit), self.capacity))
+        if self.size > self.limit:
+            self.size = fitted_drop_to(self.table, self.index, self.weights, self.size,
+                                       self.limit, self.model)
+            rebuild_rows(self.table, self.rows, self.vals, self.size, self.model,
+                         self.sparse)
+            sparse_contribution(self.table, self.rows, self.vals, self.weights,
+                                self.size, self.contribution)
+            self.model.info[CURRENT] = 0.0
+
+    def load(self, indices, columns, weights) -> None:
+        """Start from a saved kept set; the model is rebuilt at the next arrival."""
+        k = self._load_pool(indices, columns, weights)
+        info = self.model.info
+        nu = float(np.max(np.einsum("kr,kr->k", columns, columns))) / \
+            self.n_samples if k else 0.0
+        info[NU], info[LAMBDA] = nu, info[RIDGE] * nu
+        rebuild_rows(self.table, self.rows, self.vals, k, self.model, self.sparse)
+        info[STALE], info[CURRENT] = 1.0, 0.0
 
 
 def warm_up(kept, asy: bool = False) -> None:

@@ -97,7 +97,7 @@ class AsyConfig:
                              f"s2 = {s2}: each worker needs at least one group (use "
                              f"at most {s2} workers)")
         step = StepSize.parse(eta, m)
-        epochs = resolve_epochs(epochs, resolve_rule(rule, False),
+        epochs = resolve_epochs(epochs, resolve_rule(rule),
                                 asy=True)
         if staleness not in ("auto", None):
             staleness = check_at_least("staleness", staleness, 0, integer=True)

@@ -101,7 +101,7 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     if not sizes or any(b <= a for a, b in zip(sizes, sizes[1:])):
         raise InputError(f"sizes must be a nonempty increasing list of budgets, got "
                          f"{sizes}")
-    rule = resolve_rule(rule, stream.sparse)
+    rule = resolve_rule(rule)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)
     step = StepSize()

@@ -39,6 +39,7 @@ class FitResult:
     substitutions_per_epoch: list | None = None   # sequential OS
     kept_bytes: int | None = None                 # memory of the kept set: O(n·s)
     standardization: dict | None = None           # {"mean", "scale"} per selected
+    intercept: float | None = None                # fitted by the sparse kernel
     asy: dict | None = None
     virtual_seconds: float | None = None
     context: dict = field(default_factory=dict)
@@ -69,6 +70,7 @@ class FitResult:
         }
         optional = {"substitutions_per_epoch": self.substitutions_per_epoch,
                     "standardization": self.standardization, "asy": self.asy,
+                    "intercept": self.intercept,
                     "virtual_seconds": self.virtual_seconds}
         document.update({k: v for k, v in optional.items() if v is not None})
         if self.kept_bytes is not None:
@@ -86,6 +88,7 @@ class FitResult:
         own = {"selected", "weights", "objective_per_epoch", "objective", "eta", "m",
                "n_steps", "timings", "trace", "substitutions_per_epoch",
                "standardization", "asy", "virtual_seconds", "memory", "arrays",
+               "intercept",
                "schema_version"}
         per_epoch = list(document.get("objective_per_epoch", []))
         return cls(
@@ -103,5 +106,6 @@ class FitResult:
             substitutions_per_epoch=document.get("substitutions_per_epoch"),
             kept_bytes=None if kept is None else int(kept),
             standardization=document.get("standardization"),
+            intercept=document.get("intercept"),
             asy=document.get("asy"), virtual_seconds=document.get("virtual_seconds"),
             context={**{k: v for k, v in document.items() if k not in own}, **context})

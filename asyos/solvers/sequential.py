@@ -15,6 +15,7 @@ from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
 from ..core.validate import check_at_least, check_labels, check_sparsity
+from ..errors import InputError
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -35,7 +36,8 @@ def blas_limit(threads: int | None):
 
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
            standardize=False, progress=None, groups=None, s2=None,
-           rule="auto", ridge=None, blas_threads: int | None = 1) -> FitResult:
+           rule="auto", ridge=None, blas_threads: int | None = 1,
+           intercept: bool = False) -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -63,6 +65,10 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         streams: ``core.kept_set.resolve_rule``)
     ridge : the fitted rule's λ relative to curv·max‖x‖²/n (None: 10/n for the
         classification losses, 1e-10 for the squared loss; ``default_ridge``)
+    intercept : fit an unpenalised intercept with the weights (``result.intercept``):
+        sparse streams under the fitted rule, which never centre a column
+        (``core/sparse_fitted.py``); a dense stream is centred instead (the estimators'
+        ``fit_intercept``)
     blas_threads : BLAS threads during the run (default 1: the kernels run on one
         core, and a multi-threaded BLAS on their small products collapses on a busy
         machine, docs/benchmarks.md); None leaves the process's setting
@@ -75,19 +81,26 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     s = check_sparsity(s, stream.n_features)
     constraint = group_constraint(groups, s2, stream.n_features)
     step = StepSize.parse(eta, m)
-    rule = resolve_rule(rule, stream.sparse)
+    rule = resolve_rule(rule)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)
+    if intercept and not (stream.sparse and rule == "fitted" and constraint is None):
+        raise InputError("intercept=True is for sparse streams under the fitted rule "
+                         "without groups; centre dense columns instead "
+                         "(standardize=True, or the estimators' fit_intercept)")
     if blas_threads is not None:
         blas_threads = check_at_least("blas_threads", blas_threads, 1, integer=True)
     m = step.block_factor(stream.n_samples, s)
 
-    kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss)
+    kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss,
+                            intercept=bool(intercept))
     warm_up(kept)
     state = step.state(loss, stream.n_samples, s)
     with blas_limit(blas_threads):
         result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
                         stream.n_features, progress)
+    if intercept:
+        result.intercept = kept.intercept
     if standardize:
         mean, scale = stream.stats(result.selected)
         result.standardization = {"mean": mean, "scale": scale}

@@ -189,12 +189,11 @@ def test_the_curvature_is_the_losses_second_derivative():
 
 
 def test_the_rule_in_force():
-    assert resolve_rule("auto", sparse=False) == "fitted"
-    assert resolve_rule("auto", sparse=True) == "magnitude"
-    assert resolve_rule("fitted", sparse=True) == "fitted"
-    assert resolve_rule("magnitude", sparse=False) == "magnitude"
+    assert resolve_rule("auto") == "fitted"   # dense and sparse streams alike
+    assert resolve_rule("fitted") == "fitted"
+    assert resolve_rule("magnitude") == "magnitude"
     with pytest.raises(InputError, match="rule must be one of"):
-        resolve_rule("largest", sparse=False)
+        resolve_rule("largest")
     assert resolve_epochs("auto", "fitted") == 10
     assert resolve_epochs("auto", "magnitude") == 2
     assert resolve_epochs("auto", "fitted", asy=True) == 3

@@ -1,0 +1,328 @@
+"""The fitted substitution rule on sparse (CSC) columns: an arrival costs
+O(nnz(x_j)·s + s²), whatever n and however sparse the kept columns.
+
+The rule is ``core/fitted_step.py``'s, decision for decision (``_propose`` and
+``_accept`` are shared): the newcomer gets its Newton-fitted weight given S and the
+kept coordinate whose removal costs the least objective makes way.  It is invariant to
+the scale of each column up to the small ridge, so a rare word with one or two
+nonzeros (‖x‖² tiny) is judged by the loss it removes, not by a step size set from the
+columns seen so far, which is what makes the paper's magnitude rule keep such columns
+on unscaled text (docs/algorithms.md, "Sparse columns").  Only where the numbers come
+from differs from the dense kernel:
+
+* x_jᵀg, x_jᵀDx_j and 1ᵀDx_j read g and D on the newcomer's nonzeros: O(nnz(x_j));
+* b = X_SᵀDx_j reads ``by_row``, the kept columns stored a sample per row (dense
+  (n, s+1), so memory stays O(n·s)): O(nnz(x_j)·s); a = H_S⁻¹b is O(s²);
+* X_Sᵀg is recomputed from the kept columns' nonzeros only after a move: O(nnz(X_S));
+* a move updates u by Σ Δw_k x_k on the kept nonzeros and evaluates F in one pass.
+
+An arrival that cannot pay (most of them, once S has settled) touches nothing else;
+an empty column is skipped outright: it cannot lower the loss.
+
+**The intercept** (``intercept=True``) is an unpenalised coordinate eliminated from
+the model rather than a dense column: every quantity above is taken in the metric
+D-centred on the intercept (x̃ = x − (1ᵀDx/1ᵀD1)·1, the Schur complement of the
+intercept's curvature), which costs O(s) more per arrival, and each move shifts the
+intercept by its Newton step given the weights' move.  No column is ever densified or
+centred.  For the squared loss this is exactly least squares with an unpenalised
+intercept, the same model the dense path fits by centring.
+"""
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .fitted_step import (
+    ARRIVALS,
+    CURRENT,
+    GAIN,
+    LAMBDA,
+    NEGLIGIBLE,
+    NU,
+    OBJECTIVE,
+    PRODUCTS,
+    RIDGE,
+    SINCE,
+    STALE,
+    _accept,
+    _objective,
+    _propose,
+    spd_inverse,
+)
+from .losses import hess_at
+from .os_step import _FAST
+
+# Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
+# last refresh; 1ᵀg at u; the intercept's value.
+INTERCEPT, DSUM, GSUM, OFFSET = range(4)
+
+
+class SparseFit(NamedTuple):
+    """What the sparse fitted rule holds besides ``FittedState``: O(n·s) floats."""
+
+    by_row: np.ndarray     # (n, c+1): X_S a sample per row (slot l in column l)
+    e: np.ndarray          # (c+1,): X_SᵀD1, for the intercept's elimination
+    old_index: np.ndarray  # (c+1,) int64: the slots' features before a move
+    old_table: np.ndarray  # (c+1, 2) int64: their pool entries before it
+    extra: np.ndarray      # slots INTERCEPT … OFFSET
+
+
+def sparse_fit(n_samples: int, capacity: int, intercept: bool) -> SparseFit:
+    c = capacity + 1
+    extra = np.zeros(OFFSET + 1)
+    extra[INTERCEPT] = 1.0 if intercept else 0.0
+    return SparseFit(np.zeros((n_samples, c)), np.zeros(c), np.full(c, -1, np.int64),
+                     np.zeros((c, 2), np.int64), extra)
+
+
+@njit(cache=True)
+def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
+    """The curvature at ``u``, then H̃_S⁻¹ from the kept nonzeros: O(nnz(X_S)·s + s³).
+    An overflowing product marks the scale as overflowing (``NU`` = inf)."""
+    n = u.shape[0]
+    info, extra = st.info, sp.extra
+    lam = info[LAMBDA]
+    dsum = lam
+    for r in range(n):
+        st.curv[r] = hess_at(loss, u[r], y[r]) / n
+        dsum += st.curv[r]
+    extra[DSUM] = dsum
+    H = np.zeros((max(size, 1), max(size, 1)))
+    for l in range(size):
+        start, stop = table[l, 0], table[l, 0] + table[l, 1]
+        total = 0.0
+        for e in range(start, stop):
+            r = rows[e]
+            d = st.curv[r] * vals[e]
+            total += d
+            row = sp.by_row[r]
+            for m in range(size):
+                H[l, m] += d * row[m]
+        sp.e[l] = total
+    for l in range(size):
+        if extra[INTERCEPT] != 0.0:
+            for m in range(size):
+                H[l, m] -= sp.e[l] * sp.e[m] / dsum
+        H[l, l] += lam
+        if not np.isfinite(H[l, l]):
+            info[NU] = np.inf
+            return
+    if size > 0:
+        spd_inverse(H, size, st.inv)
+    info[ARRIVALS] = 0.0
+    info[SINCE] = 0.0
+    info[STALE] = 0.0
+    info[PRODUCTS] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _sync(table, rows, vals, index, span, size, st, sp):
+    """``by_row`` and ``e`` follow the slots a move changed (O(nnz) a slot)."""
+    for l in range(span):
+        if index[l] == sp.old_index[l] and (l >= size or
+                                            table[l, 0] == sp.old_table[l, 0]):
+            continue
+        if sp.old_index[l] >= 0:
+            start = sp.old_table[l, 0]
+            for e in range(start, start + sp.old_table[l, 1]):
+                sp.by_row[rows[e], l] = 0.0
+        sp.e[l] = 0.0
+        if l < size:
+            start = table[l, 0]
+            total = 0.0
+            for e in range(start, start + table[l, 1]):
+                sp.by_row[rows[e], l] = vals[e]
+                total += st.curv[rows[e]] * vals[e]
+            sp.e[l] = total
+
+
+@njit(cache=True, fastmath=_FAST)
+def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, loss,
+                          separate, damping, st, sp):
+    """One arrival of feature ``j`` (nonzeros ``x_rows``, ``x_vals``) under the fitted
+    rule, on a sparse kept set ``kept`` (``SparseColumns``; the pool has room for the
+    newcomer at ``fill``).  ``u``, ``separate`` and ``damping`` as in
+    ``fitted_arrival``.  Returns (new size, new fill, dropped) with dropped as
+    ``fitted_arrival``'s."""
+    table, rows, vals, index, weights, contribution = kept
+    n = u.shape[0]
+    info, extra = st.info, sp.extra
+    m = x_rows.shape[0]
+    k = size
+    pos = -1
+    for l in range(k):
+        if index[l] == j:
+            pos = l
+    not_kept = j if pos < 0 else -1
+    if m == 0:
+        return size, fill, not_kept   # an empty column cannot lower the loss
+    nu = 0.0
+    for e in range(m):
+        nu += x_vals[e] * x_vals[e]
+    nu /= n
+    if nu > info[NU]:
+        info[NU] = nu
+        info[LAMBDA] = info[RIDGE] * nu
+        info[STALE] = 1.0
+        info[CURRENT] = 0.0
+    if info[STALE] != 0.0 and np.isfinite(info[NU]):
+        sparse_refresh(table, rows, vals, size, u, y, loss, st, sp)
+    if not np.isfinite(info[NU]):
+        return size, fill, -1   # the data's scale overflows: the caller refuses it
+    info[ARRIVALS] += 1.0
+    lam, inv = info[LAMBDA], st.inv
+    intercept = extra[INTERCEPT] != 0.0
+    if info[CURRENT] == 0.0:
+        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
+        total = 0.0
+        for r in range(n):
+            total += st.g[r]
+        extra[GSUM] = total
+        info[CURRENT] = 1.0
+        info[PRODUCTS] = 0.0
+    before = info[OBJECTIVE]
+    dsum, gsum = extra[DSUM], extra[GSUM]
+    # the newcomer's products, on its nonzeros only
+    xg, xdx, ej = 0.0, 0.0, 0.0
+    for l in range(k):
+        st.bS[l] = 0.0
+    for e in range(m):
+        r = x_rows[e]
+        xv = x_vals[e]
+        d = st.curv[r] * xv
+        xg += xv * st.g[r]
+        xdx += d * xv
+        ej += d
+        row = sp.by_row[r]
+        for l in range(k):
+            st.bS[l] += d * row[l]
+    if intercept:   # centred on the intercept in the D metric
+        xg -= ej * gsum / dsum
+        xdx -= ej * ej / dsum
+        for l in range(k):
+            st.bS[l] -= sp.e[l] * ej / dsum
+    if info[PRODUCTS] == 0.0:   # X_Sᵀg after a move: the kept nonzeros once
+        gain = 0.5 * gsum * gsum / dsum if intercept else 0.0
+        for l in range(k):
+            total = 0.0
+            start = table[l, 0]
+            for e in range(start, start + table[l, 1]):
+                total += vals[e] * st.g[rows[e]]
+            st.gS[l] = total + lam * weights[l]
+            if intercept:
+                st.gS[l] -= sp.e[l] * gsum / dsum
+        for i in range(k):
+            sv = 0.0
+            for l in range(k):
+                sv += inv[i, l] * st.gS[l]
+            st.v[i] = sv
+            gain += 0.5 * sv * st.gS[i]
+        info[GAIN] = gain
+        info[PRODUCTS] = 1.0
+    for i in range(k):
+        sa = 0.0
+        row = inv[i]
+        for l in range(k):
+            sa += row[l] * st.bS[l]
+        st.a[i] = sa
+    grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
+                                        xdx + lam, info[GAIN], damping, st)
+    moved = grows or swap
+    if not moved and gain <= NEGLIGIBLE * abs(before) + 1e-300:
+        return size, fill, not_kept   # nothing worth a move
+    span = k + 1 if moved else k
+    if moved:   # the newcomer into the pool (kept only if the move is accepted)
+        table[k, 0] = fill
+        table[k, 1] = m
+        rows[fill:fill + m] = x_rows
+        vals[fill:fill + m] = x_vals
+    w_new = st.w_new
+    shift = 0.0   # the intercept's Newton step given the weights' move
+    if intercept:
+        total = gsum
+        for l in range(k):
+            total += sp.e[l] * (w_new[l] - weights[l])
+        if moved:
+            total += ej * w_new[k]
+        shift = -damping * total / dsum
+    for r in range(n):
+        st.trial[r] = u[r] + shift
+    for l in range(span):
+        delta = w_new[l] - (weights[l] if l < k else 0.0)
+        if delta != 0.0:
+            start = table[l, 0]
+            for e in range(start, start + table[l, 1]):
+                st.trial[rows[e]] += delta * vals[e]
+    after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
+    if after > before * (1.0 + 1e-12) + 1e-300:
+        if loss != 0 and info[ARRIVALS] >= capacity:
+            info[STALE] = 1.0   # the frozen curvature has drifted
+        return size, fill, not_kept
+    for l in range(span):
+        sp.old_index[l] = index[l]
+        sp.old_table[l, 0] = table[l, 0]
+        sp.old_table[l, 1] = table[l, 1]
+    size, dropped = _accept(table, index, weights, k, j, span, grows, swap, sigma,
+                            loss, st)
+    if moved:
+        fill += m
+        _sync(table, rows, vals, index, span, size, st, sp)
+    total = 0.0
+    for r in range(n):
+        if separate:
+            contribution[r] += st.trial[r] - u[r]
+        u[r] = st.trial[r]
+        st.g[r] = st.g_trial[r]
+        total += st.g[r]
+    extra[GSUM] = total
+    extra[OFFSET] += shift
+    info[OBJECTIVE] = after
+    info[PRODUCTS] = 0.0
+    return size, fill, not_kept if dropped == -2 else dropped
+
+
+@njit(cache=True, nogil=True)
+def sparse_fitted_block(kept, size, fill, capacity, block, u, y, loss, st, sp):
+    """Sequential OS under the fitted rule over the CSC ``block`` (``SparseBlock``);
+    ``u`` is X_S w_S (plus the intercept).  Returns (size, fill, substitutions)."""
+    indptr, block_rows, block_vals, block_index = block
+    swaps = 0
+    for b in range(block_index.shape[0]):
+        lo, hi = indptr[b], indptr[b + 1]
+        j = block_index[b]
+        size, fill, dropped = sparse_fitted_arrival(
+            kept, size, fill, capacity, block_rows[lo:hi], block_vals[lo:hi], j, u, y,
+            loss, False, 1.0, st, sp)
+        if dropped >= 0 and dropped != j:
+            swaps += 1
+    return size, fill, swaps
+
+
+@njit(cache=True, nogil=True)
+def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, damping,
+                        st, sp):
+    """An Asy-OS worker's arrivals over a CSC block from its view ``u_local`` (its
+    own changes are added to it), moves scaled by ``damping``.  Returns (size,
+    fill)."""
+    indptr, block_rows, block_vals, block_index = block
+    st.info[CURRENT] = 0.0   # a new view
+    for b in range(block_index.shape[0]):
+        lo, hi = indptr[b], indptr[b + 1]
+        size, fill, _ = sparse_fitted_arrival(
+            kept, size, fill, capacity, block_rows[lo:hi], block_vals[lo:hi],
+            block_index[b], u_local, y, loss, True, damping, st, sp)
+    return size, fill
+
+
+@njit(cache=True)
+def rebuild_rows(table, rows, vals, size, st, sp):
+    """``by_row`` and ``e`` from the kept columns afresh (after ``fitted_drop_to``
+    moved slots, or a load): O(n·s)."""
+    sp.by_row[:] = 0.0
+    sp.e[:] = 0.0
+    for l in range(size):
+        start = table[l, 0]
+        for e in range(start, start + table[l, 1]):
+            sp.by_row[rows[e], l] = vals[e]
+            sp.e[l] += st.curv[rows[e]] * vals[e]
