@@ -18,8 +18,8 @@ from .errors import InputError
 from .metrics import classification_error, recovery_error
 from .streams import GaussianStream
 
-__all__ = ["Problem", "StreamProblem", "make_classification", "make_regression",
-           "paper_n", "stream_problem"]
+__all__ = ["Problem", "StreamProblem", "make_bag_of_words", "make_classification",
+           "make_rare_words", "make_regression", "paper_n", "stream_problem"]
 
 
 def paper_n(s: int, p: int) -> int:
@@ -124,6 +124,81 @@ def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
     y_test = _sign(X_test @ w)
     return Problem(X=X, y=y, w_true=w, support=support, task="classification",
                    X_test=X_test, y_test=y_test, seed=seed)
+
+
+def _csc(n: int, p: int, rows: np.ndarray, cols: np.ndarray, vals: np.ndarray):
+    """The (n, p) CSC matrix of these entries (duplicates summed), int32 indices."""
+    import scipy.sparse as sp
+
+    X = sp.csc_matrix((vals, (rows, cols)), shape=(n, p))
+    X.sum_duplicates()
+    return X
+
+
+def _planted_truth(rng, words: np.ndarray, p: int) -> tuple[np.ndarray, np.ndarray]:
+    """w* = ±2 on ``words`` (sorted), 0 elsewhere."""
+    w = np.zeros(p)
+    w[words] = rng.choice([-2.0, 2.0], words.size)
+    return w, words
+
+
+def make_rare_words(p: int = 100_000, n: int = 20_000, planted: int = 10,
+                    words_per_row: int = 18, rate: float = 0.2, noise: float = 0.05,
+                    seed=0) -> Problem:
+    """A planted rare-word problem: each of n rows holds ``words_per_row`` words drawn
+    uniformly from p (value 1), and each of ``planted`` planted words independently
+    with probability ``rate``; y = X w* + N(0, noise²) with w* = ±2 on the planted
+    words.  At p = 10⁶ about 70 % of the columns are empty and most others have one or
+    two nonzeros: a scale-dependent rule keeps those (a one-nonzero column fits its
+    row exactly), a scale-invariant one keeps the planted words.  (Each planted word
+    appears independently: with a fixed number per row the planted columns would sum
+    to a constant, and a model with an intercept would fit y with other columns.)
+    X is scipy CSC."""
+    p, n = check_int("p", p, 1), check_int("n", n, 1)
+    planted = check_int("planted", planted, 1, p + 1)
+    words_per_row = check_int("words_per_row", words_per_row, 0)
+    noise = _check_noise(noise)
+    if not (isinstance(rate, Real) and 0.0 < rate <= 1.0):
+        raise InputError(f"rate must be in (0, 1], got {rate!r}")
+    rng = np.random.default_rng(seed)
+    words = np.sort(rng.choice(p, planted, replace=False)).astype(np.int64)
+    w, support = _planted_truth(rng, words, p)
+    rows = np.repeat(np.arange(n), words_per_row)
+    cols = rng.integers(0, p, rows.size)
+    hit_rows, hit = np.nonzero(rng.random((n, planted)) < rate)
+    X = _csc(n, p, np.r_[rows, hit_rows], np.r_[cols, words[hit]],
+             np.ones(rows.size + hit.size))
+    X.data[:] = 1.0   # a word drawn twice in a row is still one word
+    y = X @ w + noise * rng.standard_normal(n)
+    return Problem(X=X, y=y, w_true=w, support=support, task="regression", seed=seed)
+
+
+def make_bag_of_words(p: int = 100_000, n: int = 30_000, words: float = 400.0,
+                      informative: int = 20, noise: float = 0.1, seed=0) -> Problem:
+    """A Zipf bag of words: n documents of about ``words`` draws (Poisson) from p
+    words, word of rank r drawn with probability ∝ 1/(r + 10) (frequent words
+    anywhere in 0..p-1); an entry is log(1 + count) times a random idf-like factor in
+    [1, 2); y = X w* + N(0, noise²) with w* = ±2 on ``informative`` mid-frequency
+    words (ranks 100 to 2000, in 0.2 %–6 % of the documents).  X is scipy CSC."""
+    p, n = check_int("p", p, 2001), check_int("n", n, 1)
+    informative = check_int("informative", informative, 1, 1900)
+    noise = _check_noise(noise)
+    if not (isinstance(words, Real) and words > 0):
+        raise InputError(f"words must be a number > 0, got {words!r}")
+    rng = np.random.default_rng(seed)
+    cdf = np.cumsum(1.0 / (np.arange(p) + 10.0))
+    cdf /= cdf[-1]
+    word_of_rank = rng.permutation(p)
+    ranks = np.unique(np.geomspace(100, 2000, informative).astype(np.int64))
+    ranks = np.r_[ranks, np.setdiff1d(np.arange(100, 2001), ranks)[
+        :informative - ranks.size]]
+    w, support = _planted_truth(rng, np.sort(word_of_rank[ranks]), p)
+    doc = np.repeat(np.arange(n), rng.poisson(words, n))
+    word = word_of_rank[np.searchsorted(cdf, rng.random(doc.size))]
+    X = _csc(n, p, doc, word, np.ones(doc.size))
+    X.data = np.log1p(X.data) * (1.0 + rng.random(X.data.size))
+    y = X @ w + noise * rng.standard_normal(n)
+    return Problem(X=X, y=y, w_true=w, support=support, task="regression", seed=seed)
 
 
 @dataclass(frozen=True, eq=False)

@@ -27,3 +27,9 @@ class ConvergenceWarning(UserWarning):
     scikit-learn, so this is asyos's own class; the scikit-learn estimators pass
     ``sklearn.exceptions.ConvergenceWarning`` as the solvers' ``convergence_warning``
     instead, and any solver takes ``convergence_warning=None`` to stay silent."""
+
+
+class StallWarning(UserWarning):
+    """A pass of OS swapped features without lowering the loss: the substitutions are
+    not paying (the paper's rule on columns of very different scales does this).  The
+    fitted rule stops after such a pass instead."""

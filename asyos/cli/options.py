@@ -54,7 +54,7 @@ def add_algorithm_arguments(group) -> None:
                        help="substitution rule: fitted (the newcomer's fitted weight "
                        "against the kept feature whose removal costs least), magnitude "
                        "(the paper's: one gradient step, drop the smallest |w|), auto "
-                       "(default): fitted, magnitude on sparse data")
+                       "(default): fitted, on dense and sparse data")
     group.add_argument("--ridge", type=float, default=None,
                        help="the fitted rule's ridge λ, relative to the largest "
                        "curvature of a column (default: 10/n for classification, "

@@ -54,7 +54,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ..core.kept_set import RULES, check_ridge, resolve_epochs
+from ..core.kept_set import RULES, check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_grad, loss_value
 from ..core.validate import binary_labels, check_at_least, check_choice
 from ..errors import InputError
@@ -62,7 +62,7 @@ from ..io.data import load_features, load_labels
 from ..solvers.asy import BUDGETS
 from ..solvers.path import CRITERIA as PATH_CRITERIA
 from ..solvers.path import fit_path
-from ..solvers.sequential import fit_os
+from ..solvers.sequential import fit_os, stalled
 from ..solvers.simulator import fit_simulated
 from ..streams import FeatureStream, Standardized, as_stream
 
@@ -186,6 +186,15 @@ class _OnlineSubstitution(BaseEstimator):
         ``refit`` the coefficients on the selected columns are re-estimated
         (``refit_on_support``)."""
         raw = stream
+        if self._intercept_in_model(stream, s):   # no column centred (densified)
+            selected, weights, history = self._run(stream, y, s, loss, intercept=True)
+            coef = np.zeros(stream.n_features)
+            if self.refit:
+                coef[selected], intercept = refit_on_support(
+                    raw.columns(selected), y, loss, True)
+            else:
+                coef[selected], intercept = weights, history["intercept"]
+            return coef, intercept, selected, history
         stream, offset = self._wrap(stream, y, loss)
         if s == "auto":
             selected, weights, history = self._auto(raw, stream, y, offset, loss)
@@ -194,6 +203,14 @@ class _OnlineSubstitution(BaseEstimator):
         coef, intercept = self._coefficients(raw, stream, y, loss, selected, weights,
                                              offset)
         return coef, intercept, selected, history
+
+    def _intercept_in_model(self, stream: FeatureStream, s) -> bool:
+        """Whether sequential OS fits the intercept itself: a sparse stream under the
+        fitted rule, whose kernel eliminates the intercept instead of centring (and so
+        densifying) every column (``core/sparse_fitted.py``)."""
+        return (self.fit_intercept and stream.sparse and not self.standardize and
+                s != "auto" and self.n_workers == 1 and resolve_rule(self.rule) ==
+                "fitted")
 
     def _wrap(self, stream: FeatureStream, y, loss: Loss):
         """(the stream OS reads, the offset subtracted from y): columns centred (and
@@ -266,13 +283,13 @@ class _OnlineSubstitution(BaseEstimator):
                 losses[k] += loss_value(int(loss), u, y[test]) / folds.n_splits
         return losses
 
-    def _run(self, stream, y, s: int, loss: Loss):
+    def _run(self, stream, y, s: int, loss: Loss, intercept: bool = False):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``
-        ask for."""
+        ask for; ``intercept``: sequential OS fits it (``history["intercept"]``)."""
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m,
                        rule=self.rule, ridge=self.ridge)
         if self.n_workers == 1:
-            result = fit_os(stream, y, s, **options)
+            result = fit_os(stream, y, s, intercept=intercept, **options)
         elif self.backend == "simulated":
             result = fit_simulated(stream, y, s, self.n_workers, delay=self.delay,
                                    seed=self._seed() or 0, budget=self.budget,
@@ -290,6 +307,8 @@ class _OnlineSubstitution(BaseEstimator):
             history["substitutions_per_epoch"] = result.substitutions_per_epoch
         if result.asy is not None:
             history["staleness"] = result.asy["staleness"]
+        if result.intercept is not None:
+            history["intercept"] = result.intercept
         return result.selected, result.weights, history
 
     def _fit_problems(self, stream: FeatureStream, problems, loss: Loss,
@@ -317,11 +336,13 @@ class _OnlineSubstitution(BaseEstimator):
 
     @staticmethod
     def _warn_unconverged(histories, classes) -> None:
-        """ConvergenceWarning for each OS run whose last epoch still substituted
-        (sequential OS only: an Asy-OS run does not count its substitutions)."""
+        """ConvergenceWarning for each OS run whose last epoch still substituted and
+        lowered the loss (sequential OS only: an Asy-OS run does not count its substitutions)."""
         for k, history in enumerate(histories):
             counts = history.get("substitutions_per_epoch")
-            if counts and counts[-1] > 0:
+            objectives = history["objective_per_epoch"]
+            if counts and counts[-1] > 0 and not (len(objectives) > 1 and
+                                                  stalled(objectives)):
                 where = "" if classes is None else f"class {classes[k]} vs rest: "
                 warnings.warn(f"{where}OS still substituted {counts[-1]} features in "
                               f"its last epoch (epochs={len(counts)}); raise epochs",
@@ -460,7 +481,7 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     under the fitted rule, which stops after a pass without a swap, else 2),
     ``rule`` (the substitution rule: "fitted", the newcomer's fitted weight against
     the kept feature whose removal costs least; "magnitude", the paper's; "auto":
-    fitted, magnitude on sparse input), ``ridge`` (the fitted rule's λ relative to
+    fitted, on dense and sparse input), ``ridge`` (the fitted rule's λ relative to
     the largest column's curvature; None: 10/n for classification, 1e-10 for the
     squared loss), ``criterion``/``max_features`` (with
     ``n_features_to_select="auto"``: the size picked along a path by "sic", "ebic"

@@ -6,6 +6,7 @@ set: O(n·s) memory whatever p is; X is never held.
 """
 
 import time
+import warnings
 from contextlib import contextmanager
 
 import numpy as np
@@ -15,7 +16,7 @@ from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
 from ..core.validate import check_at_least, check_labels, check_sparsity
-from ..errors import InputError
+from ..errors import InputError, StallWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -51,7 +52,8 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     m : "auto" or a block factor ≥ 1: kept coefficients step by η/m
     epochs : at most this many passes over the stream; under the fitted rule the run
         stops after a pass that substituted nothing (the kept set and its fitted
-        weights no longer change).  "auto": 10 under the fitted rule, 2 under the
+        weights no longer change) or that lowered the loss by less than ``STALL`` of
+        it (swaps that no longer pay).  "auto": 10 under the fitted rule, 2 under the
         paper's (``core.kept_set.resolve_epochs``)
     standardize : centre and scale each column as it arrives (weights then refer to
         standardized features; ``mean``/``scale`` map them back)
@@ -107,10 +109,21 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     return result
 
 
+# A pass that lowers the loss by less than this fraction of it does not pay: the
+# fitted rule stops there even if it still swapped (columns of near-equal gain
+# trading places, typical of rare words: each fits a few rows' noise).
+STALL = 1e-6
+
+
+def stalled(objectives: list) -> bool:
+    """The last pass lowered the loss by less than ``STALL`` of it."""
+    return objectives[-2] - objectives[-1] <= STALL * abs(objectives[-2])
+
+
 def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bool,
            n_features: int, progress=None) -> FitResult:
     """Up to ``epochs`` passes of ``kept`` over ``blocks`` (the fitted rule stops after
-    a pass without a swap); the result of where they end.  ``kept`` may start
+    a pass without a swap or one that did not pay, ``stalled``); the result of where they end.  ``kept`` may start
     non-empty: a path over s warm-starts each size from the last (``solvers.path``)."""
     result = FitResult(selected=np.zeros(0, np.int64), weights=np.zeros(0),
                        substitutions_per_epoch=[])
@@ -135,8 +148,14 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
         result.objective_per_epoch.append(float(loss_value(int(loss), kept.contribution,
                                                            y)))
         result.substitutions_per_epoch.append(int(state[SUBSTITUTIONS] - before))
-        if fitted and epoch > 0 and result.substitutions_per_epoch[-1] == 0:
-            break   # converged: another pass would change nothing
+        swaps = result.substitutions_per_epoch[-1]
+        if epoch > 0 and stalled(result.objective_per_epoch) and swaps and not fitted:
+            warnings.warn(f"OS substituted {swaps} features in pass {epoch + 1} without "
+                          "lowering the loss: the paper's rule is not scale-invariant; "
+                          "standardize the columns or use rule='fitted'",
+                          StallWarning, stacklevel=3)
+        if fitted and epoch > 0 and (swaps == 0 or stalled(result.objective_per_epoch)):
+            break   # converged: another pass would change nothing, or nothing worth it
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
