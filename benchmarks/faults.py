@@ -95,7 +95,7 @@ def attack(endpoint: str, count: int, seed: int = 0) -> None:
     rng = np.random.default_rng(seed)
     forged = [encode(msg.Hello(2, 1500, n, 1.0, n_features=3000, token="forged"), 0),
               encode(msg.Push(1, 0, np.array([0]), np.full(n, 1e3), np.array([0]),
-                              np.array([1e3]), position=1), 0,
+                              np.array([1e3]), np.array([1e3]), position=1), 0,
                      run_id=int(rng.integers(1, 2**62)))]
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.linger = 5000   # deliver every message before the process exits

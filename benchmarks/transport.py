@@ -51,7 +51,7 @@ KEPT, WEIGHTS = np.zeros(0, np.int64), np.zeros(0)  # its kept set
 # -- the messages, the same for both transports ----------------------------------------------
 def push(seq: int, delta: np.ndarray) -> messages.Push:
     return messages.Push(seq, seq - 1, FEATURES, delta, KEPT, WEIGHTS,
-                         position=BATCH * seq, more=True)
+                         np.abs(WEIGHTS), position=BATCH * seq, more=True)
 
 
 def view(body: messages.Push, u: np.ndarray) -> messages.View:

@@ -73,6 +73,16 @@ class _Kept:
         order = np.argsort(self.index[: self.size], kind="stable")
         return self.index[: self.size][order].copy(), self.weights[: self.size][order].copy()
 
+    def importance(self) -> np.ndarray:
+        """What each kept feature (in ``selected``'s order) is worth, comparable across
+        Asy-OS workers, which rank them for adaptive budgets: |w| under the paper's
+        rule, whose columns share a scale only when the data is standardized."""
+        order = np.argsort(self.index[: self.size], kind="stable")
+        return self._worth()[order]
+
+    def _worth(self) -> np.ndarray:
+        return np.abs(self.weights[: self.size])
+
     def _check_load(self, indices, columns, weights) -> int:
         k = len(indices)
         if k > self.capacity or columns.shape != (k, self.n_samples) or len(weights) != k:
@@ -260,6 +270,13 @@ class FittedKeptSet(_Kept):
     def start_epoch(self) -> None:
         self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
 
+    def _worth(self) -> np.ndarray:
+        """|w_k|·‖x_k‖/√n: the weight of the column standardized to ‖x‖²/n = 1, so
+        that a column's scale does not decide its rank (on standardized data, |w|)."""
+        cols = self.cols[:self.size]
+        return np.abs(self.weights[:self.size]) * np.sqrt(
+            np.einsum("kr,kr->k", cols, cols, dtype=np.float64) / self.n_samples)
+
     def run_block(self, block_index, block, y, loss: Loss, m: float,
                   step_state: np.ndarray) -> None:
         """Sequential OS over a block; η and m are not used by this rule."""
@@ -419,6 +436,12 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
     def intercept(self) -> float:
         """The intercept fitted with the weights (0 without ``intercept``)."""
         return float(self.sparse.extra[OFFSET])
+
+    def _worth(self) -> np.ndarray:
+        squares = [np.dot(v, v) for v in (self.vals[a:a + b].astype(np.float64)
+                                          for a, b in self.table[:self.size])]
+        return np.abs(self.weights[:self.size]) * np.sqrt(
+            np.asarray(squares, dtype=np.float64) / self.n_samples)
 
     def twin(self):
         twin = SparseFittedKeptSet(2, 1, self.model.info[RIDGE], self.vals.dtype,

@@ -102,6 +102,7 @@ class WorkerRecord:
     lost: bool = False
     selected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ≥ 0
     contribution: np.ndarray | None = None   # X_S w_S as reported at the end
     staleness: list = field(default_factory=list)
     grants: deque = field(default_factory=deque)   # Grant, oldest unspent first
@@ -280,8 +281,8 @@ class ServerState:
         ``seq`` (carriers that may lose or repeat messages): the push's sequence
         number, 1, 2, ... per worker; an applied one raises DuplicatePush, a gap
         OutOfOrderPush, so each push is applied at most once and in order.  ``kept``:
-        (selected, weights, position) of the worker after these steps, its resume
-        state.  Returns (their staleness, workers to send a view now).
+        (selected, weights, position[, importance]) of the worker after these steps,
+        its resume state and what adaptive budgets rank (default |w|).  Returns (their staleness, workers to send a view now).
         """
         record = self._record(worker)
         if seq is not None and seq <= record.messages:
@@ -292,12 +293,13 @@ class ServerState:
         used = self._view_used(record, worker, version, steps)
         delta = self._vector(worker, "delta", delta)
         if kept is not None:
-            kept = self._kept(worker, *kept[:2]) + (int(kept[2]),)
+            kept = self._kept(worker, *kept[:2]) + (int(kept[2]), self._importance(
+                worker, kept[3] if len(kept) > 3 else np.abs(kept[1]), kept[0]))
         staleness = self._others_since(record, used.version, used.own)
         self.u += delta
         record.applied += delta
         if kept is not None:
-            record.selected, record.weights, record.position = kept
+            record.selected, record.weights, record.position, record.importance = kept
         self.clock += steps
         record.pushes += steps
         record.messages += 1
@@ -324,6 +326,15 @@ class ServerState:
                                 f"the {self.held(worker)} it may hold")
         return selected, weights
 
+    def _importance(self, worker: int, importance, selected) -> np.ndarray:
+        """A copy of a kept set's importance, checked: one finite value ≥ 0 each."""
+        importance = np.array(importance, dtype=np.float64)
+        if importance.shape != np.shape(selected) or not all_finite(importance) or \
+                np.any(importance < 0):
+            raise ProtocolError(f"worker {worker}: the importance of its kept set must "
+                                f"be {np.size(selected)} finite values ≥ 0")
+        return importance
+
     def _release(self, worker: int, record: WorkerRecord) -> None:
         """``worker`` will spend no more credit: what it holds goes back."""
         record.credit = record.pushes
@@ -338,6 +349,7 @@ class ServerState:
         selected, weights = self._kept(worker, selected, weights)
         record.contribution = self._vector(worker, "contribution", contribution).copy()
         record.selected, record.weights = selected, weights
+        record.importance = np.zeros(selected.size)   # settled: no longer ranked
         record.finished = True
         self._finished += 1
         self._release(worker, record)
@@ -389,8 +401,10 @@ class ServerState:
 
     def shares(self) -> dict[int, int]:
         """Each open worker's share (running, no final budget yet) of the slots of the
-        top s not settled: how many of the largest |w| of the open workers' last
-        pushed weights are its own, plus an even share of the slots no weight claims
+        top s not settled: how many of the most important of the open workers' last
+        pushed kept features are its own (``KeptSet.importance``: |w| under the
+        paper's rule, the square root of the cost of dropping it under the fitted
+        rule, which does not depend on the column's scale), plus an even share of the slots no weight claims
         yet.  ``grant_budget`` adds the trial slot.
 
         The trial slot is where a worker tries its newcomers; once one ranks among the
@@ -406,9 +420,9 @@ class ServerState:
             return {}
         # trial slots on top of s (``set_ends``) or, on short shards, within it
         top = max(self.s - self._settled() - (0 if self.ends else len(open_)), 0)
-        owners = np.concatenate([np.full(self.workers[t].weights.size, t)
+        owners = np.concatenate([np.full(self.workers[t].importance.size, t)
                                  for t in open_])
-        magnitudes = np.concatenate([np.abs(self.workers[t].weights) for t in open_])
+        magnitudes = np.concatenate([self.workers[t].importance for t in open_])
         ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
         spare = top - len(ranked)
         return {t: int(np.sum(ranked == t)) + spare // len(open_)
@@ -531,6 +545,8 @@ class ServerState:
             "kept_sizes": np.array([r.selected.size for r in records], dtype=np.int64),
             "selected": np.concatenate([r.selected for r in records] + [np.zeros(0, np.int64)]),
             "weights": np.concatenate([r.weights for r in records] + [np.zeros(0)]),
+            "importance": np.concatenate([r.importance for r in records] +
+                                         [np.zeros(0)]),
             "staleness_sizes": np.array([len(r.staleness) for r in records], np.int64),
             "staleness": np.concatenate([np.asarray(r.staleness, np.int64) for r in records]
                                         + [np.zeros(0, np.int64)]),
@@ -562,6 +578,7 @@ class ServerState:
                 record.contribution = arrays["contribution"][t].copy()
             record.selected = arrays["selected"][kept[t]:kept[t + 1]].copy()
             record.weights = arrays["weights"][kept[t]:kept[t + 1]].copy()
+            record.importance = arrays["importance"][kept[t]:kept[t + 1]].copy()
             record.staleness = arrays["staleness"][stale[t]:stale[t + 1]].tolist()
         state._finished = sum(r.finished for r in state.workers)
         state._lost = sum(r.lost for r in state.workers)

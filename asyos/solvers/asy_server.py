@@ -129,7 +129,7 @@ class AsyServer:
             _, granted = self.state.push(t, push.delta, push.version,
                                          push.features.size, seq=push.seq,
                                          kept=(push.selected, push.weights,
-                                               push.position))
+                                               push.position, push.importance))
         except DuplicatePush:   # a resend whose answer was lost: answer again
             if push.more:
                 return self.views(self.state.request(t))

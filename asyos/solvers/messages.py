@@ -29,7 +29,8 @@ class Pull:
 class Push:
     """Worker → server: the summed Δu of ``features.size`` OS steps, all computed from
     view ``version`` plus the worker's own steps, and its kept set after them (its
-    resume state).  ``more``: answer with a view and credit (a pull rides on it)."""
+    resume state) with what each kept feature is worth (``importance``, ranked by
+    adaptive budgets).  ``more``: answer with a view and credit (a pull rides on it)."""
 
     seq: int                 # 1, 2, ... per worker: applied at most once, in order
     version: int
@@ -37,6 +38,7 @@ class Push:
     delta: np.ndarray        # float64 (n)
     selected: np.ndarray     # int64
     weights: np.ndarray      # float64
+    importance: np.ndarray   # float64 ≥ 0, aligned with ``selected``
     position: int            # features processed so far, this push included
     more: bool = True
 

@@ -37,6 +37,7 @@ class Push:
     features: np.ndarray    # the features these steps processed, in order (int64)
     selected: np.ndarray    # the kept set after them (int64) ...
     weights: np.ndarray     # ... and its weights: the worker's resume state
+    importance: np.ndarray  # ... and their worth (``KeptSet.importance``)
     position: int           # features processed so far (this push included)
 
 
@@ -158,7 +159,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 compute += time.perf_counter() - start
                 steps += features.size
                 first = last
-                yield Push(delta, version, features.copy(), *kept.selected(), steps)
+                yield Push(delta, version, features.copy(), *kept.selected(),
+                           kept.importance(), steps)
     selected, weights = kept.selected()
     yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 
@@ -220,8 +222,8 @@ class WorkerDriver:
         self.request = next(self.loop)
         seq = self.view.pushed(push.delta, push.features.size)
         return messages.Push(seq, push.version, push.features, push.delta,
-                             push.selected, push.weights, push.position,
-                             more=self.request is PULL)
+                             push.selected, push.weights, push.importance,
+                             push.position, more=self.request is PULL)
 
     def final_message(self, communicate_seconds: float = 0.0,
                       blas_threads: int = 0) -> messages.Final:

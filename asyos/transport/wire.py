@@ -13,7 +13,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×11), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
-| PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8) |
+| PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8), importance (f8) |
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
@@ -44,9 +44,10 @@ from ..errors import AsyosError
 from ..solvers import messages as m
 
 MAGIC = b"ASYO"
-PROTOCOL = 6   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
+PROTOCOL = 7   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
 #                5: CONFIG carries the substitution rule and its ridge; 6: HELLO
-#                carries the data's fingerprint
+#                carries the data's fingerprint; 7: PUSH carries the kept features'
+#                importance
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
@@ -122,7 +123,8 @@ def _fields(message) -> tuple[int, int, int, list]:
     """(seq, a, b, arrays) of a message."""
     if isinstance(message, m.Push):
         return message.seq, message.version, message.position, [
-            message.features, message.delta, message.selected, message.weights]
+            message.features, message.delta, message.selected, message.weights,
+            message.importance]
     if isinstance(message, m.View):
         return message.through, message.version, message.credit, [
             message.u, np.array([message.budget]), np.array([message.eta], np.float64)]
@@ -202,7 +204,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
         Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
-        Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k)],
+        Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
         Kind.VIEW: [(f8, n, n), (i8, 1, 1), (f8, 1, 1)],
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, n, n), (f8, 3, 3)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
@@ -287,6 +289,9 @@ def decode(frames, limits: Limits) -> Envelope:
         if indices.size != weights.size:
             raise WireError(f"{kind.name}: {indices.size} kept indices but "
                             f"{weights.size} weights")
+        if kind == Kind.PUSH and arrays[4].size != indices.size:
+            raise WireError(f"PUSH: {indices.size} kept indices but "
+                            f"{arrays[4].size} importances")
     if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):
         raise WireError(f"{kind.name}: negative counter")
     body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays)

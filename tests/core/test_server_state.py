@@ -552,8 +552,8 @@ class FakeWorker:
         self.left -= steps
         self.contribution += delta
         push = messages.Push(seq, version, np.arange(steps, dtype=np.int64), delta,
-                             self.selected, self.weights, self.total - self.left,
-                             more=self.left > 0)
+                             self.selected, self.weights, np.abs(self.weights),
+                             self.total - self.left, more=self.left > 0)
         self.unacked[seq], self.deltas[seq] = push, delta
         self.outbox.append(push)
         return True

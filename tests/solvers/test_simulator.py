@@ -187,7 +187,8 @@ def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
     rng = np.random.default_rng(seed)
     for t in grants:
         t %= q
-        state.workers[t].weights = rng.standard_normal(int(rng.integers(0, s + 2)))
+        size = int(rng.integers(0, s + 2))
+        state.workers[t].importance = np.abs(rng.standard_normal(size))
         before, share = state.granted[t], state.shares()[t]
         granted = state.grant_budget(t)
         assert granted >= min(before, share + 1) and granted >= 1
@@ -195,15 +196,15 @@ def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
     assert sum(state.shares().values()) == s
 
 
-def test_shares_follow_the_largest_weights():
+def test_shares_follow_the_most_important_features():
     from asyos.core.server_state import ServerState
 
     def state():
         state = ServerState(4, 3)
         state.adapt_budgets(9)
-        state.workers[0].weights = np.array([5.0, 4.0, 3.0, 2.0])
-        state.workers[1].weights = np.array([0.1, 0.2])
-        state.workers[2].weights = np.array([1.0])
+        state.workers[0].importance = np.array([5.0, 4.0, 3.0, 2.0])
+        state.workers[1].importance = np.array([0.1, 0.2])
+        state.workers[2].importance = np.array([1.0])
         return state
 
     within = state()   # trial slots within s: the top 9 − 3 = 6 of all |w|: 5, 4, 3,

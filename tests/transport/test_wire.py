@@ -48,9 +48,9 @@ def _equal(a, b) -> bool:
 
 MESSAGES = [
     m.Push(3, 11, np.array([7, 9]), np.arange(5.0), np.array([7]), np.array([0.5]),
-           position=20, more=True),
+           np.array([0.75]), position=20, more=True),
     m.Push(1, 0, np.array([2]), -np.ones(5), np.zeros(0, np.int64), np.zeros(0),
-           position=1, more=False),
+           np.zeros(0), position=1, more=False),
     m.View(np.linspace(0, 1, 5), 42, 6, 17, 2, 0.125),
     m.View(np.zeros(5), 0, 0, 0),
     m.Ack(9),
@@ -81,7 +81,7 @@ def test_a_push_travels_as_integers_and_floats_only():
     magic, protocol, kind, worker, flags, run_id, seq, a, b = HEADER.unpack(frames[0])
     assert (magic, protocol, Kind(kind), worker, flags, run_id, seq, a, b) == \
         (MAGIC, PROTOCOL, Kind.PUSH, 2, MORE, 77, 3, 11, 20)
-    assert [f.dtype.str for f in frames[1:]] == ["<i8", "<f8", "<i8", "<f8"]
+    assert [f.dtype.str for f in frames[1:]] == ["<i8", "<f8", "<i8", "<f8", "<f8"]
     body = decode(_bytes(frames), LIMITS).body
     assert body.features.dtype == np.int64 and body.delta.dtype == np.float64
 
@@ -106,16 +106,23 @@ def _header(kind, seq=0, a=0, b=0, run_id=77, flags=0, magic=MAGIC, protocol=PRO
      "2 data frames, expected 3"),                                     # no η
     ([_header(5), np.ones(5).tobytes(), b"", np.ones(1).tobytes()],
      "0 values, expected 1..1"),                                       # no budget
-    ([_header(4, 1), np.ones(9, "<i8").tobytes(), np.ones(5).tobytes(), b"", b""],
-     "9 values, expected 1..4"),                                       # over the batch
-    ([_header(4, 1), b"", np.ones(5).tobytes(), b"", b""], "0 values, expected 1..4"),
+    ([_header(4, 1), np.ones(9, "<i8").tobytes(), np.ones(5).tobytes(), b"", b"",
+      b""], "9 values, expected 1..4"),                                # over the batch
+    ([_header(4, 1), b"", np.ones(5).tobytes(), b"", b"", b""],
+     "0 values, expected 1..4"),
     ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(),
-      np.ones(4, "<i8").tobytes(), np.ones(4).tobytes()], "4 values, expected 0..3"),
+      np.ones(4, "<i8").tobytes(), np.ones(4).tobytes(), np.ones(4).tobytes()],
+     "4 values, expected 0..3"),
     ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(),
-      np.ones(2, "<i8").tobytes(), np.ones(1).tobytes()],
+      np.ones(2, "<i8").tobytes(), np.ones(1).tobytes(), np.ones(2).tobytes()],
      "2 kept indices but 1 weights"),
-    ([_header(4, -1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(), b"", b""],
-     "negative"),
+    ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(),
+      np.ones(2, "<i8").tobytes(), np.ones(2).tobytes(), np.ones(1).tobytes()],
+     "2 kept indices but 1 importances"),
+    ([_header(4, 1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(), b"", b""],
+     "PUSH has 4 data frames, expected 5"),                            # protocol 6's
+    ([_header(4, -1), np.ones(1, "<i8").tobytes(), np.ones(5).tobytes(), b"", b"",
+      b""], "negative"),
     ([_header(5, 0, 3, -2), np.ones(5).tobytes(), np.ones(1, "<i8").tobytes(),
       np.ones(1).tobytes()], "negative"),                              # credit < 0
     ([_header(10), b"x" * 5000], "too long"),

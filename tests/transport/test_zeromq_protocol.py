@@ -60,7 +60,7 @@ def _push(joined, seq, delta, more=True, version=0):
     configuration."""
     run_id, tag = joined
     return encode(msg.Push(seq, version, np.array([seq - 1]), delta, np.array([seq - 1]),
-                           np.array([0.5]), position=seq, more=more),
+                           np.array([0.5]), np.array([0.5]), position=seq, more=more),
                   0, run_id=run_id, tag=tag)
 
 
