@@ -20,8 +20,12 @@ Converting must not need the whole matrix in memory (p may be ~ 10⁶, nnz ~ 10�
   memory map.  Pass 2 scatters each chunk's (row, value) pairs to per-column cursors;
   rows arrive in increasing order, so every column comes out sorted.  The pages
   written are released after every chunk (``madvise``; the page cache keeps the
-  changes), so memory is one chunk plus O(p) counters, whatever nnz is.  From a
-  ``.npy``: two passes over blocks of columns (count, then append).
+  changes), so memory is one chunk plus one counter per column, whatever nnz is:
+  a single (p + 1,) array, int32 while nnz < 2³¹ (40 MB at p = 10⁷), that holds
+  the counts, becomes ``indptr`` in place (written to disk a slice at a time) and
+  then the cursors.  Only numpy runs here: no compiled kernel is loaded (numba's
+  first load alone costs ~50 MB of resident memory).  From a ``.npy``: two passes
+  over blocks of columns (count, then append).
 
 Everything is written under a temporary name next to the output and renamed into
 place at the end, so a failed conversion leaves nothing half-written.  Labels, when
@@ -42,7 +46,6 @@ from itertools import islice
 from pathlib import Path
 
 import numpy as np
-from numba import njit
 from numpy.lib import format as npy_format
 
 from ..errors import InputError
@@ -62,9 +65,11 @@ DTYPES = {"float64": np.float64, "float32": np.float32}
 LAYOUTS = ("auto", "dense", "sparse")
 BLOCK_BYTES = 64 << 20      # one block of columns (all rows) in memory at a time
 ROWS_PER_CHUNK = 4096       # rows of text parsed at a time (fewer for wide tables)
-SVMLIGHT_BYTES = 4 << 20    # svmlight text parsed at a time
+SVMLIGHT_BYTES = 1 << 20    # svmlight text parsed at a time (parsing it holds
+                            # several times that: 4 MiB cost 30 MB more at peak)
 STRIDED_BYTES = 8 << 20     # rows of a C-order .npy mapped at a time
 SPARSE_BELOW = 0.1          # layout "auto": sparse when nnz / (n·p) is below this
+_SLICE = 1 << 18            # indptr entries summed, written or checked at a time
 SUFFIXES = {".npy": "dense", CSC_SUFFIX: "sparse"}
 
 Progress = Callable[[str, "int | None", str], Callable[[int], None]]
@@ -166,20 +171,26 @@ def _check_target(output: Path, layout: str) -> None:
 
 # -- the passes ---------------------------------------------------------------------
 
+INT32_MAX = 2**31 - 1
+
+
 @dataclass
 class _Count:
-    """What pass 1 learns: n, p and the nonzeros of every column."""
+    """What pass 1 learns: n, p, nnz and the nonzeros of every column.
+
+    ``tally`` (p + 1,): ``tally[0]`` = 0, ``tally[1 + j]`` = the nonzeros of feature
+    j, int32 while nnz fits (half the memory of int64: 40 MB at p = 10⁷), int64
+    beyond.  It is the conversion's one O(p) array: the writer turns it in place
+    into each column's cursor (``_CSCWriter``).
+    """
 
     n: int
-    counts: np.ndarray          # int64 (p,)
+    tally: np.ndarray
+    nnz: int
 
     @property
     def p(self) -> int:
-        return len(self.counts)
-
-    @property
-    def nnz(self) -> int:
-        return int(self.counts.sum())
+        return max(len(self.tally) - 1, 0)
 
     def density(self) -> float:
         return self.nnz / (self.n * self.p)
@@ -256,22 +267,30 @@ class _Job:
         """Pass 1: n, p and the nonzeros of every column; the labels; the first
         NaN/inf is refused naming its feature."""
         if self.kind == "npy":
-            counts, n = [], 0
+            n, p = _npy_layout(self.source)[2]
+            tally = np.zeros(p + 1, np.int32 if n * p <= INT32_MAX else np.int64)
             for first, block in self.npy_blocks("count"):
                 _check_finite(self.source, first, block)
-                counts.append(np.count_nonzero(block, axis=1))
-                n = block.shape[1]
-            return _Count(n, np.concatenate(counts).astype(np.int64))
-        counts, n, lowest, labels = np.zeros(0, np.int64), 0, None, []
+                tally[1 + first:1 + first + len(block)] = np.count_nonzero(block,
+                                                                           axis=1)
+            return _Count(n, tally, int(tally.sum(dtype=np.int64)))
+        # file column c is counted in tally[1 + c]; grown in place as columns appear
+        tally, nnz, n, lowest, labels = np.zeros(1, np.int32), 0, 0, None, []
         bad = None
         for rowptr, cols, vals, y, width in self.row_chunks("count"):
-            seen = np.bincount(cols, minlength=width or 0)
-            if len(seen) > len(counts):
-                counts = np.r_[counts, np.zeros(len(seen) - len(counts), np.int64)]
-            counts[:len(seen)] += seen
+            need = width or 0
             if cols.size:
-                low = int(cols.min())
+                low, high = int(cols.min()), int(cols.max())
+                if low < 0:
+                    raise InputError(f"{self.source}: negative feature index {low}")
                 lowest = low if lowest is None else min(lowest, low)
+                need = max(need, high + 1)
+            if need + 1 > len(tally):
+                tally.resize(need + 1, refcheck=False)   # zero-filled, no copy kept
+            if tally.dtype == np.int32 and nnz + cols.size > INT32_MAX:
+                tally = tally.astype(np.int64)
+            _tally(cols, tally)
+            nnz += cols.size
             finite = np.isfinite(vals)
             if bad is None and not finite.all():
                 at = int(np.argmin(finite))
@@ -281,16 +300,18 @@ class _Job:
             if y is not None:
                 labels.append(y)
         if self.kind == "svmlight":
-            # zero- or one-based as scikit-learn's "auto" decides for a whole file
+            # zero- or one-based as scikit-learn's "auto" decides for a whole file;
+            # one-based: file column 0 is empty, so tally[1:] starts with its 0
             self.base = 0 if lowest == 0 else 1
-            counts = counts[self.base:]
-        if n == 0 or len(counts) == 0:
+            tally = tally[self.base:]
+        count = _Count(n, tally, nnz)
+        if n == 0 or count.p == 0:
             raise InputError(f"{self.source}: no data rows")
         if bad is not None:
             raise InputError(f"{self.source}: feature {bad[1] - self.base} contains "
                              f"NaN or inf (sample {bad[0]})")
         self.labels = np.concatenate(labels) if labels else None
-        return _Count(n, counts)
+        return count
 
     # -- pass 2 -----------------------------------------------------------------------
     def write_sparse(self, output: Path, count: _Count) -> None:
@@ -573,18 +594,46 @@ def _write_dense(blocks, n: int, p: int, output: Path, dtype: np.dtype,
     return n, p
 
 
-@njit(cache=True, nogil=True)
-def _place(cols, rows, vals, cursor, limit, rows_out, vals_out):
+def _tally(cols: np.ndarray, tally: np.ndarray) -> None:
+    """Count the entries of column c in tally[1 + c] (pass 1; 0 ≤ c checked).
+
+    numpy only: the conversion loads no compiled kernel (numba's first load alone
+    costs some 50 MB of resident memory)."""
+    if cols.size:
+        seen, times = np.unique(cols, return_counts=True)
+        tally[seen + 1] += times.astype(tally.dtype, copy=False)
+
+
+def _accumulate(tally: np.ndarray) -> None:
+    """Running sums of ``tally`` in place, a slice at a time (no O(p) temporary):
+    the counts tally[1 + j] become indptr."""
+    carry = 0
+    for first in range(0, len(tally), _SLICE):
+        piece = tally[first:first + _SLICE]
+        np.cumsum(piece, dtype=piece.dtype, out=piece)
+        if carry:
+            piece += carry
+        carry = int(piece[-1])
+
+
+def _place(cols, rows, vals, cursor, size: int, rows_out, vals_out) -> bool:
     """Each entry (sorted by column, rows ascending within one) to its column's
-    cursor; False if a column overflows (the input changed since it was counted)."""
-    for k in range(cols.shape[0]):
-        c = cols[k]
-        at = cursor[c]
-        if at >= limit[c]:
-            return False
-        rows_out[at] = rows[k]
-        vals_out[at] = vals[k]
-        cursor[c] = at + 1
+    cursor, which moves past it; False if one would fall past the end (the input
+    changed since it was counted; a column that overflows into the next is found at
+    the end, its cursor then differing from indptr)."""
+    if not cols.size:
+        return True
+    new = np.empty(len(cols), bool)
+    new[0] = True
+    np.not_equal(cols[1:], cols[:-1], out=new[1:])
+    heads = np.flatnonzero(new)                   # each column's first entry here
+    rank = np.arange(len(cols)) - np.repeat(heads, np.diff(np.r_[heads, len(cols)]))
+    at = cursor[cols] + rank
+    if at.max() >= size:
+        return False
+    rows_out[at] = rows
+    vals_out[at] = vals
+    cursor[cols[heads]] += np.diff(np.r_[heads, len(cols)]).astype(cursor.dtype)
     return True
 
 
@@ -617,6 +666,34 @@ class _Output:
             self.mm = None
 
 
+def _write_indptr(path: Path, indptr: np.ndarray) -> tuple:
+    """Write ``indptr.npy`` a slice at a time, int32 when nnz fits (the reader takes
+    int32 or int64), else int64.  Returns (path, offset of the data, dtype) to read
+    it back."""
+    dtype = np.dtype(np.int32 if indptr[-1] <= INT32_MAX else np.int64)
+    with open(path, "wb") as out:
+        npy_format.write_array_header_1_0(
+            out, {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": False,
+                  "shape": (len(indptr),)})
+        offset = out.tell()
+        for first in range(0, len(indptr), _SLICE):
+            out.write(indptr[first:first + _SLICE].astype(dtype, copy=False).data)
+    return path, offset, dtype
+
+
+def _cursors_at_ends(cursor: np.ndarray, path: Path, offset: int,
+                     dtype: np.dtype) -> bool:
+    """Whether every column's cursor reached the next one's start (indptr[j + 1],
+    read back a slice at a time): each column got exactly what was counted."""
+    with open(path, "rb") as f:
+        for first in range(0, len(cursor), _SLICE):
+            f.seek(offset + (first + 1) * dtype.itemsize)
+            ends = np.fromfile(f, dtype, count=min(_SLICE, len(cursor) - first))
+            if not np.array_equal(cursor[first:first + len(ends)], ends):
+                return False
+    return True
+
+
 class _CSCWriter:
     """A ``.csc`` directory being written under a temporary name: ``scatter`` rows
     (in increasing order) or ``append`` whole columns (in order); leaving the
@@ -625,7 +702,11 @@ class _CSCWriter:
 
     Resident memory stays bounded whatever nnz: a chunk of rows is sorted by column
     and written a segment of columns at a time (``segment_bytes`` of output), the
-    pages of each segment released once it is written.
+    pages of each segment released once it is written.  The one O(p) array is the
+    count's tally, made ``indptr`` in place and written to ``indptr.npy``; then its
+    first p entries are the columns' cursors, each moved past the entries placed in
+    its column, and checked at the end against ``indptr.npy`` read back a slice at a
+    time (cursor j at indptr[j + 1]: every column holds what was counted).
     """
 
     def __init__(self, output: Path, count: _Count, dtype: np.dtype, labels,
@@ -639,20 +720,22 @@ class _CSCWriter:
         shutil.rmtree(self.temporary, ignore_errors=True)
         self.temporary.mkdir()
         count = self.count
-        self.indptr = np.zeros(count.p + 1, np.int64)
-        np.cumsum(count.counts, out=self.indptr[1:])
-        self.cursor = self.indptr[:-1].copy()
-        self.filled = 0
-        np.save(self.temporary / "indptr.npy", self.indptr)
-        index_dtype = np.dtype(np.int32 if count.n < 2**31 else np.int64)
-        self.files = [_Output(self.temporary / "indices.npy", index_dtype, count.nnz),
-                      _Output(self.temporary / "data.npy", self.dtype, count.nnz)]
+        index_dtype = np.dtype(np.int32 if count.n <= INT32_MAX else np.int64)
         # segments of columns holding about segment_bytes of output each
         per_entry = index_dtype.itemsize + self.dtype.itemsize
         step = max(1, self.segment_bytes // per_entry)
-        inner = np.searchsorted(self.indptr, np.arange(step, count.nnz, step),
+        indptr = count.tally
+        _accumulate(indptr)
+        inner = np.searchsorted(indptr, np.arange(step, count.nnz, step,
+                                                  dtype=indptr.dtype),
                                 side="right") - 1
         self.cuts = np.unique(np.r_[0, inner, count.p])
+        self.offsets = indptr[self.cuts].astype(np.int64)
+        self.indptr = _write_indptr(self.temporary / "indptr.npy", indptr)
+        self.cursor = indptr[:-1]
+        self.filled, self.appended = 0, False
+        self.files = [_Output(self.temporary / "indices.npy", index_dtype, count.nnz),
+                      _Output(self.temporary / "data.npy", self.dtype, count.nnz)]
         return self
 
     def scatter(self, rowptr, cols, vals, first_row: int, source) -> None:
@@ -670,11 +753,10 @@ class _CSCWriter:
             if lo == hi:
                 continue
             if not _place(cols[lo:hi], rows[lo:hi], vals[lo:hi], self.cursor,
-                          self.indptr[1:], indices, data):
+                          self.count.nnz, indices, data):
                 raise InputError(f"{source}: changed while converting")
-            first, last = self.cuts[segment], self.cuts[segment + 1]
             for f in self.files:
-                f.release(self.indptr[first], self.indptr[last])
+                f.release(self.offsets[segment], self.offsets[segment + 1])
 
     def append(self, rows: np.ndarray, vals: np.ndarray) -> None:
         """The next whole columns' entries, in order."""
@@ -684,7 +766,7 @@ class _CSCWriter:
         for f, values in zip(self.files, (rows, vals), strict=True):
             f.array[start:stop] = values
             f.release(start, stop)
-        self.filled = stop
+        self.filled, self.appended = stop, True
 
     def __exit__(self, kind, error, trace) -> None:
         try:
@@ -697,8 +779,8 @@ class _CSCWriter:
         self._discard()
 
     def _finish(self) -> None:
-        full = self.filled == self.count.nnz if self.filled else \
-            np.array_equal(self.cursor, self.indptr[1:])
+        full = self.filled == self.count.nnz if self.appended else \
+            _cursors_at_ends(self.cursor, *self.indptr)
         if not full:
             raise InputError(f"{self.output}: the input changed while converting")
         for f in self.files:

@@ -56,6 +56,33 @@ def batch_columns(pairs: Iterable[tuple[int, np.ndarray]],
         yield np.asarray(index, np.int64), np.stack(cols)
 
 
+def _spread(span: tuple[int, int, int], positions: np.ndarray) -> np.ndarray:
+    """The int64 indices at ``positions`` of the range ``span``."""
+    start, _, step = span
+    out = positions.astype(np.int64)
+    if step != 1:
+        out *= step
+    if start:
+        out += start
+    return out
+
+
+def _range_chunks(span: tuple[int, int, int], size: int) -> Iterator[np.ndarray]:
+    start, stop, step = span
+    for first in range(start, stop, size * step):
+        yield np.arange(first, min(first + size * step, stop), step, dtype=np.int64)
+
+
+def _order_chunks(order: np.ndarray, size: int,
+                  span: tuple[int, int, int] | None) -> Iterator[np.ndarray]:
+    """Pieces of ``order``: positions in the range ``span`` (a permutation), or the
+    indices themselves (None)."""
+    for first in range(0, len(order), size):
+        piece = order[first:first + size]
+        yield _spread(span, piece) if span is not None else \
+            piece.astype(np.int64, copy=False)
+
+
 class FeatureStream:
     """Yields the columns of an (n_samples, n_features) design X feature by feature.
 
@@ -99,6 +126,15 @@ class FeatureStream:
         """The int64 global indices this stream yields, in base (epoch) order."""
         return np.arange(self.n_features, dtype=np.int64)
 
+    def _range(self) -> tuple[int, int, int] | None:
+        """(start, stop, step) when ``feature_indices()`` is that arithmetic range
+        (a plain stream: 0..p-1; a shard of one: every q-th), else None.  Orders of a
+        range are made a block at a time, or from a narrow permutation, instead of
+        holding the O(p) int64 indices (80 MB at p = 10⁷) and copies of them."""
+        if type(self).feature_indices is not FeatureStream.feature_indices:
+            return None
+        return 0, self.n_features, 1
+
     def _holds(self, indices: np.ndarray) -> np.ndarray:
         """Boolean mask: which of ``indices`` this stream holds (range check here)."""
         return (indices >= 0) & (indices < self.n_features)
@@ -113,10 +149,36 @@ class FeatureStream:
     def order(self, epoch: int = 0) -> np.ndarray:
         """The global indices in the order ``blocks(epoch)`` yields them."""
         epoch = check_int("epoch", epoch, 0)
+        span = self._range()
+        if span is not None and self.shuffle:
+            return _spread(span, self._permutation(epoch))
         base = self.feature_indices()
         if not self.shuffle:
             return base
         return base[np.random.default_rng([self.seed, epoch]).permutation(len(base))]
+
+    def _permutation(self, epoch: int) -> np.ndarray:
+        """``default_rng([seed, epoch]).permutation(len)`` of this stream's features,
+        as int32 when they fit (the same shuffle: the draws do not depend on the
+        type), half the memory of the int64 one."""
+        size = self.n_features
+        order = np.arange(size, dtype=np.int32 if size < 2**31 else np.int64)
+        np.random.default_rng([self.seed, epoch]).shuffle(order)   # in place
+        return order
+
+    def order_chunks(self, epoch: int, block_size: int) -> Iterator[np.ndarray]:
+        """``order(epoch)`` as consecutive int64 pieces of ``block_size`` indices.
+
+        An unshuffled stream over a range (``_range``) never holds its order: each
+        piece is made as it is needed; a shuffled one holds one int32 permutation.
+        """
+        epoch = check_int("epoch", epoch, 0)
+        block_size = check_int("block_size", block_size, 1)
+        span = self._range()
+        if span is not None and not self.shuffle:
+            return _range_chunks(span, block_size)
+        order = self._permutation(epoch) if span is not None else self.order(epoch)
+        return _order_chunks(order, block_size, span)
 
     def blocks(self, epoch: int = 0) -> Iterator[Block]:
         """Yield (indices int64 (b,), block C-contiguous (b, n) of ``self.dtype``).
@@ -209,15 +271,36 @@ class Shard(FeatureStream):
 
     @property
     def n_features(self) -> int:
+        span = self._range()
+        if span is not None:
+            return len(range(*span))
         return len(self.feature_indices())
 
     def feature_indices(self) -> np.ndarray:
+        span = self._range()
+        if span is not None:
+            return np.arange(*span, dtype=np.int64)
         if self._index is None:
             self._index = np.ascontiguousarray(
                 self.parent.feature_indices()[self.t::self.q])
         return self._index.copy()
 
+    def _range(self) -> tuple[int, int, int] | None:
+        """Every q-th of a parent's range is a range (no O(p) index list held)."""
+        if type(self).feature_indices is not Shard.feature_indices:
+            return None
+        span = self.parent._range()
+        if span is None:
+            return None
+        start, stop, step = span
+        return start + self.t * step, stop, step * self.q
+
     def _holds(self, indices: np.ndarray) -> np.ndarray:
+        span = self._range()
+        if span is not None:
+            start, stop, step = span
+            return (indices >= start) & (indices < stop) & \
+                ((indices - start) % step == 0)
         return np.isin(indices, self.feature_indices())
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
@@ -228,12 +311,16 @@ class Shard(FeatureStream):
 
     def step_blocks(self, epoch: int = 0) -> Iterator:
         if self.parent.sparse:
-            return self.csc_blocks_in(self.order(epoch), self.block_size)
+            return self.csc_blocks_of(self.order_chunks(epoch, self.block_size))
         return self.blocks(epoch)
 
     def csc_blocks_in(self, order: np.ndarray, block_size: int) -> Iterator:
         """A sparse parent's CSC blocks of ``order`` (shards of shards too)."""
         return self.parent.csc_blocks_in(order, block_size)
+
+    def csc_blocks_of(self, chunks: Iterable[np.ndarray]) -> Iterator:
+        """A sparse parent's CSC blocks of the index pieces ``chunks``."""
+        return self.parent.csc_blocks_of(chunks)
 
     @property
     def sparse(self) -> bool:

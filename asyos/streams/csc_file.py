@@ -5,7 +5,9 @@ Layout (``asyos convert`` writes it; ``save_csc`` writes one from memory)::
     data.csc/
         meta.json     {"format": "asyos-csc", "version": 1, "n_samples": n,
                        "n_features": p, "nnz": nnz, "dtype": "float64"}
-        indptr.npy    int64 (p + 1,): column j is entries indptr[j]:indptr[j+1]
+        indptr.npy    int64 or int32 (p + 1,): column j is entries
+                      indptr[j]:indptr[j+1] (``asyos convert`` writes int32 when
+                      nnz < 2³¹, ``save_csc`` int64; both read alike)
         indices.npy   int32 or int64 (nnz,): row indices, ascending within a column
         data.npy      float32 or float64 (nnz,): the values
         labels.npy    (n,) labels, when the input had them (optional)
@@ -15,7 +17,10 @@ them with ``pread``, like ``NpyStream``'s feature-major file: a contiguous range
 columns is one read per file (``indptr``, ``indices``, ``data``); a shuffled or
 sharded block reads its columns' entries in runs of near ones and gathers them.  The
 pages read stay in the page cache, never in this process's resident memory, which
-is one block whatever nnz and p are.  (A memory map with the pages dropped behind
+is one block whatever nnz and p are: ``indptr`` too is read a block's slice at a time
+(and checked a slice at a time when the directory is opened), and an unshuffled
+stream makes its feature order a block at a time (``FeatureStream.order_chunks``),
+never the O(p) index list.  (A memory map with the pages dropped behind
 each block kept a quarter of ``data.npy`` resident on a kernel whose page cache
 maps large folios: a fault maps the whole folio, partly outside the range dropped.)
 The sizes, ``indptr`` and the dtypes are checked when the directory is opened; the
@@ -40,8 +45,10 @@ from .sparse import CSCColumns
 CSC_SUFFIX = ".csc"
 FORMAT, VERSION = "asyos-csc", 1
 FILES = ("meta.json", "indptr.npy", "indices.npy", "data.npy")
-_CHECKED = 1 << 20   # indptr entries checked at a time when a directory is opened
-_GAP = 1 << 16       # bytes: spans this close are read in one run
+_CHECKED = 1 << 18   # indptr entries checked at a time when a directory is opened
+_GAP = 1 << 12       # bytes: spans this close are read in one run (a page: reading
+                     # more costs more than a call; a gathered block reads at most
+                     # its columns' entries plus a page per column)
 
 
 def is_csc(path) -> bool:
@@ -170,7 +177,7 @@ class _Entries:
         np.cumsum(hi - lo, out=at[1:])
         runs = np.empty(at[-1], self.dtype)
         view = memoryview(runs).cast("B")
-        for run in range(len(lo)):
+        for run in np.flatnonzero(hi > lo).tolist():   # empty columns: nothing to read
             read_exactly(self.file, view[at[run] * self.item:at[run + 1] * self.item],
                          self.offset + int(lo[run]) * self.item, self.path)
         run_of = np.repeat(np.arange(len(lo)), tails - heads + 1)
@@ -183,7 +190,7 @@ class _Entries:
 
 
 def _open_indptr(path: Path, meta: dict) -> _Entries:
-    """indptr.npy of the directory ``path``, checked against meta a million entries
+    """indptr.npy of the directory ``path``, checked against meta ``_CHECKED`` entries
     at a time (never held whole)."""
     p, nnz = meta["n_features"], meta["nnz"]
     indptr = _Entries(path / "indptr.npy", p + 1, ("i8", "i4"))

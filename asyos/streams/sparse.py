@@ -9,7 +9,7 @@ refits); a subclass only says how to slice a set of columns (``_slice``).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 import numpy as np
 
@@ -49,13 +49,19 @@ class CSCColumns(FeatureStream):
         return SparseKeptSet(self.n_samples, capacity, self.dtype)
 
     def step_blocks(self, epoch: int = 0) -> Iterator:
-        return self.csc_blocks_in(self.order(epoch), self.block_size)
+        # the order a block at a time: an unshuffled stream never holds it whole
+        return self.csc_blocks_of(self.order_chunks(epoch, self.block_size))
 
     def csc_blocks_in(self, order: np.ndarray, block_size: int) -> Iterator:
         """(indices, CSCBlock) batches of the columns ``order``, read ahead in a
         thread like ``blocks``; a NaN or inf is refused naming its feature."""
-        raw = (self._csc(order[start:start + block_size])
-               for start in range(0, len(order), block_size))
+        return self.csc_blocks_of(order[start:start + block_size]
+                                  for start in range(0, len(order), block_size))
+
+    def csc_blocks_of(self, chunks: Iterable[np.ndarray]) -> Iterator:
+        """(indices, CSCBlock) of each index piece of ``chunks`` in turn, read ahead
+        in a thread like ``blocks``."""
+        raw = (self._csc(index) for index in chunks)
         return prefetch(raw) if self.prefetch else raw
 
     def _csc(self, index: np.ndarray) -> tuple[np.ndarray, CSCBlock]:

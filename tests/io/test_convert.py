@@ -325,9 +325,6 @@ def peak_mib():
         line = next(line for line in f if line.startswith("VmHWM"))
         return int(line.split()[1]) >> 10
 
-ints = np.zeros(1, np.int64)
-c._place(ints, ints, np.zeros(1), ints, np.ones(1, np.int64), np.zeros(1, np.int32),
-         np.zeros(1))                       # numba's cached kernel, loaded
 before = peak_mib()
 if len(sys.argv) > 1:
     c.convert(sys.argv[1], sys.argv[2], block_bytes=8 << 20)
@@ -386,3 +383,68 @@ def test_svmlight_to_dense_densifies_a_few_rows_at_a_time(tmp_path):
     assert out.shape == (400, words.max()) and out.flags.f_contiguous
     np.testing.assert_array_equal(np.flatnonzero(out[:, 100]),
                                   np.flatnonzero((words == 101).any(axis=1)))
+
+
+def test_a_wide_svmlight_file_converts_with_one_narrow_counter_per_column(tmp_path):
+    """p = 2·10⁶ columns, 10⁴ nonzeros: the conversion's working arrays (traced by
+    tracemalloc) are one int32 count per column (8 MB) and a chunk, not int64
+    counts, indptr, cursors and bincounts of p (50 MB before)."""
+    import tracemalloc
+
+    n, p = 2000, 2_000_000
+    rng = np.random.default_rng(0)
+    cols = np.sort(rng.choice(np.arange(1, p), (n, 5)), axis=1)
+    cols[7, -1] = p                                  # one-based, the last column used
+    lines = [f"{i % 2} " + " ".join(f"{c}:{1 + i % 7}" for c in row)
+             for i, row in enumerate(cols)]
+    (tmp_path / "t.svm").write_text("\n".join(lines) + "\n")
+    convert(tmp_path / "t.svm", tmp_path / "warm.csc")   # imports, caches
+    tracemalloc.start()
+    try:
+        info = convert(tmp_path / "t.svm", tmp_path / "t.csc")
+        peak = tracemalloc.get_traced_memory()[1] / 1e6
+    finally:
+        tracemalloc.stop()
+    assert (info["n_samples"], info["n_features"]) == (n, p)
+    assert peak < 12, f"converting traced {peak:.1f} MB (the counts alone: 8 MB)"
+    indptr = np.load(tmp_path / "t.csc" / "indptr.npy", mmap_mode="r")
+    assert indptr.dtype == np.int32 and indptr.shape == (p + 1,)
+    stream = CSCFileStream(tmp_path / "t.csc")
+    for row in (0, 7, n - 1):
+        for j in cols[row] - 1:
+            assert stream.columns([j])[0, row] == 1 + row % 7
+
+
+@pytest.mark.parametrize("name", ["X_zero.svm", "X_one.svm", "X.csv", "X.npy"])
+def test_counts_past_int32_switch_to_int64(tmp_path, data, monkeypatch, name):
+    """nnz beyond int32 (made small here): the counts and indptr.npy become int64;
+    the matrix is the same."""
+    monkeypatch.setattr(convert_module, "INT32_MAX", 50)
+    monkeypatch.setattr(convert_module, "SVMLIGHT_BYTES", 300)
+    X, y = data
+    _write(tmp_path / name, X, y)
+    convert(tmp_path / name, tmp_path / "X.csc", block_bytes=600,
+            label_column=0 if name == "X.csv" else None)
+    assert np.load(tmp_path / "X.csc" / "indptr.npy").dtype == np.int64
+    np.testing.assert_allclose(_csc_matrix(tmp_path / "X.csc")[0], X, rtol=1e-15)
+
+
+@pytest.mark.parametrize("shift", [1, -1])
+def test_a_column_that_changed_between_the_passes_is_refused(tmp_path, data,
+                                                            monkeypatch, shift):
+    """Pass 2 finding more (or fewer) entries in a column than pass 1 counted, the
+    total unchanged: refused once the cursors are checked, nothing left behind."""
+    X, y = data
+    _write(tmp_path / "X_one.svm", X, y)
+    count = convert_module._Job.count
+
+    def miscount(self):
+        result = count(self)
+        result.tally[1 + 3] += shift      # column 3 and column 4 trade one entry
+        result.tally[1 + 4] -= shift
+        return result
+
+    monkeypatch.setattr(convert_module._Job, "count", miscount)
+    with pytest.raises(InputError, match="changed while converting"):
+        convert(tmp_path / "X_one.svm", tmp_path / "X.csc")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["X_one.svm"]

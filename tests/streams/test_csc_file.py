@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from itertools import islice
 from pathlib import Path
 
 import numpy as np
@@ -328,3 +329,64 @@ def test_shards_of_shards_of_a_sparse_stream_hand_out_csc_blocks(tmp_path):
         np.testing.assert_array_equal(indices, np.arange(60)[1::3][1::2])
         for index, block in got:
             np.testing.assert_array_equal(stream.columns(index), block)
+
+
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(1, 50), block=st.integers(1, 9), seed=st.integers(0, 5),
+       shards=st.lists(st.tuples(st.integers(1, 4), st.integers(0, 3)), max_size=2))
+def test_orders_made_a_piece_at_a_time_are_the_orders(p, block, seed, shards):
+    """order_chunks (what step_blocks reads) is order(), and a shuffled order of a
+    range (a stream, shards of it) is the one the whole index list used to give:
+    base[default_rng([seed, epoch]).permutation(len(base))]."""
+    X = sp.random(3, p, density=0.5, format="csc", random_state=seed)
+    for shuffle in (False, True):
+        stream = SparseStream(X, block_size=block, shuffle=shuffle, seed=seed)
+        base = np.arange(p)
+        for q, t in shards:
+            stream, base = stream.shard(q, t % q), base[t % q::q]
+            if stream.n_features == 0:
+                return
+        assert stream.n_features == len(base) and stream._range() is not None
+        np.testing.assert_array_equal(stream.feature_indices(), base)
+        for epoch in (0, 2):
+            expected = base[np.random.default_rng([seed, epoch]).permutation(
+                len(base))] if shuffle else base
+            np.testing.assert_array_equal(stream.order(epoch), expected)
+            pieces = list(stream.order_chunks(epoch, block))
+            assert all(piece.dtype == np.int64 for piece in pieces)
+            assert [len(piece) for piece in pieces[:-1]] == [block] * (len(pieces) - 1)
+            np.testing.assert_array_equal(np.concatenate(pieces), expected)
+            got = [index for index, _ in stream.step_blocks(epoch)]
+            np.testing.assert_array_equal(np.concatenate(got), expected)
+        held = stream._holds(np.arange(-1, p + 1))
+        np.testing.assert_array_equal(np.flatnonzero(held) - 1, base)
+
+
+def test_a_wide_file_stream_holds_no_order_and_no_indptr(tmp_path):
+    """p = 10⁶ mostly empty columns: a pass over the step blocks never holds the
+    int64 order or indptr (8 MB each); a shuffled one holds an int32 permutation
+    (4 MB), not the int64 order and its copies (24 MB)."""
+    import tracemalloc
+
+    n, p = 50, 1_000_000
+    rng = np.random.default_rng(0)
+    X = sp.csc_matrix((rng.standard_normal(400), (rng.integers(0, n, 400),
+                                                  rng.integers(0, p, 400))),
+                      shape=(n, p))
+    save_csc(tmp_path / "X.csc", X)
+
+    def peak_mb(shuffle: bool, blocks: int | None) -> float:
+        stream = CSCFileStream(tmp_path / "X.csc", block_size=1024, shuffle=shuffle,
+                               seed=1)
+        tracemalloc.start()
+        try:
+            seen = sum(block.nnz for _, block in islice(stream.step_blocks(1), blocks))
+            peak = tracemalloc.get_traced_memory()[1] / 1e6
+        finally:
+            tracemalloc.stop()
+        assert seen == X.nnz or blocks is not None
+        return peak
+
+    assert peak_mb(False, None) < 2   # before: 8 MB, np.arange(p)
+    # (the first blocks: a shuffled block's scattered reads are slow under tracemalloc)
+    assert peak_mb(True, 40) < 7      # before: 24 MB: order, permutation, base[it]
