@@ -102,5 +102,16 @@ class SparseStream(CSCColumns):
         self._X.sort_indices()   # rows ascending: the kernel walks u and g in order
 
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        part = self._X[:, index]
-        return part.indptr, part.indices, part.data
+        """Views of a run of consecutive columns (the unshuffled order's blocks);
+        else one gather of the columns' entries (numpy, no scipy matrix made)."""
+        X = self._X
+        first, last = int(index[0]), int(index[-1])
+        if last - first + 1 == index.size and np.all(np.diff(index) == 1):
+            lo, hi = X.indptr[first], X.indptr[last + 1]
+            return X.indptr[first:last + 2] - lo, X.indices[lo:hi], X.data[lo:hi]
+        starts = X.indptr[index]
+        counts = X.indptr[index + 1] - starts
+        indptr = np.zeros(index.size + 1, np.int64)
+        np.cumsum(counts, out=indptr[1:])
+        at = np.repeat(starts - indptr[:-1], counts) + np.arange(indptr[-1])
+        return indptr, X.indices[at], X.data[at]
