@@ -21,7 +21,7 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--layout", choices=LAYOUTS, default="auto",
                         help="dense (.npy) or sparse (.csc); auto (default): the "
                         "output's suffix, else sparse for svmlight or when under "
-                        f"{SPARSE_BELOW:.0%} of the values are nonzero")
+                        f"{SPARSE_BELOW:.0%}% of the values are nonzero")
     parser.add_argument("--dtype", choices=sorted(DTYPES), default="float64",
                         help="storage type of the output (default float64)")
     parser.add_argument("--labels-out", help="write the input's labels here (.npy): "
