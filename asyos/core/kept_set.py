@@ -8,6 +8,7 @@ sequential OS run and of an Asy-OS worker.  Its n-long buffers start on a cache 
 
 import numpy as np
 
+from ..errors import InputError
 from .aligned import aligned_zeros
 from .compile_notice import compile_notice
 from .drivers import PLAIN, DenseColumns, DenseScratch, GroupLimit, os_block, os_local
@@ -215,6 +216,10 @@ def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
     ``intercept``: a sparse stream's fitted kept set fits an intercept too
     (``SparseFittedKeptSet``; other kept sets are given centred columns instead)."""
     rule = resolve_rule(rule)
+    if intercept and not (stream.sparse and rule == "fitted" and groups is None):
+        raise InputError("intercept=True is for sparse streams under the fitted rule "
+                         "without groups; centre dense columns instead "
+                         "(standardize=True, or the estimators' fit_intercept)")
     if rule == "fitted":
         ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
         if stream.sparse and groups is None:

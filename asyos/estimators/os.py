@@ -16,8 +16,11 @@ solves the intercept problem and ``intercept_ = ȳ − x̄ᵀcoef_``.  For the c
 losses the selection runs on X_c with b = 0, and ``intercept_`` is then the exact
 one-dimensional minimiser of L(X_c w + b, y) over b (convex; finite when both classes
 occur), shifted by −x̄ᵀcoef_; ``coef_`` and the selection are not changed by it.
-(The OS kernel has no offset, so w is not optimised jointly with b: on strongly
-imbalanced classes a joint refit of (w, b) on ``support_`` predicts better —
+Sparse input under the fitted rule, fitted sequentially, is not centred (centring
+would densify every column): its kernel eliminates b from the model instead and fits
+it jointly with w, for every loss (``core/sparse_fitted.py``); for the squared loss
+that is the same least squares.  (Otherwise the OS kernel has no offset, so w is not
+optimised jointly with b: on strongly imbalanced classes a joint refit of (w, b) on ``support_`` predicts better —
 ``refit=True`` does it.)
 With ``standardize=True`` the columns are also scaled to ‖x‖²/n = 1 before OS (so the
 substitution rule, which compares |w|, does not favour large-scale features);
@@ -186,45 +189,43 @@ class _OnlineSubstitution(BaseEstimator):
         ``refit`` the coefficients on the selected columns are re-estimated
         (``refit_on_support``)."""
         raw = stream
-        if self._intercept_in_model(stream, s):   # no column centred (densified)
-            selected, weights, history = self._run(stream, y, s, loss, intercept=True)
-            coef = np.zeros(stream.n_features)
-            if self.refit:
-                coef[selected], intercept = refit_on_support(
-                    raw.columns(selected), y, loss, True)
-            else:
-                coef[selected], intercept = weights, history["intercept"]
-            return coef, intercept, selected, history
         stream, offset = self._wrap(stream, y, loss)
+        inside = self._intercept_in_model(raw)   # the kernel fits b itself
         if s == "auto":
-            selected, weights, history = self._auto(raw, stream, y, offset, loss)
+            selected, weights, history = self._auto(raw, stream, y, offset, loss,
+                                                    inside)
         else:
-            selected, weights, history = self._run(stream, y - offset, s, loss)
+            selected, weights, history = self._run(stream, y - offset, s, loss,
+                                                   intercept=inside)
         coef, intercept = self._coefficients(raw, stream, y, loss, selected, weights,
-                                             offset)
+                                             offset, history.get("intercept"))
         return coef, intercept, selected, history
 
-    def _intercept_in_model(self, stream: FeatureStream, s) -> bool:
+    def _intercept_in_model(self, stream: FeatureStream) -> bool:
         """Whether sequential OS fits the intercept itself: a sparse stream under the
         fitted rule, whose kernel eliminates the intercept instead of centring (and so
         densifying) every column (``core/sparse_fitted.py``)."""
         return (self.fit_intercept and stream.sparse and not self.standardize and
-                s != "auto" and self.n_workers == 1 and resolve_rule(self.rule) ==
-                "fitted")
+                self.n_workers == 1 and resolve_rule(self.rule) == "fitted")
 
     def _wrap(self, stream: FeatureStream, y, loss: Loss):
         """(the stream OS reads, the offset subtracted from y): columns centred (and
         scaled) as they stream; eq. (1) with an unpenalised b is exact by centring
-        for the squared loss, so y is centred too."""
+        for the squared loss, so y is centred too.  A sparse stream whose kernel fits
+        the intercept itself is read as it is (``_intercept_in_model``)."""
+        if self._intercept_in_model(stream):
+            return stream, 0.0
         if self.fit_intercept or self.standardize:
             stream = Standardized(stream, center=self.fit_intercept,
                                   scale=self.standardize)
         center = self.fit_intercept and loss is Loss.SQUARED
         return stream, float(y.mean()) if center else 0.0
 
-    def _coefficients(self, raw, stream, y, loss: Loss, selected, weights, offset):
+    def _coefficients(self, raw, stream, y, loss: Loss, selected, weights, offset,
+                      fitted=None):
         """(coef over all p raw features, intercept) of OS's weights on the wrapped
-        ``stream``, or of a refit on the selected raw columns."""
+        ``stream`` (``fitted``: the intercept the kernel fitted with them), or of a
+        refit on the selected raw columns."""
         wrapped = stream is not raw
         center = self.fit_intercept and loss is Loss.SQUARED
         coef = np.zeros(stream.n_features)
@@ -232,6 +233,9 @@ class _OnlineSubstitution(BaseEstimator):
             coef[selected], intercept = refit_on_support(
                 raw.columns(selected), y, loss, self.fit_intercept)
             return coef, intercept
+        if fitted is not None:
+            coef[selected] = weights
+            return coef, fitted
         mean, scale = stream.stats(selected) if wrapped else (0.0, 1.0)
         coef[selected] = weights / scale
         if self.fit_intercept and not center:   # the exact 1-D minimiser over b
@@ -241,12 +245,13 @@ class _OnlineSubstitution(BaseEstimator):
                 lambda b: loss_value(int(loss), u + b, y)).x)
         return coef, offset - float(np.sum(coef[selected] * mean))
 
-    def _auto(self, raw, stream, y, offset, loss: Loss):
+    def _auto(self, raw, stream, y, offset, loss: Loss, intercept: bool):
         """``n_features_to_select="auto"``: OS along a warm-started path of sizes
         (``solvers.path.fit_path``), the size picked by ``criterion``; "cv" scores
-        every size by 5-fold cross-validated loss (it needs X in memory: ``fit``)."""
+        every size by 5-fold cross-validated loss (it needs X in memory: ``fit``).
+        ``intercept``: the kernel fits it (``_intercept_in_model``)."""
         options = dict(loss=loss, max_features=self.max_features, epochs=self.epochs,
-                       rule=self.rule, ridge=self.ridge)
+                       rule=self.rule, ridge=self.ridge, intercept=intercept)
         path = fit_path(stream, y - offset, criterion="sic" if self.criterion == "cv"
                         else self.criterion, **options)
         summary = path.summary()
@@ -260,6 +265,8 @@ class _OnlineSubstitution(BaseEstimator):
                    "n_steps": sum(f.n_steps for f in path.fits),
                    "substitutions_per_epoch": best.substitutions_per_epoch,
                    "path": summary}
+        if best.intercept is not None:
+            history["intercept"] = best.intercept
         return best.selected, best.weights, history
 
     def _cross_validated(self, y, loss: Loss, sizes, options) -> np.ndarray:
@@ -278,7 +285,8 @@ class _OnlineSubstitution(BaseEstimator):
             path = fit_path(stream, y[train] - offset, sizes=sizes, **options)
             for k, fit in enumerate(path.fits):
                 coef, intercept = self._coefficients(raw, stream, y[train], loss,
-                                                     fit.selected, fit.weights, offset)
+                                                     fit.selected, fit.weights, offset,
+                                                     fit.intercept)
                 u = np.asarray(safe_sparse_dot(X[test], coef)).ravel() + intercept
                 losses[k] += loss_value(int(loss), u, y[test]) / folds.n_splits
         return losses

@@ -80,7 +80,7 @@ class PathResult:
 
 def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
              max_features=None, epochs="auto", rule="auto", ridge=None,
-             standardize=False, progress=None) -> PathResult:
+             standardize=False, progress=None, intercept=False) -> PathResult:
     """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
     ``max_features``), each warm-started from the last, and the size ``criterion``
     ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
@@ -107,7 +107,8 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     step = StepSize()
     largest = sizes[-1]
     m = step.block_factor(n, largest)
-    kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss)
+    kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss,
+                            intercept=bool(intercept))
     warm_up(kept)
     state = step.state(loss, n, largest)
     fits, values = [], []
@@ -115,6 +116,8 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
         kept.set_limit(size)
         fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted", p,
                      progress)
+        if intercept:
+            fit.intercept = kept.intercept
         if standardize:
             mean, scale = stream.stats(fit.selected)
             fit.standardization = {"mean": mean, "scale": scale}

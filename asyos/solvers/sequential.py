@@ -16,7 +16,7 @@ from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
 from ..core.validate import check_at_least, check_labels, check_sparsity
-from ..errors import InputError, StallWarning
+from ..errors import StallWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -86,10 +86,6 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     rule = resolve_rule(rule)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)
-    if intercept and not (stream.sparse and rule == "fitted" and constraint is None):
-        raise InputError("intercept=True is for sparse streams under the fitted rule "
-                         "without groups; centre dense columns instead "
-                         "(standardize=True, or the estimators' fit_intercept)")
     if blas_threads is not None:
         blas_threads = check_at_least("blas_threads", blas_threads, 1, integer=True)
     m = step.block_factor(stream.n_samples, s)

@@ -215,3 +215,38 @@ def test_asy_os_workers_find_rare_words_with_adaptive_budgets(seed):
     assert set(problem.support) <= set(result.selected.tolist())
     assert result.asy["u_check_max_abs_diff"] < 1e-9
     assert result.objective < 2 * fit_os(problem.X, problem.y, 20).objective
+
+
+@pytest.mark.parametrize("criterion", ["sic", "cv"])
+def test_the_model_size_path_on_sparse_input_centres_no_column(criterion, monkeypatch):
+    """n_features_to_select="auto" walks the path with the intercept in the kernel:
+    no column is centred (densified), and the intercept is the centred least
+    squares' on the chosen support."""
+    import asyos
+    import asyos.estimators.os as front
+
+    def densified(*args, **kwargs):
+        raise AssertionError("a sparse column was centred")
+
+    monkeypatch.setattr(front, "Standardized", densified)
+    X, y = problem(300, 200, 0.05, 4, offset=3.0)
+    model = asyos.OnlineSubstitutionRegressor("auto", criterion=criterion,
+                                              max_features=12).fit(X, y)
+    chosen = np.flatnonzero(model.support_)
+    assert 5 <= chosen.size <= 12
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    assert model.intercept_ == pytest.approx(y.mean() - mean @ model.coef_, rel=1e-6)
+    assert model.score(X, y) > 0.99
+
+
+def test_the_path_fits_an_intercept_at_every_size():
+    from asyos.solvers.path import fit_path
+
+    X, y = problem(200, 150, 0.05, 6, offset=-2.0)
+    path = fit_path(X, y, sizes=[3, 6, 9], intercept=True)
+    mean = np.asarray(X.mean(axis=0)).ravel()
+    for fit in path.fits:
+        assert fit.intercept == pytest.approx(
+            y.mean() - mean[fit.selected] @ fit.weights, rel=1e-6)
+    with pytest.raises(ValueError, match="intercept=True is for sparse streams"):
+        fit_path(X.toarray(), y, sizes=[3], intercept=True)
