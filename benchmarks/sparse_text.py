@@ -75,6 +75,9 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from scale import PEAK  # noqa: E402  (a fresh small parent reports the peak RSS)
+
 # name → (generator, p, n, s, asyos epochs)
 PROBLEMS = {
     "planted-1e5": ("make_rare_words", 100_000, 20_000, 20, "auto"),
@@ -223,14 +226,6 @@ done(start, marked, selected, f"{k + 1} α, {nnz} nonzeros at {at:.3g}·α_max"
      + ("" if nnz >= s else " (path ended short of s)"))
 """
 
-PEAK = r"""
-import os, sys
-pid = os.fork()
-if pid == 0:
-    os.execvp(sys.argv[1], sys.argv[1:])
-_, status, usage = os.wait4(pid, 0)
-print(os.waitstatus_to_exitcode(status), usage.ru_maxrss)
-"""
 
 
 def measured(command: list, timeout: float) -> dict:

@@ -322,6 +322,31 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
 
 
 @njit(cache=True, inline="always")
+def _see_scale(info, nu):
+    """A column of ‖x‖²/n = ``nu`` arrives: a new largest one moves λ, which voids
+    H_S⁻¹ and F."""
+    if nu > info[NU]:
+        info[NU] = nu
+        info[LAMBDA] = info[RIDGE] * nu
+        info[STALE] = 1.0
+        info[CURRENT] = 0.0
+
+
+@njit(cache=True, inline="always")
+def _newton_on_s(inv, k, st):
+    """v = H_S⁻¹gS (the Newton step on S) into ``st.v``; returns its predicted
+    gain ½ gSᵀH_S⁻¹gS."""
+    gain = 0.0
+    for i in range(k):
+        sv = 0.0
+        for l in range(k):
+            sv += inv[i, l] * st.gS[l]
+        st.v[i] = sv
+        gain += 0.5 * sv * st.gS[i]
+    return gain
+
+
+@njit(cache=True, inline="always")
 def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
     """The move an arrival proposes, from the products of the arrival (``st.gS``,
     ``st.bS``, ``st.a`` = H_S⁻¹b, ``st.v`` = H_S⁻¹gS, all current), the newcomer's
@@ -428,12 +453,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     """
     n = u.shape[0]
     info = st.info
-    nu = _dot(x, x) / n
-    if nu > info[NU]:
-        info[NU] = nu
-        info[LAMBDA] = info[RIDGE] * nu
-        info[STALE] = 1.0
-        info[CURRENT] = 0.0
+    _see_scale(info, _dot(x, x) / n)
     if info[STALE] != 0.0 and np.isfinite(info[NU]):
         refresh(cols, size, u, y, loss, st)
     if not np.isfinite(info[NU]):
@@ -472,14 +492,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
             st.gS[l] = sg + lam * weights[l]
         st.bS[l] = sb
     if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
-        gain = 0.0
-        for i in range(k):
-            sv = 0.0
-            for l in range(k):
-                sv += inv[i, l] * st.gS[l]
-            st.v[i] = sv
-            gain += 0.5 * sv * st.gS[i]
-        info[GAIN] = gain
+        info[GAIN] = _newton_on_s(inv, k, st)
     gain = info[GAIN]
     for i in range(k):
         if batched:

@@ -42,12 +42,13 @@ from .fitted_step import (
     NU,
     OBJECTIVE,
     PRODUCTS,
-    RIDGE,
     SINCE,
     STALE,
     _accept,
+    _newton_on_s,
     _objective,
     _propose,
+    _see_scale,
     spd_inverse,
 )
 from .losses import hess_at
@@ -160,12 +161,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     nu = 0.0
     for e in range(m):
         nu += x_vals[e] * x_vals[e]
-    nu /= n
-    if nu > info[NU]:
-        info[NU] = nu
-        info[LAMBDA] = info[RIDGE] * nu
-        info[STALE] = 1.0
-        info[CURRENT] = 0.0
+    _see_scale(info, nu / n)
     if info[STALE] != 0.0 and np.isfinite(info[NU]):
         sparse_refresh(table, rows, vals, size, u, y, loss, st, sp)
     if not np.isfinite(info[NU]):
@@ -212,13 +208,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
             st.gS[l] = total + lam * weights[l]
             if intercept:
                 st.gS[l] -= sp.e[l] * gsum / dsum
-        for i in range(k):
-            sv = 0.0
-            for l in range(k):
-                sv += inv[i, l] * st.gS[l]
-            st.v[i] = sv
-            gain += 0.5 * sv * st.gS[i]
-        info[GAIN] = gain
+        info[GAIN] = gain + _newton_on_s(inv, k, st)
         info[PRODUCTS] = 1.0
     for i in range(k):
         sa = 0.0
