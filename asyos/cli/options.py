@@ -48,7 +48,8 @@ def add_algorithm_arguments(group) -> None:
     group.add_argument("--epochs", type=auto_or_int, default="auto",
                        help="passes over the features ('auto' (default): at most "
                        f"{FITTED_EPOCHS} under the fitted rule, which stops after a pass "
-                       f"without a swap ({ASY_FITTED_EPOCHS} for Asy-OS); {PAPER_EPOCHS} "
+                       "without a swap or one that lowers the loss by under 1e-6 of it "
+                       f"({ASY_FITTED_EPOCHS} for Asy-OS); {PAPER_EPOCHS} "
                        "under the paper's rule)")
     group.add_argument("--rule", choices=RULES, default="auto",
                        help="substitution rule: fitted (the newcomer's fitted weight "

@@ -486,7 +486,8 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
 
     Parameters: ``n_features_to_select`` (s; None = half the features, or a fraction),
     ``loss`` ("squared"), ``epochs`` (at most this many passes; "auto": at most 10
-    under the fitted rule, which stops after a pass without a swap, else 2),
+    under the fitted rule, which stops after a pass without a swap or one that does
+    not pay, else 2),
     ``rule`` (the substitution rule: "fitted", the newcomer's fitted weight against
     the kept feature whose removal costs least; "magnitude", the paper's; "auto":
     fitted, on dense and sparse input), ``ridge`` (the fitted rule's λ relative to
