@@ -60,6 +60,8 @@ class _Kept:
         self.contribution = aligned_zeros(self.n_samples)  # X_S w_S, exact after a step
         self._g = aligned_zeros(self.n_samples)      # dL/du scratch
         self._gS = np.zeros(self.capacity + 1)       # X_Sᵀ g scratch
+        self._rms = np.zeros(self.capacity + 1)      # ‖x‖/√n of slot k's column ...
+        self._rms_of = np.full(self.capacity + 1, -1, np.int64)   # ... feature
 
     @property
     def nbytes(self) -> int:
@@ -277,10 +279,17 @@ class FittedKeptSet(_Kept):
 
     def _worth(self) -> np.ndarray:
         """|w_k|·‖x_k‖/√n: the weight of the column standardized to ‖x‖²/n = 1, so
-        that a column's scale does not decide its rank (on standardized data, |w|)."""
-        cols = self.cols[:self.size]
-        return np.abs(self.weights[:self.size]) * np.sqrt(
-            np.einsum("kr,kr->k", cols, cols, dtype=np.float64) / self.n_samples)
+        that a column's scale does not decide its rank (on standardized data, |w|).
+        ‖x_k‖/√n is computed once per slot and feature (a worker pushes often)."""
+        k = self.size
+        for slot in np.flatnonzero(self._rms_of[:k] != self.index[:k]):
+            self._rms[slot] = np.sqrt(self._squares(slot) / self.n_samples)
+            self._rms_of[slot] = self.index[slot]
+        return np.abs(self.weights[:k]) * self._rms[:k]
+
+    def _squares(self, slot: int) -> float:
+        column = self.cols[slot].astype(np.float64, copy=False)
+        return float(np.dot(column, column))
 
     def run_block(self, block_index, block, y, loss: Loss, m: float,
                   step_state: np.ndarray) -> None:
@@ -442,11 +451,10 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         """The intercept fitted with the weights (0 without ``intercept``)."""
         return float(self.sparse.extra[OFFSET])
 
-    def _worth(self) -> np.ndarray:
-        squares = [np.dot(v, v) for v in (self.vals[a:a + b].astype(np.float64)
-                                          for a, b in self.table[:self.size])]
-        return np.abs(self.weights[:self.size]) * np.sqrt(
-            np.asarray(squares, dtype=np.float64) / self.n_samples)
+    def _squares(self, slot: int) -> float:
+        start, length = self.table[slot]
+        values = self.vals[start:start + length].astype(np.float64, copy=False)
+        return float(np.dot(values, values))
 
     def twin(self):
         twin = SparseFittedKeptSet(2, 1, self.model.info[RIDGE], self.vals.dtype,
