@@ -13,7 +13,8 @@ import logging
 
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
-from ..errors import InputError
+from ..core.validate import check_at_least
+from ..errors import InputError, PartialRun
 from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
@@ -85,7 +86,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       "per feature (.npy, or text with one label per line)")
     algo.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most S2 "
                       "groups (with --groups; Asy-OS: shards are whole groups)")
-    asy = parser.add_argument_group("Asy-OS (under mpirun -n q+1)")
+    asy = parser.add_argument_group("Asy-OS (--workers Q on this machine, or under "
+                                    "mpirun -n q+1)")
+    asy.add_argument("--workers", type=int, metavar="Q", help="run Asy-OS with Q "
+                     "worker processes on this machine, sharing u_C in memory (no "
+                     "server process, no mpiexec)")
     add_protocol_arguments(asy)
     asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
                      "process (default 1; under mpirun, the node's cores shared "
@@ -206,6 +211,30 @@ def run_mpi(args) -> FitResult | None:
     return None if result is None else finish_job(args, job, result)
 
 
+def run_shared(args) -> FitResult:
+    """Asy-OS with --workers Q processes on this machine (transport.shared)."""
+    from ..transport import shared
+
+    if args.standardize:
+        raise InputError("--standardize is not supported with --workers yet")
+    q = check_at_least("workers", args.workers, 1, integer=True)
+    job = load_job(args)
+    p = job.stream.n_features
+    group_of, s2 = group_constraint(job.groups, args.group_sparsity, p) or (None, None)
+    config = AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs, eta=args.eta,
+                             m=args.m, staleness=args.staleness, window=args.window,
+                             batch=args.batch, n_features=p, s2=s2, budget=args.budget,
+                             rule=args.rule, ridge=args.ridge)
+    result = finish_job(args, job, shared.run(job.stream, job.y, config,
+                                              group_of=group_of,
+                                              record_order=args.record_order))
+    lost = result.asy["lost_shards"]
+    if lost:
+        raise PartialRun(f"workers {', '.join(lost)} died; the results use their last "
+                         "pushed state and are marked partial")
+    return result
+
+
 def run_simulated(args) -> FitResult:
     """Asy-OS with --simulate Q virtual workers in this process (solvers.simulator)."""
     from ..solvers.simulator import fit_simulated
@@ -228,9 +257,14 @@ def run_simulated(args) -> FitResult:
 
 
 def run(args) -> FitResult | None:
-    if args.budget != "auto" and args.simulate is None and not launched_by_mpi():
+    if args.workers is not None and (args.simulate is not None or launched_by_mpi()):
+        raise InputError("--workers Q starts its own worker processes: give it without "
+                         "mpirun and without --simulate")
+    if args.budget != "auto" and args.simulate is None and args.workers is None and \
+            not launched_by_mpi():
         raise InputError(f"--budget {args.budget} shares s among Asy-OS workers: run "
-                         "under mpiexec, or simulate them with --simulate Q")
+                         "with --workers Q, under mpiexec, or simulate them with "
+                         "--simulate Q")
     if args.simulate is not None or args.delay is not None or args.random_delay:
         if args.simulate is None:
             raise InputError("--delay and --random-delay go with --simulate Q")
@@ -238,7 +272,7 @@ def run(args) -> FitResult | None:
             raise InputError("--simulate runs in one process; start it without mpirun")
     if launched_by_mpi():
         return run_mpi(args)
-    if args.simulate is not None:   # Asy-OS, simulated
+    if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
     check_path_flags(args)
     if args.out:
@@ -246,6 +280,8 @@ def run(args) -> FitResult | None:
     apply_blas_threads(args.blas_threads)
     if args.simulate is not None:
         return run_simulated(args)
+    if args.workers is not None:
+        return run_shared(args)
     return run_sequential(args)
 
 

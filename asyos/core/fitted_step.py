@@ -614,14 +614,17 @@ def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y,
 
 
 @njit(cache=True, nogil=True)
-def fitted_local(cols, index, weights, size, capacity, block, block_index, u_local, y,
-                 loss, contribution, damping, st):
-    """An Asy-OS worker's arrivals under the fitted rule, from its view ``u_local``
-    (its own changes are added to it as it goes), moves scaled by ``damping``.
+def fitted_local(cols, index, weights, size, capacity, block, block_index, start, end,
+                 u_local, y, loss, contribution, damping, st, run):
+    """An Asy-OS worker's arrivals ``start`` ≤ b < ``end`` of ``block`` under the
+    fitted rule, from its view ``u_local`` (its own changes are added to it as it
+    goes), moves scaled by ``damping``.  ``run`` (``_batched``'s) lives as long as the
+    block: a push covers a few arrivals, and the products X_SᵀDx of the next ones,
+    computed with these, do not depend on the view (only S, D and H_S⁻¹ void them), so
+    a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
     Returns the new size."""
     st.info[CURRENT] = 0.0   # a new view
-    run = np.zeros(3, np.int64)
-    for b in range(block.shape[0]):
+    for b in range(start, end):
         row = _batched(cols, size, block, b, st, run)
         size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],
                                  block_index[b], u_local, y, loss, contribution, True,

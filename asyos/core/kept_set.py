@@ -13,6 +13,7 @@ from .aligned import aligned_zeros
 from .compile_notice import compile_notice
 from .drivers import PLAIN, DenseColumns, DenseScratch, GroupLimit, os_block, os_local
 from .fitted_step import (
+    BATCH,
     CURRENT,
     LAMBDA,
     NU,
@@ -127,8 +128,11 @@ class KeptSet(_Kept):
                              self.groups)
 
     def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
-                  y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
-        """An Asy-OS worker's steps over a block from its view ``u_local`` (updated)."""
+                  y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
+                  end: int | None = None) -> None:
+        """An Asy-OS worker's steps over features ``start:end`` of a block from its
+        view ``u_local`` (updated)."""
+        block_index, block = block_index[start:end], block[start:end]
         self.size = os_local(self._buffers, self.size, self.limit, block, block_index,
                              u_local, y, int(loss), float(eta), float(m), self._scratch,
                              self.groups)
@@ -267,6 +271,7 @@ class FittedKeptSet(_Kept):
         self._seen = np.inf   # the loss at its last view
         self._eta = None      # the first η a worker was given: the server's shrinking
         #                       of η (its safeguard) scales the moves by as much
+        self._block, self._run = None, np.zeros(3, np.int64)   # ``fitted_local``'s
 
     def twin(self):
         # group labels are an int64 array with or without groups: the same kernels
@@ -301,12 +306,18 @@ class FittedKeptSet(_Kept):
         step_state[NU_MAX] = self.model.info[NU]   # the driver checks its scale
 
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
-                  m: float) -> None:
-        """An Asy-OS worker's arrivals over a block from its view ``u_local``."""
+                  m: float, start: int = 0, end: int | None = None) -> None:
+        """An Asy-OS worker's arrivals ``start:end`` of a block from its view
+        ``u_local``.  The batched products of a block's arrivals outlive a call
+        (``fitted_local``): a worker passes the same block for all its pushes."""
         damping = self._damping(u_local, y, loss, eta)
+        if start == 0 or block is not self._block:   # a new block (streams may
+            self._block, self._run[:] = block, 0    # reuse one buffer for all)
+        end = block.shape[0] if end is None else end
         self.size = fitted_local(self.cols, self.index, self.weights, self.size,
-                                 self.limit, block, block_index, u_local, y, int(loss),
-                                 self.contribution, damping, self.model)
+                                 self.limit, block, block_index, start, end, u_local, y,
+                                 int(loss), self.contribution, damping, self.model,
+                                 self._run)
         check_scale(self.model.info[NU])
 
     def _damping(self, u_local, y, loss: Loss, eta: float) -> float:
@@ -330,7 +341,7 @@ class FittedKeptSet(_Kept):
             self.size = fitted_drop_to(self.cols, self.index, self.weights, self.size,
                                        self.limit, self.model)
             recompute(self.weights, self.cols, self.size, self.contribution)
-            self.model.info[CURRENT] = 0.0
+            self.model.info[CURRENT] = self.model.info[BATCH] = 0.0   # S changed
 
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
@@ -345,7 +356,7 @@ class FittedKeptSet(_Kept):
         # until the next arrival computes the loss's curvature at u, its bound
         self.model.curv[:] = 1.0 / self.n_samples
         refactor(self.cols, k, self.model)
-        info[STALE], info[CURRENT] = 1.0, 0.0
+        info[STALE], info[CURRENT], info[BATCH] = 1.0, 0.0, 0.0
 
 
 class _Pool:
@@ -412,8 +423,10 @@ class SparseKeptSet(_Pool, _Kept):
                     step_state, self.limit)
 
     def run_local(self, block_index: np.ndarray, block: CSCBlock, u_local: np.ndarray,
-                  y: np.ndarray, loss: Loss, eta: float, m: float) -> None:
+                  y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
+                  end: int | None = None) -> None:
         """An Asy-OS worker's steps over a CSC block from its view ``u_local``."""
+        block_index, block = block_index[start:end], block[start:end]
         fixed = np.array([float(eta), 0.0, 0.0, 0.0, 1.0, np.inf, 0.0])
         self._steps(block_index, block, u_local, True, y, loss, m, fixed, self.limit)
 
@@ -485,8 +498,10 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         step_state[NU_MAX] = self.model.info[NU]
 
     def run_local(self, block_index, block: CSCBlock, u_local, y, loss: Loss,
-                  eta: float, m: float) -> None:
-        """An Asy-OS worker's arrivals over a CSC block from its view ``u_local``."""
+                  eta: float, m: float, start: int = 0, end: int | None = None) -> None:
+        """An Asy-OS worker's arrivals ``start:end`` of a CSC block from its view
+        ``u_local``."""
+        block_index, block = block_index[start:end], block[start:end]
         damping = self._damping(u_local, y, loss, eta)
         self._room(block.nnz)
         self.size, self.fill = sparse_fitted_local(

@@ -23,6 +23,7 @@ from ..streams.base import GroupShard
 from .result import FitResult
 
 PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
+SOLO_BATCH = 256   # a lone worker's steps per push (its kernel's batched products)
 BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
@@ -191,6 +192,10 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
     """(τ, depth, batch) from the user's ``staleness`` (a number, "auto" or None) and
     ``given`` window/batch, sized for p = ``n_features`` when known
     (``AsyConfig.build`` says why)."""
+    if n_workers == 1 and not given and staleness == "auto":
+        # no other worker's step can come between its view and its push: τ = 0, and
+        # a push as long as the kernel's batched products (docs/benchmarks.md)
+        return 0, SOLO_BATCH, SOLO_BATCH
     peers = max(n_workers - 1, 1)
     limit = PIPELINE["window"] * PIPELINE["batch"]
     if n_features is not None:

@@ -146,15 +146,15 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
             while first < block_index.size:
                 u_hat, version, allowed, granted, eta_now = yield PULL
                 start = time.perf_counter()
-                last = first + min(batch, allowed)
+                last = min(first + min(batch, allowed), block_index.size)
                 features = block_index[first:last]
                 u_local[:] = u_hat
                 before[:] = kept.contribution
                 if granted:
                     kept.set_limit(granted)
                     u_local += kept.contribution - before   # its own change, seen
-                kept.run_local(features, block[first:last], u_local, y, loss,
-                               eta_now or eta, m)
+                kept.run_local(block_index, block, u_local, y, loss, eta_now or eta,
+                               m, first, last)
                 delta = kept.contribution - before
                 compute += time.perf_counter() - start
                 steps += features.size

@@ -1,9 +1,12 @@
-"""What every transport shares: polling that answers fast yet does not burn a core, and
-a process's share of its node (BLAS threads, whether it may spin)."""
+"""What every transport shares: polling that answers fast yet does not burn a core, a
+process's share of its node (BLAS threads, whether it may spin), and the worker's side
+of a carrier that delivers in order and loses nothing (MPI, shared memory)."""
 
 import os
 import time
 from dataclasses import dataclass
+
+from ..solvers import messages
 
 
 class Backoff:
@@ -100,3 +103,32 @@ def launched_by_mpi() -> bool:
             return True
     return False
 
+
+
+def carry_worker(link, driver, worker: int) -> None:
+    """Carry worker ``worker``'s driver (``solvers.worker_loop.WorkerDriver``) over
+    ``link`` to the server and back until it is done.  ``link``: ``send(message,
+    dest, worker)``, ``poll(source)`` and ``wait(source)`` → (source, envelope) or
+    None, ``drain()``; the server is source and destination 0.  Views are taken
+    whenever they have arrived, the next push whenever the driver may step."""
+    communicate = 0.0
+    link.send(driver.start(), 0, worker)
+    while True:
+        start = time.perf_counter()
+        while (received := link.poll(0)) is not None or driver.blocked:
+            if received is None:
+                received = link.wait(0)
+            driver.receive(received[1].body)
+        if driver.ending:
+            driver.advance()
+            link.send(driver.final_message(communicate + time.perf_counter() - start,
+                                           blas_threads_in_use()), 0, worker)
+            while not isinstance(link.wait(0)[1].body, messages.Done):
+                pass
+            link.drain()
+            return
+        communicate += time.perf_counter() - start
+        push = driver.advance()
+        start = time.perf_counter()
+        link.send(push, 0, worker)
+        communicate += time.perf_counter() - start

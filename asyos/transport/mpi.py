@@ -21,13 +21,12 @@ from mpi4py import MPI
 
 from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
-from ..solvers import messages
 from ..solvers.asy import AsyConfig, first_block_nu, warm_worker, worker_shard
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver, worker_loop
 from . import wire
-from .base import NodeShare, blas_threads_in_use
+from .base import NodeShare, carry_worker
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 
@@ -168,29 +167,8 @@ class WorkerFailed(RuntimeError):
 def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
          share: NodeShare) -> None:
     """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back."""
-    worker = comm.Get_rank() - 1
     link = Link(comm, _limits(config, n), share, in_flight=config.depth + 1)
-    communicate = 0.0
-    link.send(driver.start(), 0, worker)
-    while True:
-        start = time.perf_counter()
-        while (received := link.poll(0)) is not None or driver.blocked:
-            if received is None:
-                received = link.wait(0)
-            driver.receive(received[1].body)
-        if driver.ending:
-            driver.advance()
-            link.send(driver.final_message(communicate + time.perf_counter() - start,
-                                           blas_threads_in_use()), 0, worker)
-            while not isinstance(link.wait(0)[1].body, messages.Done):
-                pass
-            link.drain()
-            return
-        communicate += time.perf_counter() - start
-        push = driver.advance()
-        start = time.perf_counter()
-        link.send(push, 0, worker)
-        communicate += time.perf_counter() - start
+    carry_worker(link, driver, comm.Get_rank() - 1)
 
 
 def run(comm, open_job, config_factory, record_order: bool = False,
