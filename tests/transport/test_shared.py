@@ -1,0 +1,225 @@
+"""Asy-OS on one machine (transport.shared): real forked worker processes sharing u_C
+in memory, the server in the first worker's process."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from asyos.core.losses import Loss
+from asyos.datasets import make_classification, make_regression
+from asyos.metrics import recall
+from asyos.solvers.asy import AsyConfig
+from asyos.solvers.sequential import fit_os
+from asyos.streams import ArrayStream, as_stream
+from asyos.transport import shared
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _shm() -> set:
+    return set(os.listdir("/dev/shm")) if os.path.isdir("/dev/shm") else set()
+
+
+def _check_invariants(result, config):
+    """What every run of every carrier must keep: ≤ s features, the staleness bound,
+    u_C = Σ_t X_S(t) w_S(t)."""
+    stale = result.asy["staleness"]
+    assert stale["bound"] == config.staleness
+    assert stale["max"] <= config.staleness
+    assert sum(stale["histogram"]) == result.n_steps
+    assert result.asy["u_check_max_abs_diff"] <= 1e-10 * max(1.0, result.objective)
+    assert result.selected.size <= config.s
+    assert result.asy["transport"] == "shared"
+
+
+@pytest.mark.parametrize("q", [2, 3])
+def test_workers_find_what_sequential_os_finds(q):
+    """Over three seeds (a real run's interleaving varies: one seed may lose a
+    feature that another run would keep)."""
+    gaps = []
+    for seed in range(3):
+        problem = make_regression(p=1200, s=24, n=300, seed=seed)
+        sequential = fit_os(problem.X, problem.y, 24, epochs=3)
+        config = AsyConfig.build(24, q, epochs=3, n_features=1200)
+        result = shared.run(as_stream(problem.X), problem.y, config)
+        _check_invariants(result, config)
+        assert not result.asy["partial"] and result.asy["lost_shards"] == []
+        assert [w["steps"] for w in result.asy["workers"]] == \
+            [len(range(t, 1200, q)) * 3 for t in range(q)]
+        gaps.append(recall(sequential.selected, problem.support) -
+                    recall(result.selected, problem.support))
+        assert result.objective <= 2.0 * sequential.objective + 1e-12
+    assert np.mean(gaps) <= 0.05 and max(gaps) <= 0.1
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_a_lone_worker_makes_sequential_os_s_moves(seed):
+    """q = 1: no peer, τ = 0; the worker's kernel takes the same decisions as the
+    sequential solver's (to rounding)."""
+    problem = make_regression(p=900, s=20, n=250, seed=seed)
+    sequential = fit_os(problem.X, problem.y, 20, epochs=3)
+    config = AsyConfig.build(20, 1, epochs=3, n_features=900)
+    assert config.staleness == 0 and config.batch > 64
+    result = shared.run(as_stream(problem.X), problem.y, config)
+    _check_invariants(result, config)
+    np.testing.assert_array_equal(np.sort(result.selected), np.sort(sequential.selected))
+    assert result.objective == pytest.approx(sequential.objective, rel=1e-8)
+
+
+def test_classification_and_fixed_budgets():
+    problem = make_classification(p=800, s=16, n=400, seed=4)
+    config = AsyConfig.build(16, 2, loss="logistic", epochs=3, n_features=800,
+                             budget="fixed")
+    result = shared.run(as_stream(problem.X), problem.y, config)
+    _check_invariants(result, config)
+    assert [w["kept"] for w in result.asy["workers"]] <= [8, 8]
+    assert recall(result.selected, problem.support) >= 0.75
+
+
+def test_sparse_columns():
+    from scipy import sparse
+
+    problem = make_regression(p=600, s=12, n=300, seed=6)
+    X = problem.X * (np.random.default_rng(0).random(problem.X.shape) < 0.5)
+    y = X @ problem.w_true + 0.01 * np.random.default_rng(1).standard_normal(300)
+    config = AsyConfig.build(12, 2, epochs=3, n_features=600)
+    result = shared.run(as_stream(sparse.csc_matrix(X)), y, config)
+    _check_invariants(result, config)
+    assert recall(result.selected, problem.support) >= 0.9
+
+
+class _Sabotaged(ArrayStream):
+    """A stream whose reads in a forked worker fail (``how``) after a few blocks."""
+
+    host = os.getpid()
+    reads = 0
+    how = "raise"
+
+    def _read(self, indices):
+        if os.getpid() != _Sabotaged.host:
+            _Sabotaged.reads += 1
+            if _Sabotaged.reads > 20:
+                if _Sabotaged.how == "raise":
+                    raise OSError("the disk went away")
+                os.kill(os.getpid(), signal.SIGKILL)
+        return super()._read(indices)
+
+
+def test_a_worker_that_fails_ends_the_run_with_its_message(monkeypatch):
+    problem = make_regression(p=1200, s=12, n=200, seed=0)
+    monkeypatch.setattr(_Sabotaged, "host", os.getpid())
+    monkeypatch.setattr(_Sabotaged, "how", "raise")
+    config = AsyConfig.build(12, 2, epochs=3, n_features=1200)
+    with pytest.raises(shared.WorkerFailed, match="worker 1: OSError: the disk went away"):
+        shared.run(_Sabotaged(problem.X, block_size=8), problem.y, config)
+
+
+def test_a_worker_killed_mid_run_is_lost_and_the_result_is_partial(monkeypatch):
+    problem = make_regression(p=1200, s=12, n=200, seed=0)
+    monkeypatch.setattr(_Sabotaged, "host", os.getpid())
+    monkeypatch.setattr(_Sabotaged, "how", "kill")
+    config = AsyConfig.build(12, 2, epochs=3, n_features=1200)
+    result = shared.run(_Sabotaged(problem.X, block_size=8), problem.y, config)
+    assert result.asy["partial"] and result.asy["lost_shards"] == ["1/2"]
+    assert result.asy["workers"][1]["lost"]
+    assert result.asy["workers"][0]["steps"] == 600 * 3   # the other one finished
+    assert result.asy["u_check_max_abs_diff"] <= 1e-10
+    assert result.selected.size <= 12 + 1
+
+
+# -- the command line, end to end ---------------------------------------------------------
+def _run(*args, timeout=120, **popen):
+    return subprocess.run([sys.executable, "-m", "asyos.run", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=timeout, **popen)
+
+
+def test_cli_workers_runs_the_embedded_default(tmp_path):
+    before = _shm()
+    out = tmp_path / "r.json"
+    proc = _run("--workers", "2", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["asy"]["transport"] == "shared"
+    assert result["asy"]["n_workers"] == 2
+    assert result["truth"]["recall"] >= 0.95
+    assert result["asy"]["staleness"]["max"] <= result["asy"]["staleness"]["bound"]
+    assert "recall of the true support" in proc.stdout
+    assert _shm() <= before
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--workers", "0"], "workers must be ≥ 1"),
+    (["--workers", "3", "--simulate", "2"], "without --simulate"),
+    (["--workers", "200", "-s", "100"], "200"),
+    (["--workers", "2", "--standardize"], "--standardize"),
+    (["--workers", "2", "-s", "auto"], "auto"),
+])
+def test_cli_workers_refuses_bad_input(args, message):
+    proc = _run(*args, "--quiet")
+    assert proc.returncode == 2, proc.stderr
+    assert message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(c) for c in text.split()]
+
+
+def _start_long_run(tmp_path, q=2):
+    out = tmp_path / "r.json"
+    proc = subprocess.Popen([sys.executable, "-m", "asyos.run", "--workers", str(q),
+                             "-p", "40000", "-s", "200", "--epochs", "6", "--quiet",
+                             "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_children(proc.pid)) < q - 1:
+        assert proc.poll() is None, proc.communicate()
+        assert time.monotonic() < deadline, "the workers never started"
+        time.sleep(0.05)
+    time.sleep(0.5)   # the workers are stepping
+    return proc, out
+
+
+def test_cli_a_killed_worker_gives_exit_3_and_partial_results(tmp_path):
+    before = _shm()
+    proc, out = _start_long_run(tmp_path)
+    worker = _children(proc.pid)[0]
+    os.kill(worker, signal.SIGKILL)
+    stdout, stderr = proc.communicate(timeout=120)
+    assert proc.returncode == 3, stderr
+    assert "workers 1/2 died" in stderr
+    result = json.loads(out.read_text())
+    assert result["asy"]["partial"] and result["asy"]["lost_shards"] == ["1/2"]
+    assert _shm() <= before
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_cli_interrupted_run_ends_every_worker(tmp_path, signum):
+    before = _shm()
+    proc, _ = _start_long_run(tmp_path, q=3)
+    workers = _children(proc.pid)
+    proc.send_signal(signum)
+    proc.communicate(timeout=60)
+    assert proc.returncode == 130
+    for pid in workers:   # reaped: no process of the run is left
+        assert not Path(f"/proc/{pid}").exists() or \
+            "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+    assert _shm() <= before
+
+
+def test_loss_enum_round_trips_through_the_fork():
+    """The configuration a forked worker inherits is the parent's (no pickling)."""
+    config = AsyConfig.build(4, 2, loss="squared_hinge", epochs=1, n_features=40)
+    problem = make_classification(p=40, s=4, n=60, seed=2)
+    result = shared.run(as_stream(problem.X), problem.y, config)
+    assert config.loss is Loss.SQUARED_HINGE and result.n_steps == 40
