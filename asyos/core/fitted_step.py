@@ -48,9 +48,10 @@ from .os_step import _FAST, _dot, vacate
 # whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
 # predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since); the group
 # budget; whether ``products`` still hold X_SᵀDx for the block's next arrivals (neither
-# S nor D changed since they were computed).
+# S nor D changed since they were computed); whether an Asy-OS worker took its S-only
+# step from the view in force (``_worth_a_move``).
 (RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, REFRESH_EVERY, OBJECTIVE, CURRENT,
- PRODUCTS, GAIN, MAX_GROUPS, BATCH) = range(13)
+ PRODUCTS, GAIN, MAX_GROUPS, BATCH, VIEW_STEP) = range(14)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -87,7 +88,7 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
     ``ridge`` times the largest ‖x‖²/n seen.  ``group_of``/``max_groups``: at most
     that many groups kept (group-aware OS), feature j in group ``group_of[j]``."""
     c = capacity + 1
-    info = np.zeros(BATCH + 1)
+    info = np.zeros(VIEW_STEP + 1)
     info[RIDGE], info[STALE] = ridge, 1.0
     info[REFRESH_EVERY] = max(4, capacity // 4)
     info[MAX_GROUPS] = max_groups
@@ -179,7 +180,7 @@ def refactor(cols, size, st):
         for i in range(size):
             for r in range(n):
                 scaled[i, r] = st.curv[r] * cols[i, r]
-        full = np.dot(scaled, _as_float64(cols).T)   # X_S D X_Sᵀ (and a spare slot)
+        full = np.dot(scaled, _as_float64(cols[:size]).T)   # X_S D X_Sᵀ
         H = np.empty((size, size))
         for i in range(size):   # + λI, symmetric to the last bit
             for l in range(i + 1):
@@ -403,6 +404,21 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
 
 
 @njit(cache=True, inline="always")
+def worth_a_move(info, moved, gain, before, separate):
+    """Whether an arrival's move is worth the passes over the kept columns it costs:
+    a newcomer's always; the Newton step on S alone when its predicted ``gain`` is
+    measurable, and in an Asy-OS worker (``separate``) only once per view.  A
+    worker's S-step is damped against the others' (``AsyConfig.damping``); a second
+    one from the same view would only take the rest of the undamped step (after k
+    of them, all but (1 − γ)^k of it), undoing the damping at two passes each."""
+    if moved:
+        return True
+    if separate and info[VIEW_STEP] != 0.0:
+        return False
+    return gain > NEGLIGIBLE * abs(before) + 1e-300
+
+
+@njit(cache=True, inline="always")
 def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     """A move F accepted: the weights of B, H_S⁻¹ grown by the newcomer and without
     the dropped slots, the slots moved as ``vacate`` moves them (``slots``: the dense
@@ -432,6 +448,7 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
             info[STALE] = 1.0
     else:
         dropped = -2
+        info[VIEW_STEP] = 1.0   # (read only by a worker: sequential OS never sets 0)
     return size, dropped
 
 
@@ -509,8 +526,8 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                                         gain, damping, st)
     moved = grows or swap
     not_kept = j if pos < 0 else -1
-    if not moved and gain <= NEGLIGIBLE * abs(before) + 1e-300:
-        return size, not_kept   # S is fitted already: nothing worth a pass
+    if not worth_a_move(info, moved, gain, before, separate):
+        return size, not_kept
     span = k + 1 if moved else k
     if moved:
         info[BATCH] = 0.0   # S changes (if F falls): the batched products are void
@@ -572,16 +589,17 @@ def _batched(cols, size, block, b, st, run):
 @njit(cache=True)
 def _products(cols, size, block, start, end, curv, inv, products, solved):
     """products[i, :size] = X_SᵀD x for the arrivals start ≤ i + start < end, and
-    solved[i] = H_S⁻¹ products[i]: two BLAS products.  The first runs over every slot
-    of the C-ordered buffer (no copy of float64 columns; the slots past ``size``, one
-    once the kept set is full, are computed and ignored).  Copies in loops: they
-    compile in a fraction of the time of array expressions."""
+    solved[i] = H_S⁻¹ products[i]: two BLAS products.  The first runs over the kept
+    slots of the C-ordered buffer only (a view, no copy of float64 columns): an
+    Asy-OS worker's buffer has room for s + 1 under adaptive budgets and holds about
+    s/q.  Copies in loops: they compile in a fraction of the time of array
+    expressions."""
     n, m = curv.shape[0], end - start
     scaled = np.empty((m, n))
     for i in range(m):
         for r in range(n):
             scaled[i, r] = block[start + i, r] * curv[r]
-    p = np.dot(scaled, _as_float64(cols).T)
+    p = np.dot(scaled, _as_float64(cols[:size]).T)
     P = np.empty((m, size))
     H = np.empty((size, size))
     for i in range(m):
@@ -623,7 +641,7 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     computed with these, do not depend on the view (only S, D and H_S⁻¹ void them), so
     a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
     Returns the new size."""
-    st.info[CURRENT] = 0.0   # a new view
+    st.info[CURRENT] = st.info[VIEW_STEP] = 0.0   # a new view
     for b in range(start, end):
         row = _batched(cols, size, block, b, st, run)
         size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],

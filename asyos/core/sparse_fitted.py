@@ -38,18 +38,19 @@ from .fitted_step import (
     CURRENT,
     GAIN,
     LAMBDA,
-    NEGLIGIBLE,
     NU,
     OBJECTIVE,
     PRODUCTS,
     SINCE,
     STALE,
+    VIEW_STEP,
     _accept,
     _newton_on_s,
     _objective,
     _propose,
     _see_scale,
     spd_inverse,
+    worth_a_move,
 )
 from .losses import hess_at
 from .os_step import _FAST
@@ -219,8 +220,8 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
                                         xdx + lam, info[GAIN], damping, st)
     moved = grows or swap
-    if not moved and gain <= NEGLIGIBLE * abs(before) + 1e-300:
-        return size, fill, not_kept   # nothing worth a move
+    if not worth_a_move(info, moved, gain, before, separate):
+        return size, fill, not_kept
     span = k + 1 if moved else k
     if moved:   # the newcomer into the pool (kept only if the move is accepted)
         table[k, 0] = fill
@@ -296,7 +297,7 @@ def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, dam
     own changes are added to it), moves scaled by ``damping``.  Returns (size,
     fill)."""
     indptr, block_rows, block_vals, block_index = block
-    st.info[CURRENT] = 0.0   # a new view
+    st.info[CURRENT] = st.info[VIEW_STEP] = 0.0   # a new view
     for b in range(block_index.shape[0]):
         lo, hi = indptr[b], indptr[b + 1]
         size, fill, _ = sparse_fitted_arrival(

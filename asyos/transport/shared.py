@@ -31,11 +31,11 @@ process uses one BLAS thread (q processes share the machine's cores).
 import mmap
 import multiprocessing
 import os
+import select
 import signal
 import time
 import warnings
 from dataclasses import replace
-from multiprocessing.connection import wait
 
 import numpy as np
 
@@ -124,6 +124,8 @@ class WorkerLink:
         self.conn, self.worker, self.shared, self.slots = conn, worker, shared, slots
         self.limits, self.host = limits, host
         self._u = np.zeros(shared.u.size)
+        self._poller = select.poll()
+        self._poller.register(conn.fileno(), select.POLLIN)
 
     def send(self, message, dest: int, worker: int) -> None:
         if isinstance(message, messages.Push):
@@ -145,7 +147,7 @@ class WorkerLink:
         return _EMPTY
 
     def poll(self, source=0):
-        if not self.conn.poll():
+        if not self._poller.poll(0):
             return None
         return self._receive()
 
@@ -203,7 +205,9 @@ class WorkerFailed(RuntimeError):
 
 class _Host:
     """The server's process: ``AsyServer``, worker 0 in place, and the forked
-    workers' socket pairs."""
+    workers' socket pairs, served between worker 0's pushes.  (A serving thread
+    beside worker 0's kernel, which releases the GIL, was slower on two cores: three
+    runnable threads for two cores, docs/benchmarks.md.)"""
 
     def __init__(self, server: AsyServer, driver, conns, processes, shared: SharedU,
                  slots: Slots, limits: wire.Limits):
@@ -211,8 +215,12 @@ class _Host:
         self.conns, self.processes = conns, processes
         self.shared, self.slots, self.limits = shared, slots, limits
         self.published = -1
-        self.lost: list[int] = []
-        self.compute = 0.0
+        self.gone: list[int] = []
+        self._poller, self._fds = select.poll(), {}
+        for t in range(1, len(conns)):
+            for fd in (conns[t].fileno(), processes[t].sentinel):
+                self._poller.register(fd, select.POLLIN)
+                self._fds[fd] = t
 
     # -- delivery -------------------------------------------------------------------
     def deliver(self, replies) -> None:
@@ -220,7 +228,7 @@ class _Host:
             if t == 0:
                 self.driver.receive(reply)
                 continue
-            if t in self.lost:
+            if t in self.gone:
                 continue
             if isinstance(reply, messages.View):
                 state = self.server.state
@@ -269,25 +277,31 @@ class _Host:
             self.slots.consumed[t] = body.seq + 1
 
     def lose(self, t: int) -> None:
-        if t in self.lost:
+        """Worker t's process is gone (after its Final, only forgotten)."""
+        if t in self.gone:
             return
-        self.lost.append(t)
+        self.gone.append(t)
+        for fd in (self.conns[t].fileno(), self.processes[t].sentinel):
+            self._poller.unregister(fd)
+            del self._fds[fd]
         if not self.server.state.workers[t].finished:
             self.deliver(self.server.lose(t))
 
     def ready(self, timeout) -> None:
-        """Handle what the forked workers sent (waiting up to ``timeout``)."""
-        live = {self.conns[t]: t for t in range(1, len(self.conns)) if t not in self.lost}
-        sentinels = {self.processes[t].sentinel: t for t in live.values()}
-        if not live:
-            return
-        for ready in wait([*live, *sentinels], timeout):
-            if ready in live:
-                while live[ready] not in self.lost and ready.poll():
-                    self.receive(live[ready])
-            elif not self.conns[sentinels[ready]].poll():   # exited, nothing left
-                if not self.server.state.workers[sentinels[ready]].finished:
-                    self.lose(sentinels[ready])
+        """Handle what the forked workers sent, waiting up to ``timeout`` seconds
+        (None: until something arrives or a worker exits): a message per socket that
+        has one.  One ``poll`` system call over every worker's socket and process
+        sentinel: a few µs when nothing waits (``Connection.poll`` costs ten times
+        that)."""
+        for fd, _ in self._poller.poll(None if timeout is None else 1000 * timeout):
+            t = self._fds.get(fd)
+            if t is None or t in self.gone:
+                continue
+            conn = self.conns[t]
+            if fd == conn.fileno():
+                self.receive(t)   # one message (EOF once it exited: gone)
+            elif not conn.poll():
+                self.lose(t)      # its process exited, with nothing left to read
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> None:
@@ -295,20 +309,17 @@ class _Host:
         self.handle(0, driver.start())
         while not self.server.done:
             if driver.finished or driver.blocked:
-                self.ready(None if len(self.conns) > 1 else 0)
-                if driver.blocked and len(self.conns) == 1:
-                    raise RuntimeError("worker 0 waits for credit with no other "
-                                       "worker to grant it")
+                if len(self.gone) == len(self.conns) - 1:
+                    raise RuntimeError("the run cannot end: worker 0 waits for credit "
+                                       "and no other worker is left to free it")
+                self.ready(None)
                 continue
             self.ready(0)
             if driver.ending:
                 driver.advance()
                 self.handle(0, driver.final_message(blas_threads=1))
                 continue
-            start = time.perf_counter()
-            push = driver.advance()
-            self.compute += time.perf_counter() - start
-            self.handle(0, push)
+            self.handle(0, driver.advance())
 
 
 def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = False,
@@ -372,7 +383,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
         for pair in pairs:
             pair[0].close()
     result = server.result("shared")
-    lost = [f"{t}/{q}" for t in sorted(host.lost)
+    lost = [f"{t}/{q}" for t in sorted(host.gone)
             if not server.state.workers[t].finished]
     result.asy.update(lost_shards=lost, partial=bool(lost), ring=ring,
                       wall_seconds=time.perf_counter() - start)

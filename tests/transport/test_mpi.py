@@ -55,6 +55,18 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
         assert worker["blas_threads"] == max(1, cores // 3)
 
 
+def test_the_readme_s_mpiexec_line_runs_the_embedded_default(tmp_path):
+    """``mpiexec -n 3 python -m asyos.run``, as the README's tour gives it; the same
+    problem as ``--workers 2`` and sequential OS, with the same quality."""
+    out = tmp_path / "r.json"
+    proc = _mpiexec(3, "-m", "asyos.run", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    assert result["asy"]["transport"] == "mpi" and result["asy"]["n_workers"] == 2
+    assert result["truth"]["recall"] >= 0.95
+    assert result["asy"]["staleness"]["max"] <= result["asy"]["staleness"]["bound"]
+
+
 def test_cli_adaptive_budgets_under_mpirun(tmp_path):
     out = tmp_path / "r.json"
     proc = _mpiexec(4, "-m", "asyos.run", "-p", "600", "-s", "12", "--budget",

@@ -1,0 +1,124 @@
+"""Asy-OS against sequential OS on one machine, every carrier side by side in one run.
+
+Each repetition runs the same commands a user would (``python -m asyos.run``):
+sequential OS, Asy-OS with ``--workers q`` (shared memory, no server process) and,
+with ``--mpi``, ``mpiexec -n q+1`` (a server rank), on one regression problem written
+once in the feature-major layout.  Every other repetition reverses the order (the
+machine is shared and the second of two runs is often the faster).  For each run:
+the time to reach the threshold (1.05 x the objective sequential OS ends at, read
+from each run's trace: the time inside the solver), the wall time of the whole
+command, the final objective, recall, the largest staleness against its bound and the
+Σ-invariant error.  Reported per carrier: the median and the worst repetition of
+T_sequential / T_carrier ("never": the run ended above the threshold).
+
+    python benchmarks/one_machine.py [--n 2000] [--p 8192] [--s 256] [--workers 1 2]
+                                     [--repeat 5] [--epochs 3] [--mpi] [--seeds 0]
+"""
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from asyos.datasets import make_regression
+
+NEVER = float("inf")
+
+
+def run(command: list, out: Path) -> dict:
+    start = time.perf_counter()
+    proc = subprocess.run(command + ["--quiet", "--out", str(out)], capture_output=True,
+                          text=True, timeout=1800)
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")
+    result = json.loads(out.read_text())
+    result["wall"] = wall
+    return result
+
+
+def time_to(result: dict, threshold: float) -> float:
+    for seconds, value in zip(result["trace"]["seconds"], result["trace"]["objective"]):
+        if value <= threshold:
+            return seconds
+    return NEVER
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--p", type=int, default=8192)
+    parser.add_argument("--s", type=int, default=256)
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2])
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--epochs", type=int, default=3)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
+                        help="problems (one per seed), each with --repeat repetitions")
+    parser.add_argument("--mpi", action="store_true", help="also mpiexec -n q+1")
+    args = parser.parse_args()
+    mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
+    rows: dict[str, list] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for seed in args.seeds:
+            problem = make_regression(p=args.p, s=args.s, n=args.n, seed=seed)
+            np.save(tmp / "X.npy", np.asfortranarray(problem.X))
+            np.save(tmp / "y.npy", problem.y)
+            job = [sys.executable, "-m", "asyos.run", "--data", str(tmp / "X.npy"),
+                   "--labels", str(tmp / "y.npy"), "-s", str(args.s), "--epochs",
+                   str(args.epochs)]
+            commands = {"sequential": job}
+            for q in args.workers:
+                commands[f"--workers {q}"] = job + ["--workers", str(q)]
+                if args.mpi:
+                    commands[f"mpiexec -n {q + 1}"] = [mpiexec, "-n", str(q + 1), *job]
+            support = set(problem.support.tolist())
+            for rep in range(args.repeat):
+                names = list(commands)[::-1 if rep % 2 else 1]
+                results = {name: run(commands[name], tmp / "r.json") for name in names}
+                seq = results["sequential"]
+                threshold = 1.05 * seq["objective"]
+                t_seq = time_to(seq, threshold)
+                for name, result in results.items():
+                    asy = result.get("asy") or {}
+                    stale = asy.get("staleness", {})
+                    rows.setdefault(name, []).append({
+                        "speedup": t_seq / time_to(result, threshold),
+                        "wall": seq["wall"] / result["wall"],
+                        "objective": result["objective"] / seq["objective"],
+                        "recall": len(support & set(result["selected"])) / len(support),
+                        "recall_gap": (len(support & set(seq["selected"])) -
+                                       len(support & set(result["selected"]))) /
+                        len(support),
+                        "stale": (stale.get("max", 0), stale.get("bound", 0)),
+                        "u_check": asy.get("u_check_max_abs_diff", 0.0) /
+                        max(1.0, np.abs(result["objective"])),
+                    })
+    print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs, seeds "
+          f"{args.seeds}, {args.repeat} repetitions each (order alternating); "
+          "threshold 1.05 x sequential OS's final objective")
+    print(f"{'run':>16} {'speedup median':>15} {'worst':>6} {'wall median':>12} "
+          f"{'worst':>6} {'objective':>10} {'recall':>7} {'gap mean/worst':>15} "
+          f"{'max stale/bound':>16} {'Σ-check':>8}")
+    for name, values in rows.items():
+        speed = np.array([v["speedup"] for v in values])
+        wall = np.array([v["wall"] for v in values])
+        gaps = np.array([v["recall_gap"] for v in values])
+        stale = max(v["stale"][0] for v in values), values[0]["stale"][1]
+        print(f"{name:>16} {np.median(speed):15.2f} {speed.min():6.2f} "
+              f"{np.median(wall):12.2f} {wall.min():6.2f} "
+              f"{np.median([v['objective'] for v in values]):10.4f} "
+              f"{np.mean([v['recall'] for v in values]):7.3f} "
+              f"{gaps.mean():7.3f}/{gaps.max():.3f} "
+              f"{stale[0]:>8}/{stale[1]!s:<7} "
+              f"{max(v['u_check'] for v in values):8.1e}")
+
+
+if __name__ == "__main__":
+    main()
