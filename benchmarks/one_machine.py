@@ -13,6 +13,7 @@ T_sequential / T_carrier ("never": the run ended above the threshold).
 
     python benchmarks/one_machine.py [--n 2000] [--p 8192] [--s 256] [--workers 1 2]
                                      [--repeat 5] [--epochs 3] [--mpi] [--seeds 0]
+                                     [--pipeline auto:auto 2:16]
 """
 
 import argparse
@@ -61,6 +62,9 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
                         help="problems (one per seed), each with --repeat repetitions")
     parser.add_argument("--mpi", action="store_true", help="also mpiexec -n q+1")
+    parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
+                        metavar="WINDOW:BATCH", help="--workers pipelines to run for "
+                        "each q (asyos run --window/--batch)")
     args = parser.parse_args()
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     rows: dict[str, list] = {}
@@ -75,7 +79,12 @@ def main():
                    str(args.epochs)]
             commands = {"sequential": job}
             for q in args.workers:
-                commands[f"--workers {q}"] = job + ["--workers", str(q)]
+                for pipeline in args.pipeline:
+                    window, batch = pipeline.split(":")
+                    name = f"--workers {q}" + ("" if pipeline == "auto:auto" else
+                                               f" {pipeline}")
+                    commands[name] = job + ["--workers", str(q), "--window", window,
+                                            "--batch", batch]
                 if args.mpi:
                     commands[f"mpiexec -n {q + 1}"] = [mpiexec, "-n", str(q + 1), *job]
             support = set(problem.support.tolist())
@@ -103,7 +112,7 @@ def main():
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs, seeds "
           f"{args.seeds}, {args.repeat} repetitions each (order alternating); "
           "threshold 1.05 x sequential OS's final objective")
-    print(f"{'run':>16} {'speedup median':>15} {'worst':>6} {'wall median':>12} "
+    print(f"{'run':>22} {'speedup median':>15} {'worst':>6} {'wall median':>12} "
           f"{'worst':>6} {'objective':>10} {'recall':>7} {'gap mean/worst':>15} "
           f"{'max stale/bound':>16} {'Σ-check':>8}")
     for name, values in rows.items():
@@ -111,7 +120,7 @@ def main():
         wall = np.array([v["wall"] for v in values])
         gaps = np.array([v["recall_gap"] for v in values])
         stale = max(v["stale"][0] for v in values), values[0]["stale"][1]
-        print(f"{name:>16} {np.median(speed):15.2f} {speed.min():6.2f} "
+        print(f"{name:>22} {np.median(speed):15.2f} {speed.min():6.2f} "
               f"{np.median(wall):12.2f} {wall.min():6.2f} "
               f"{np.median([v['objective'] for v in values]):10.4f} "
               f"{np.mean([v['recall'] for v in values]):7.3f} "

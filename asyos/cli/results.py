@@ -50,12 +50,13 @@ def _title(result: FitResult) -> str:
 
 # The carrier each results file records (FitResult.asy["transport"]), as we name it
 CARRIERS = {"mpi": "mpi", "zeromq": "zeromq", "simulator": "simulated",
-            "loopback": "loopback"}
+            "loopback": "loopback", "shared": "shared memory"}
 INTEGER_BINS = 64   # staleness up to this many values: one bar per value
 
 
 def carrier(result: FitResult) -> str:
-    """What carried the run: sequential, mpi, zeromq, simulated or loopback; a file
+    """What carried the run: sequential, shared memory, mpi, zeromq, simulated or
+    loopback; a file
     that does not record it (an early schema-2 one) gets its carrier inferred from
     the keys only that carrier writes, marked so."""
     asy = result.asy

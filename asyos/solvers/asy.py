@@ -22,7 +22,8 @@ from ..errors import InputError
 from ..streams.base import GroupShard
 from .result import FitResult
 
-PIPELINE = {"window": 4, "batch": 8}   # pushes in flight × steps per push; docs/benchmarks.md
+PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
+#                                         (``worker_loop.PushSize``); docs/benchmarks.md
 SOLO_BATCH = 256   # a lone worker's steps per push (its kernel's batched products)
 BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)

@@ -106,15 +106,50 @@ class LocalView:
         return self.u_hat, self.version, self.allowed, self.budget, self.eta
 
 
+class PushSize:
+    """How many steps a worker's next push takes: as few as keep the time it spends
+    outside its kernel per push (sending, the server's bookkeeping, waiting for a
+    view) under 1/``RATIO`` of the kernel's time for the push, and at most ``batch``
+    (the server's limit; the worker's credit limits it too).  Fewer steps per push
+    mean fresher views; a push's fixed cost, some 100 µs of Python on the server and
+    the worker, must still be paid for by enough steps (docs/benchmarks.md, "Asy-OS
+    on one machine").  ``adaptive`` False: always ``batch``."""
+
+    RATIO = 10
+    SMOOTHING = 0.25   # weight of the newest push in the running means
+
+    def __init__(self, batch: int, adaptive: bool = True):
+        self.batch, self.adaptive = batch, adaptive
+        self.size = batch            # until a push was timed
+        self._per_step = self._outside = None
+
+    def timed(self, steps: int, kernel: float, outside: float) -> None:
+        """A push of ``steps`` steps took ``kernel`` seconds, and ``outside`` seconds
+        passed between it and the previous push's end."""
+        if not self.adaptive or steps <= 0:
+            return
+        per_step = kernel / steps
+        if self._per_step is None:
+            self._per_step, self._outside = per_step, outside
+        else:
+            a = self.SMOOTHING
+            self._per_step += a * (per_step - self._per_step)
+            self._outside += a * (outside - self._outside)
+        wanted = self.RATIO * self._outside / max(self._per_step, 1e-9)
+        self.size = int(min(self.batch, max(1, np.ceil(wanted))))
+
+
 def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 eta: float, m: float, epochs: int, batch: int = 1, resume=None,
                 groups=None, rule: str = "auto", damping: float = 1.0,
-                ridge: float | None = None):
+                ridge: float | None = None, adaptive: bool = False):
     """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
 
     Each pull is answered by (û, version, allowed, granted, η) and followed by up to
     min(``batch``, allowed) steps (one compiled call; after the first, each step also
-    sees this worker's own earlier steps) and one push of their sum.  ``granted`` > 0
+    sees this worker's own earlier steps) and one push of their sum; ``adaptive``:
+    fewer steps when a push's cost outside the kernel allows (``PushSize``: the real
+    carriers).  ``granted`` > 0
     (a budget granted under adaptive budgets): keep at most that many features from
     now on, dropping the smallest at once when it was lowered (the change is part of
     the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step
@@ -130,6 +165,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     warm_up(kept, asy=True)   # compiled before the first pull, not during it
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
+    size, pushed = PushSize(batch, adaptive), None
     first_epoch, skip = 0, 0
     if resume is not None:
         selected, weights, steps = resume
@@ -146,7 +182,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
             while first < block_index.size:
                 u_hat, version, allowed, granted, eta_now = yield PULL
                 start = time.perf_counter()
-                last = min(first + min(batch, allowed), block_index.size)
+                last = min(first + min(size.size, allowed), block_index.size)
                 features = block_index[first:last]
                 u_local[:] = u_hat
                 before[:] = kept.contribution
@@ -156,11 +192,15 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                 kept.run_local(block_index, block, u_local, y, loss, eta_now or eta,
                                m, first, last)
                 delta = kept.contribution - before
-                compute += time.perf_counter() - start
+                end = time.perf_counter()
+                compute += end - start
+                size.timed(features.size, end - start,
+                           0.0 if pushed is None else start - pushed)
                 steps += features.size
                 first = last
                 yield Push(delta, version, features.copy(), *kept.selected(),
                            kept.importance(), steps)
+                pushed = time.perf_counter()
     selected, weights = kept.selected()
     yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 

@@ -214,7 +214,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             loop = worker_loop(shard, y, config.capacities[rank - 1], config.loss, eta,
                                m, config.epochs, config.batch, groups=groups,
                                rule=config.rule, damping=config.damping,
-                               ridge=config.ridge)
+                               ridge=config.ridge, adaptive=True)
             work(comm, WorkerDriver(loop, y.shape[0]), config, y.shape[0], share)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,

@@ -68,7 +68,7 @@ class SharedMemory:
 
     @staticmethod
     def size(n: int, q: int, ring: int) -> int:
-        return 8 * (4 + 2 * q + n + q * ring * n)
+        return 8 * (1 + 2 * q + n + q * ring * n)
 
 
 class SharedU:
@@ -80,27 +80,31 @@ class SharedU:
     with stores, nor loads with loads)."""
 
     def __init__(self, memory: SharedMemory, n: int, q: int):
-        self.counter = memory.take(4, np.int64)   # sequence, clock, spare
+        self.sequence = memory.take(1, np.int64)
         self.through = memory.take(q, np.int64)
         self.u = memory.take(n, np.float64)
 
-    def publish(self, u: np.ndarray, clock: int, through) -> None:
-        self.counter[0] += 1
+    def publish(self, u: np.ndarray, through) -> None:
+        self.sequence[0] += 1
         self.u[:] = u
         self.through[:] = through
-        self.counter[1] = clock
-        self.counter[0] += 1
+        self.sequence[0] += 1
 
-    def read(self, into: np.ndarray, worker: int) -> int:
-        """Copy u_C into ``into``; returns the pushes of ``worker`` it includes."""
+    def read(self, into: np.ndarray, worker: int, writer: int) -> int:
+        """Copy u_C into ``into``; returns the pushes of ``worker`` it includes.
+        ``writer``: the server's process id (a copy never ends if it died
+        mid-write: the worker exits)."""
+        tries = 0
         while True:
-            before = int(self.counter[0])
-            if before % 2:
-                continue
-            into[:] = self.u
-            through = int(self.through[worker])
-            if int(self.counter[0]) == before:
-                return through
+            before = int(self.sequence[0])
+            if before % 2 == 0:
+                into[:] = self.u
+                through = int(self.through[worker])
+                if int(self.sequence[0]) == before:
+                    return through
+            tries += 1
+            if tries % 4096 == 0 and os.getppid() != writer:
+                raise SystemExit(1)
 
 
 class Slots:
@@ -162,7 +166,7 @@ class WorkerLink:
         envelope = wire.decode(wire.split(memoryview(buffer)[1:]), self.limits)
         body = envelope.body
         if isinstance(body, messages.View):
-            through = self.shared.read(self._u, self.worker)
+            through = self.shared.read(self._u, self.worker, self.host)
             envelope = replace(envelope, body=replace(body, u=self._u,
                                                       through=through))
         return 0, envelope
@@ -184,7 +188,7 @@ def _worker_main(t: int, conn, others, shard, y, config: AsyConfig, eta: float,
         loop = worker_loop(shard, y, config.capacities[t], config.loss, eta, m,
                            config.epochs, config.batch, groups=groups,
                            rule=config.rule, damping=config.damping,
-                           ridge=config.ridge)
+                           ridge=config.ridge, adaptive=True)
         limits = wire.Limits(0, max(config.capacities), config.batch)
         link = WorkerLink(conn, t, shared, slots, limits, host)
         carry_worker(link, WorkerDriver(loop, y.shape[0]), t)
@@ -233,8 +237,7 @@ class _Host:
             if isinstance(reply, messages.View):
                 state = self.server.state
                 if self.published != state.clock:
-                    self.shared.publish(state.u, state.clock,
-                                        [r.messages for r in state.workers])
+                    self.shared.publish(state.u, [r.messages for r in state.workers])
                     self.published = state.clock
                 reply = replace(reply, u=_EMPTY)
             try:
@@ -289,19 +292,22 @@ class _Host:
 
     def ready(self, timeout) -> None:
         """Handle what the forked workers sent, waiting up to ``timeout`` seconds
-        (None: until something arrives or a worker exits): a message per socket that
-        has one.  One ``poll`` system call over every worker's socket and process
+        (None: until something arrives or a worker exits), then all that has
+        arrived.  One ``poll`` system call over every worker's socket and process
         sentinel: a few µs when nothing waits (``Connection.poll`` costs ten times
         that)."""
-        for fd, _ in self._poller.poll(None if timeout is None else 1000 * timeout):
-            t = self._fds.get(fd)
-            if t is None or t in self.gone:
-                continue
-            conn = self.conns[t]
-            if fd == conn.fileno():
-                self.receive(t)   # one message (EOF once it exited: gone)
-            elif not conn.poll():
-                self.lose(t)      # its process exited, with nothing left to read
+        wait = None if timeout is None else 1000 * timeout
+        while events := self._poller.poll(wait):
+            wait = 0   # then everything that has arrived, without waiting
+            for fd, _ in events:
+                t = self._fds.get(fd)
+                if t is None or t in self.gone:
+                    continue
+                conn = self.conns[t]
+                if fd == conn.fileno():
+                    self.receive(t)   # one message (EOF once it exited: gone)
+                elif not conn.poll():
+                    self.lose(t)      # its process exited, nothing left to read
 
     # -- the run ----------------------------------------------------------------------
     def run(self) -> None:
@@ -369,7 +375,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                                           config.loss, eta, m, config.epochs,
                                           config.batch, groups=groups[0],
                                           rule=config.rule, damping=config.damping,
-                                          ridge=config.ridge), n)
+                                          ridge=config.ridge, adaptive=True), n)
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, shared,
                      slots, limits)
         with _terminate_on(signal.SIGTERM):

@@ -75,7 +75,7 @@ def test_a_compiled_batch_equals_steps_that_see_their_own_pushes(loss):
 
 def test_pipeline_defaults_and_the_derived_staleness_bound():
     free = AsyConfig.build(8, 2)                   # PIPELINE, τ = 2 pipelines per peer
-    assert (free.depth, free.batch) == (32, 8) and free.staleness == 2 * 1 * 32
+    assert (free.depth, free.batch) == (32, 16) and free.staleness == 2 * 1 * 32
     five = AsyConfig.build(8, 5)
     assert five.depth == 32 and five.staleness == 2 * 4 * 32
     # τ ≤ p/16 (10 here), the pipeline sized to it (two per other worker), credit
@@ -87,11 +87,11 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
     serial = AsyConfig.build(2, 2, n_features=10)   # p < 16: τ = 0
     assert (serial.depth, serial.batch, serial.staleness) == (1, 1, 0)
     large = AsyConfig.build(8, 2, n_features=10_000)
-    assert (large.depth, large.batch, large.staleness) == (32, 8, 64)
+    assert (large.depth, large.batch, large.staleness) == (32, 16, 64)
     bounded = AsyConfig.build(8, 3, staleness=3)    # a small τ feeds no pipeline
     assert (bounded.depth, bounded.batch, bounded.staleness) == (1, 1, 3)
     wider = AsyConfig.build(8, 2, staleness=40)
-    assert (wider.depth, wider.batch, wider.staleness) == (16, 8, 40)
+    assert (wider.depth, wider.batch, wider.staleness) == (16, 16, 40)
     unbounded = AsyConfig.build(8, 2, staleness=None)
     assert unbounded.staleness is None and unbounded.depth == 32
     # a given pipeline is taken as it is, under any bound (the server's credit gate
@@ -99,8 +99,8 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
     given = AsyConfig.build(8, 2, staleness=1, window=2, batch=4)
     assert (given.depth, given.batch, given.staleness) == (8, 4, 1)
     ServerState(3, 2, given.staleness, given.depth, given.batch)
-    window_only = AsyConfig.build(8, 2, window=2)
-    assert (window_only.depth, window_only.batch, window_only.staleness) == (16, 8, 32)
+    window_only = AsyConfig.build(8, 2, window=1)
+    assert (window_only.depth, window_only.batch, window_only.staleness) == (16, 16, 32)
     plain = AsyConfig.build(8, 2, window=1, batch=1)
     assert (plain.depth, plain.batch, plain.staleness) == (1, 1, 2)
     with pytest.raises(InputError, match="window must be ≥ 1"):
@@ -150,3 +150,21 @@ def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch,
     np.testing.assert_array_equal(resumed.selected, whole.selected)
     np.testing.assert_allclose(resumed.weights, whole.weights, rtol=0, atol=1e-9)
     assert resumed.steps == whole.steps == 240
+
+
+def test_a_push_takes_as_few_steps_as_keep_its_own_cost_under_a_tenth():
+    from asyos.solvers.worker_loop import PushSize
+
+    size = PushSize(16)
+    assert size.size == 16                        # until a push was timed
+    size.timed(16, kernel=16 * 100e-6, outside=20e-6)   # 100 µs steps, 20 µs outside
+    assert size.size == 2                         # 10 · 20 / 100
+    for _ in range(50):                           # steps got cheap: the cap
+        size.timed(2, kernel=2 * 1e-6, outside=100e-6)
+    assert size.size == 16
+    for _ in range(50):                           # nothing outside: one step a push
+        size.timed(16, kernel=16e-3, outside=0.0)
+    assert size.size == 1
+    fixed = PushSize(8, adaptive=False)
+    fixed.timed(8, kernel=1.0, outside=0.0)
+    assert fixed.size == 8
