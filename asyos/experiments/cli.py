@@ -16,8 +16,8 @@ EXPERIMENTS = {
     "vs-p": "recall and error vs p, every method, 2 scans (Figs. 1-2, left)",
     "vs-epochs": "recall and error vs scans 1..5, OS and the online baselines (middle)",
     "vs-workers": "simulated Asy-OS, recall and error vs workers q, tau = q (right)",
-    "speedup": "real MPI runs: error vs time, speedup vs q, and the virtual-clock "
-               "model (Fig. 3)",
+    "speedup": "real runs (--carrier shared or mpi): error vs time, speedup vs q, "
+               "and the virtual-clock model (Fig. 3)",
     "fgm-synthetic": "FGM vs OS vs L1-SVM on the FGM paper's synthetic study "
                      "(accuracy, recovery vs features; exact vs inexact solves)",
     "fgm-poly": "FGM vs OS vs L1-SVM in degree-2 spaces of digits pairs and breast "
@@ -69,6 +69,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(default min(cpu count, 4))")
     parser.add_argument("--timeout", type=float, default=600.0,
                         help="speedup: seconds allowed to each run (default 600)")
+    parser.add_argument("--carrier", choices=["shared", "mpi"], default="shared",
+                        help="speedup: Asy-OS with --workers q on this machine "
+                        "(shared, default) or under mpiexec -n q+1 (mpi)")
     parser.add_argument("--methods", type=_method_names, default=None,
                         help="vs-p, vs-epochs, sght: only these methods, "
                         "comma-separated legend names (e.g. 'OS,Proj-GD,LASSO' or "
@@ -103,7 +106,8 @@ def run(args) -> int:
                 print("asyos experiments: speedup times its runs, so it runs them one "
                       "at a time (--jobs ignored)", file=sys.stderr)
             result = speedup.speedup(args.out, max_workers=args.max_workers,
-                                     timeout=args.timeout, **common)
+                                     timeout=args.timeout, carrier=args.carrier,
+                                     **common)
         elif args.name in ("fgm-synthetic", "fgm-poly"):
             function = fgm.fgm_synthetic if args.name == "fgm-synthetic" else \
                 fgm.fgm_poly

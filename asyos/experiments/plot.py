@@ -160,7 +160,7 @@ def plot_speedup(path: Path, tasks: dict, *, title: str) -> Path:
             ax.plot(pq, ps, "C1--", marker="s", label="predicted (virtual clock)")
         ax.plot([1, top], [1, top], color="0.5", linewidth=1, label="y = q")
         ax.errorbar(qs, mean, yerr=se, color="C0", marker="o", capsize=3,
-                    label="measured (MPI)")
+                    label="measured")
         ax.set_xlabel("workers q")
         ax.set_ylabel("speedup T_seq / T_q")
         ax.set_title(f"{task}: speedup at threshold", fontsize=10)

@@ -1,13 +1,14 @@
 """Fig. 3 of Yang, Fujimaki, Kusumura & Liu (KDD 2016, Section 5.3): training error
-vs time and speedup of real MPI runs, beside a speedup predicted by the virtual-clock
+vs time and speedup of real runs, beside a speedup predicted by the virtual-clock
 simulator (docs/algorithms.md, "Asy-OS: staleness and budgets").
 
 Protocol: n = 1000, p = 8192, s = 64 (regression) or 32 (classification), 2 scans.  The
 problem of each repetition is drawn once (``asyos.datasets``, n = 1000 exactly), saved
 feature-major as .npy, and every run of that repetition reads the same file:
-``python -m asyos.run`` (sequential OS, the single-worker baseline) and
-``mpiexec -n q+1 python -m asyos.run`` (Asy-OS, rank 0 the server, q workers) for
-q = 1..Q, one after the other.  Workers own static shards: feature j goes to worker
+``python -m asyos.run`` (sequential OS, the single-worker baseline) and Asy-OS for
+q = 1..Q, one after the other: ``python -m asyos.run --workers q`` (``carrier``
+"shared": q processes on this machine, no server process) or ``mpiexec -n q+1 python
+-m asyos.run`` ("mpi": rank 0 the server, q workers).  Workers own static shards: feature j goes to worker
 j mod q (``FeatureStream.shard``), with budgets s_t = s // q + [t < s mod q].
 
 Speedup at a threshold: threshold = 1.05 × the final training objective of sequential
@@ -45,6 +46,7 @@ PARTITION = "static shards: feature j -> worker j mod q; budgets s_t = s//q + [t
 THRESHOLD_FACTOR = 1.05
 MODEL_WORKERS = (1, 2, 4, 8, 16, 32)
 SPARSITY = {"regression": 64, "classification": 32}
+CARRIERS = {"shared": "Asy-OS (shared memory)", "mpi": "Asy-OS (MPI)"}
 METRICS = ("speedup", "predicted_speedup", "model_error", "t_threshold", "recall",
            "recovery_error", "test_error", "final_objective", "seconds",
            "staleness_mean")
@@ -187,8 +189,9 @@ def _launch(command: list, out: Path, timeout: float) -> dict:
 
 
 def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
-                 run_dir) -> list:
-    """One repetition: sequential OS, then Asy-OS for q = 1..max_workers, one problem."""
+                 run_dir, carrier="shared") -> list:
+    """One repetition: sequential OS, then Asy-OS for q = 1..max_workers over
+    ``carrier``, one problem."""
     problem = _problem(task, p, n, s, runner.problem_seed(seed, rep))
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -202,14 +205,19 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
         runs = {}
         for q in range(0, max_workers + 1):
             out = run_dir / f"{task}-rep{rep}-{'seq' if q == 0 else f'q{q}'}.json"
-            command = job if q == 0 else [str(mpiexec_path()), "-n", str(q + 1), *job]
+            if q == 0:
+                command = job
+            elif carrier == "mpi":
+                command = [str(mpiexec_path()), "-n", str(q + 1), *job]
+            else:
+                command = [*job, "--workers", str(q)]
             runs[q] = (_launch(command, out, timeout), out)
     threshold, times, gains = speedups({q: _trace(r) for q, (r, _) in runs.items()}, 0)
     rows = []
     for q, (result, out) in runs.items():
         row = {"experiment": "speedup", "kind": "measured", "task": task, "p": p,
                "n": n, "s": s, "epochs": epochs, "workers": max(q, 1),
-               "method": "OS (sequential)" if q == 0 else "Asy-OS (MPI)",
+               "method": "OS (sequential)" if q == 0 else CARRIERS[carrier],
                "rep": rep, "seed": seed, "partition": PARTITION,
                **evaluate(problem, result.selected),
                "final_objective": result.objective,
@@ -233,13 +241,18 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
 
 def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=False,
             p=None, n=1000, s=None, epochs=2, timeout=600.0,
-            model_workers=MODEL_WORKERS, progress=True, jobs=1) -> ExperimentResult:
-    """Fig. 3: measured (MPI) and predicted (virtual clock) speedup vs workers.
+            model_workers=MODEL_WORKERS, progress=True, jobs=1,
+            carrier="shared") -> ExperimentResult:
+    """Fig. 3: measured and predicted (virtual clock) speedup vs workers.
 
     Runs are timed, so they run one at a time whatever ``jobs`` says.  ``s`` None:
     64 for regression, 32 for classification; ``p`` None: 8192 (4096 with quick).
+    ``carrier``: "shared" (``--workers q``, no server process) or "mpi".
     """
-    if not mpiexec_path().exists():
+    if carrier not in CARRIERS:
+        raise InputError(f"carrier must be one of {', '.join(CARRIERS)}, got "
+                         f"{carrier!r}")
+    if carrier == "mpi" and not mpiexec_path().exists():
         raise InputError(f"speedup needs mpiexec, not found at {mpiexec_path()}")
     tasks = [tasks] if isinstance(tasks, str) else list(tasks)
     if any(t not in TASKS for t in tasks):
@@ -255,7 +268,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     sizes = {t: SPARSITY[t] if s is None else s for t in tasks}
     units = [runner.Unit(unit_speedup, dict(task=t, p=p, n=n, s=sizes[t], rep=r, seed=seed,
                                      max_workers=max_workers, epochs=epochs,
-                                     timeout=timeout,
+                                     timeout=timeout, carrier=carrier,
                                      run_dir=str(out / "speedup-runs")))
              for t in tasks for r in range(reps)]
     rows = runner.run_units(units, 1, desc="speedup", progress=progress)
@@ -277,7 +290,8 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
         by_q = {e["workers"]: e["speedup"] for e in predicted}
         for row in mine:   # the model beside each measured point it predicts
             q = row["workers"]
-            if row["method"] == "Asy-OS (MPI)" and q in by_q and row["speedup"] > 0:
+            if row["method"] == CARRIERS[carrier] and q in by_q and \
+                    row["speedup"] > 0:
                 row["predicted_speedup"] = by_q[q]
                 row["model_error"] = by_q[q] / row["speedup"] - 1.0
         figure[task] = _figure_data(mine, results, predicted)
@@ -286,7 +300,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     files = [runner.write_csv(out / "speedup.csv", rows)]
     files.append(plot.plot_speedup(
         out / "speedup.png", figure,
-        title=f"Asy-OS over MPI: n = {n}, p = {p}, s = "
+        title=f"{CARRIERS[carrier]}: n = {n}, p = {p}, s = "
               f"{'/'.join(str(sizes[t]) for t in tasks)}, {epochs} scans, {reps} reps; "
               f"threshold = {THRESHOLD_FACTOR} × sequential OS's final objective\n"
               f"{PARTITION}"))

@@ -21,6 +21,7 @@ from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
 from .result import FitResult
+from .worker_loop import worker_loop
 
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
@@ -224,6 +225,17 @@ def worker_shard(stream, q: int, t: int, group_of=None):
         return stream.shard(q, t)
     owner = group_owners(group_of, int(group_of.max()) + 1, q)[group_of]
     return GroupShard(stream, owner, t)
+
+
+def worker_steps(config: AsyConfig, t: int, shard, y, eta: float, m: float,
+                 groups=None):
+    """Worker t's ``worker_loop`` under ``config``, as the real carriers run it (its
+    push size adapts when it has peers: ``worker_loop.PushSize``).  ``groups``:
+    ``config.groups(t, group_of)``."""
+    return worker_loop(shard, y, config.capacities[t], config.loss, eta, m,
+                       config.epochs, config.batch, groups=groups, rule=config.rule,
+                       damping=config.damping, ridge=config.ridge,
+                       adaptive=config.n_workers > 1)
 
 
 def warm_worker(shard, config: AsyConfig, groups=None) -> None:

@@ -149,7 +149,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
     min(``batch``, allowed) steps (one compiled call; after the first, each step also
     sees this worker's own earlier steps) and one push of their sum; ``adaptive``:
     fewer steps when a push's cost outside the kernel allows (``PushSize``: the real
-    carriers).  ``granted`` > 0
+    carriers with more than one worker; a lone worker's views are its own steps, and
+    fresher ones would gain nothing).  ``granted`` > 0
     (a budget granted under adaptive budgets): keep at most that many features from
     now on, dropping the smallest at once when it was lowered (the change is part of
     the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step

@@ -21,10 +21,16 @@ from mpi4py import MPI
 
 from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
-from ..solvers.asy import AsyConfig, first_block_nu, warm_worker, worker_shard
+from ..solvers.asy import (
+    AsyConfig,
+    first_block_nu,
+    warm_worker,
+    worker_shard,
+    worker_steps,
+)
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
-from ..solvers.worker_loop import WorkerDriver, worker_loop
+from ..solvers.worker_loop import WorkerDriver
 from . import wire
 from .base import NodeShare, carry_worker
 
@@ -211,10 +217,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     eta, m = config.eta_and_m(y.shape[0], nu)
     if rank != 0:
         try:
-            loop = worker_loop(shard, y, config.capacities[rank - 1], config.loss, eta,
-                               m, config.epochs, config.batch, groups=groups,
-                               rule=config.rule, damping=config.damping,
-                               ridge=config.ridge, adaptive=True)
+            loop = worker_steps(config, rank - 1, shard, y, eta, m, groups)
             work(comm, WorkerDriver(loop, y.shape[0]), config, y.shape[0], share)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,

@@ -42,10 +42,16 @@ import numpy as np
 from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers import messages
-from ..solvers.asy import AsyConfig, first_block_nu, warm_worker, worker_shard
+from ..solvers.asy import (
+    AsyConfig,
+    first_block_nu,
+    warm_worker,
+    worker_shard,
+    worker_steps,
+)
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
-from ..solvers.worker_loop import WorkerDriver, worker_loop
+from ..solvers.worker_loop import WorkerDriver
 from . import wire
 from .base import Backoff, NodeShare, carry_worker
 
@@ -185,10 +191,7 @@ def _worker_main(t: int, conn, others, shard, y, config: AsyConfig, eta: float,
     for other in others:
         other.close()
     try:
-        loop = worker_loop(shard, y, config.capacities[t], config.loss, eta, m,
-                           config.epochs, config.batch, groups=groups,
-                           rule=config.rule, damping=config.damping,
-                           ridge=config.ridge, adaptive=True)
+        loop = worker_steps(config, t, shard, y, eta, m, groups)
         limits = wire.Limits(0, max(config.capacities), config.batch)
         link = WorkerLink(conn, t, shared, slots, limits, host)
         carry_worker(link, WorkerDriver(loop, y.shape[0]), t)
@@ -371,11 +374,8 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                 process.start()
                 pairs[t][1].close()
                 processes.append(process)
-        driver = WorkerDriver(worker_loop(shards[0], y, config.capacities[0],
-                                          config.loss, eta, m, config.epochs,
-                                          config.batch, groups=groups[0],
-                                          rule=config.rule, damping=config.damping,
-                                          ridge=config.ridge, adaptive=True), n)
+        driver = WorkerDriver(worker_steps(config, 0, shards[0], y, eta, m,
+                                           groups[0]), n)
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, shared,
                      slots, limits)
         with _terminate_on(signal.SIGTERM):

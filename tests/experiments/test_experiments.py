@@ -174,23 +174,26 @@ def test_cost_model_recovers_a_and_c_comm():
     assert fitted == pytest.approx((a, c))
 
 
-@pytest.mark.skipif(not sp.mpiexec_path().exists(), reason="no mpiexec next to python")
-def test_speedup_real_mpi_runs_for_one_and_two_workers(tmp_path):
+@pytest.mark.parametrize("carrier", [
+    "shared", pytest.param("mpi", marks=pytest.mark.skipif(
+        not sp.mpiexec_path().exists(), reason="no mpiexec next to python"))])
+def test_speedup_real_runs_for_one_and_two_workers(tmp_path, carrier):
     result = sp.speedup(tmp_path, tasks="regression", p=600, n=200, s=16,
                         max_workers=2, reps=1, timeout=120, model_workers=(1, 2),
-                        progress=False)
+                        progress=False, carrier=carrier)
     rows = _rows(tmp_path / "speedup.csv")
     _png(tmp_path / "speedup.png")
     measured = [r for r in rows if r["kind"] == "measured"]
+    method = sp.CARRIERS[carrier]
     assert [(r["method"], r["workers"]) for r in measured] == [
-        ("OS (sequential)", "1"), ("Asy-OS (MPI)", "1"), ("Asy-OS (MPI)", "2")]
+        ("OS (sequential)", "1"), (method, "1"), (method, "2")]
     assert float(measured[0]["speedup"]) == 1.0
     assert _finite(measured[0], "t_threshold")
     for row in measured:   # a run that never reaches sequential OS's level: speedup 0
         assert _finite(row, "speedup", "recall", "recovery_error")
         assert (float(row["speedup"]) > 0) == math.isfinite(float(row["t_threshold"]))
         assert "j mod q" in row["partition"] and Path(row["result_file"]).exists()
-        if row["method"] == "Asy-OS (MPI)" and float(row["speedup"]) > 0:
+        if row["method"] == method and float(row["speedup"]) > 0:
             assert float(row["model_error"]) == pytest.approx(
                 float(row["predicted_speedup"]) / float(row["speedup"]) - 1)
     predicted = [r for r in rows if r["kind"] == "predicted"]

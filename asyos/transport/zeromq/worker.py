@@ -193,7 +193,7 @@ class ZmqWorker:
                            resume=resume if config.last_push or config.position else None,
                            groups=(self.group_of, s2_t) if s2_t else None,
                            rule=_rule(params["rule"]), damping=1.0 / self.q,
-                           ridge=_ridge(params["ridge"]), adaptive=True)
+                           ridge=_ridge(params["ridge"]), adaptive=self.q > 1)
         driver = WorkerDriver(loop, self.n, config.last_push, config.position)
         self.driver = driver
         self.unacked: dict[int, list] = {}
