@@ -14,6 +14,8 @@ T_sequential / T_carrier ("never": the run ended above the threshold).
     python benchmarks/one_machine.py [--n 2000] [--p 8192] [--s 256] [--workers 1 2]
                                      [--repeat 5] [--epochs 3] [--mpi] [--seeds 0]
                                      [--pipeline auto:auto 2:16]
+    python benchmarks/one_machine.py --scale /tmp/asyos-scale --n 1000 --p 1000000 \
+                                     -s 100 --epochs 1 --repeat 5 --workers 2
 """
 
 import argparse
@@ -51,6 +53,23 @@ def time_to(result: dict, threshold: float) -> float:
     return NEVER
 
 
+def problem_files(args, seed: int, tmp: Path) -> tuple:
+    """(data, labels, true support, extra flags) of one problem: ``make_regression``
+    written feature-major, or with ``--scale`` scale.py's dense file (float32)."""
+    if args.scale:
+        from scale import write_design  # benchmarks/scale.py, beside this script
+
+        path = Path(args.scale) / f"X_{args.n}x{args.p}_float32.npy"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_design(path, args.n, args.p, np.float32)
+        return path, Path(str(path) + ".y.npy"), {0, args.p // 2}, ["--dtype",
+                                                                   "float32"]
+    problem = make_regression(p=args.p, s=args.s, n=args.n, seed=seed)
+    np.save(tmp / "X.npy", np.asfortranarray(problem.X))
+    np.save(tmp / "y.npy", problem.y)
+    return tmp / "X.npy", tmp / "y.npy", set(problem.support.tolist()), []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000)
@@ -65,18 +84,22 @@ def main():
     parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
                         metavar="WINDOW:BATCH", help="--workers pipelines to run for "
                         "each q (asyos run --window/--batch)")
+    parser.add_argument("--scale", metavar="DIR", help="instead: scale.py's dense "
+                        "problem from disk (--n x --p float32 in DIR, written once; "
+                        "y = x_0 - 2 x_{p/2} + noise), e.g. --n 1000 --p 1000000 "
+                        "-s 100 --epochs 1")
+    parser.add_argument("-s", dest="s_flag", type=int, help="same as --s")
     args = parser.parse_args()
+    args.s = args.s_flag or args.s
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
     rows: dict[str, list] = {}
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         for seed in args.seeds:
-            problem = make_regression(p=args.p, s=args.s, n=args.n, seed=seed)
-            np.save(tmp / "X.npy", np.asfortranarray(problem.X))
-            np.save(tmp / "y.npy", problem.y)
-            job = [sys.executable, "-m", "asyos.run", "--data", str(tmp / "X.npy"),
-                   "--labels", str(tmp / "y.npy"), "-s", str(args.s), "--epochs",
-                   str(args.epochs)]
+            data, labels, support, extra = problem_files(args, seed, tmp)
+            job = [sys.executable, "-m", "asyos.run", "--data", str(data),
+                   "--labels", str(labels), "-s", str(args.s), "--epochs",
+                   str(args.epochs), *extra]
             commands = {"sequential": job}
             for q in args.workers:
                 for pipeline in args.pipeline:
@@ -87,7 +110,6 @@ def main():
                                             "--batch", batch]
                 if args.mpi:
                     commands[f"mpiexec -n {q + 1}"] = [mpiexec, "-n", str(q + 1), *job]
-            support = set(problem.support.tolist())
             for rep in range(args.repeat):
                 names = list(commands)[::-1 if rep % 2 else 1]
                 results = {name: run(commands[name], tmp / "r.json") for name in names}

@@ -26,6 +26,10 @@ from .worker_loop import worker_loop
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
 SOLO_BATCH = 256   # a lone worker's steps per push (its kernel's batched products)
+DEPTH_FRACTION, MAX_DEPTH = 256, 512   # on large p the depth grows to p/256 (a power
+#                                        of two, ≤ 512): τ stays ≤ 1/128 of an epoch
+#                                        at q = 2, and a push of cheap steps can carry
+#                                        enough of them to pay for itself
 BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
@@ -201,19 +205,29 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
     peers = max(n_workers - 1, 1)
     limit = PIPELINE["window"] * PIPELINE["batch"]
     if n_features is not None:
+        limit = max(limit, _power_of_two(min(MAX_DEPTH, n_features // DEPTH_FRACTION)))
         limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
     bound = staleness
     if staleness == "auto" and n_features is not None:
         bound = n_features // EPOCH_FRACTION
     if isinstance(bound, int) and not given:
         limit = min(limit, max(1, bound // (STALENESS_PER_PEER * peers)))
-    batch = given.get("batch", min(PIPELINE["batch"], limit))
-    window = given.get("window", max(1, limit // batch))
+    if "batch" in given:
+        batch = given["batch"]
+        window = given.get("window", max(1, limit // batch))
+    else:   # the depth in ``PIPELINE["window"]`` pushes (fewer when it is smaller)
+        window = given.get("window", min(PIPELINE["window"], limit))
+        batch = max(1, limit // window)
     if staleness == "auto":
         staleness = STALENESS_PER_PEER * peers * window * batch
         if n_features is not None:
             staleness = min(staleness, bound)
     return staleness, window * batch, batch
+
+
+def _power_of_two(k: int) -> int:
+    """The largest power of two ≤ k (1 for k < 1)."""
+    return 1 << max(int(k).bit_length() - 1, 0)
 
 
 def worker_shard(stream, q: int, t: int, group_of=None):

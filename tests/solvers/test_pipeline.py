@@ -81,17 +81,24 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
     # τ ≤ p/16 (10 here), the pipeline sized to it (two per other worker), credit
     # ≤ 1/8 of a shard
     small = AsyConfig.build(8, 2, n_features=160)
-    assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
+    assert (small.depth, small.batch, small.staleness) == (4, 2, 8)
     tiny = AsyConfig.build(8, 4, n_features=40)
     assert (tiny.depth, tiny.batch, tiny.staleness) == (1, 1, 2)
     serial = AsyConfig.build(2, 2, n_features=10)   # p < 16: τ = 0
     assert (serial.depth, serial.batch, serial.staleness) == (1, 1, 0)
     large = AsyConfig.build(8, 2, n_features=10_000)
     assert (large.depth, large.batch, large.staleness) == (32, 16, 64)
+    # on large p the depth grows to p/256 (a power of two, at most 512), τ with it
+    wide = AsyConfig.build(8, 2, n_features=100_000)
+    assert (wide.depth, wide.batch, wide.staleness) == (256, 128, 512)
+    huge = AsyConfig.build(8, 2, n_features=1_000_000)
+    assert (huge.depth, huge.batch, huge.staleness) == (512, 256, 1024)
+    eleven = AsyConfig.build(16, 11, n_features=8192)   # τ ≤ p/16 sizes the depth
+    assert (eleven.depth, eleven.batch, eleven.staleness) == (24, 12, 480)
     bounded = AsyConfig.build(8, 3, staleness=3)    # a small τ feeds no pipeline
     assert (bounded.depth, bounded.batch, bounded.staleness) == (1, 1, 3)
     wider = AsyConfig.build(8, 2, staleness=40)
-    assert (wider.depth, wider.batch, wider.staleness) == (16, 16, 40)
+    assert (wider.depth, wider.batch, wider.staleness) == (20, 10, 40)
     unbounded = AsyConfig.build(8, 2, staleness=None)
     assert unbounded.staleness is None and unbounded.depth == 32
     # a given pipeline is taken as it is, under any bound (the server's credit gate
@@ -99,8 +106,8 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
     given = AsyConfig.build(8, 2, staleness=1, window=2, batch=4)
     assert (given.depth, given.batch, given.staleness) == (8, 4, 1)
     ServerState(3, 2, given.staleness, given.depth, given.batch)
-    window_only = AsyConfig.build(8, 2, window=1)
-    assert (window_only.depth, window_only.batch, window_only.staleness) == (16, 16, 32)
+    window_only = AsyConfig.build(8, 2, window=1)   # the same depth in one push
+    assert (window_only.depth, window_only.batch, window_only.staleness) == (32, 32, 64)
     plain = AsyConfig.build(8, 2, window=1, batch=1)
     assert (plain.depth, plain.batch, plain.staleness) == (1, 1, 2)
     with pytest.raises(InputError, match="window must be ≥ 1"):
