@@ -26,6 +26,7 @@ from .worker_loop import worker_loop
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
 SOLO_BATCH = 256   # a lone worker's steps per push (its kernel's batched products)
+MIN_BATCH = 8      # the automatic pipeline splits its depth into pushes no shorter
 DEPTH_FRACTION, MAX_DEPTH = 256, 512   # on large p the depth grows to p/256 (a power
 #                                        of two, ≤ 512): τ stays ≤ 1/128 of an epoch
 #                                        at q = 2, and a push of cheap steps can carry
@@ -215,8 +216,10 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
     if "batch" in given:
         batch = given["batch"]
         window = given.get("window", max(1, limit // batch))
-    else:   # the depth in ``PIPELINE["window"]`` pushes (fewer when it is smaller)
-        window = given.get("window", min(PIPELINE["window"], limit))
+    else:   # the depth in ``PIPELINE["window"]`` pushes, or in one when those would
+        #     carry fewer than ``MIN_BATCH`` steps each (a push has a fixed cost)
+        window = given.get("window", PIPELINE["window"]
+                           if limit // PIPELINE["window"] >= MIN_BATCH else 1)
         batch = max(1, limit // window)
     if staleness == "auto":
         staleness = STALENESS_PER_PEER * peers * window * batch

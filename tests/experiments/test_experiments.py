@@ -176,7 +176,8 @@ def test_cost_model_recovers_a_and_c_comm():
 
 @pytest.mark.parametrize("carrier", [
     "shared", pytest.param("mpi", marks=pytest.mark.skipif(
-        not sp.mpiexec_path().exists(), reason="no mpiexec next to python"))])
+        not sp.mpiexec_path().exists(), reason="no mpiexec next to python"))],
+    ids=["shared-memory", "over-MPI"])   # an id "mpi" would mark it pytest-mpi's
 def test_speedup_real_runs_for_one_and_two_workers(tmp_path, carrier):
     result = sp.speedup(tmp_path, tasks="regression", p=600, n=200, s=16,
                         max_workers=2, reps=1, timeout=120, model_workers=(1, 2),

@@ -81,7 +81,7 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
     # τ ≤ p/16 (10 here), the pipeline sized to it (two per other worker), credit
     # ≤ 1/8 of a shard
     small = AsyConfig.build(8, 2, n_features=160)
-    assert (small.depth, small.batch, small.staleness) == (4, 2, 8)
+    assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
     tiny = AsyConfig.build(8, 4, n_features=40)
     assert (tiny.depth, tiny.batch, tiny.staleness) == (1, 1, 2)
     serial = AsyConfig.build(2, 2, n_features=10)   # p < 16: τ = 0
