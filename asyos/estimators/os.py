@@ -60,18 +60,20 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..core.kept_set import RULES, check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_grad, loss_value
 from ..core.validate import binary_labels, check_at_least, check_choice
-from ..errors import InputError
+from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_labels
-from ..solvers.asy import BUDGETS
+from ..solvers.asy import BUDGETS, AsyConfig
 from ..solvers.path import CRITERIA as PATH_CRITERIA
 from ..solvers.path import fit_path
 from ..solvers.sequential import fit_os, stalled
 from ..solvers.simulator import fit_simulated
 from ..streams import FeatureStream, Standardized, as_stream
 
-BACKENDS = ("simulated", "zeromq")
+BACKENDS = ("shared", "simulated", "zeromq")
 _TAU = {"simulated": "the simulator's delay τ is `delay`",   # each backend's τ
+        "shared": "the server's staleness bound τ is `staleness`",
         "zeromq": "the server's staleness bound τ is `staleness`"}
+_SERVED = ("shared", "zeromq")   # the backends whose server enforces `staleness`
 CRITERIA = (*PATH_CRITERIA, "cv")
 CLASSIFICATION_LOSSES = ("squared_hinge", "logistic")
 REFIT_RIDGE = 1e-8   # λ‖w‖² of a classification refit: finite w on separable classes
@@ -96,7 +98,7 @@ class _OnlineSubstitution(BaseEstimator):
                  rule="auto", ridge=None, criterion="sic", max_features=None,
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
                  refit=False, n_workers=1, staleness=None, delay=None,
-                 budget="auto", backend="simulated", timeout=300.0,
+                 budget="auto", backend="shared", timeout=300.0,
                  random_state=None):
         self.n_features_to_select = n_features_to_select
         self.ridge = ridge
@@ -144,13 +146,14 @@ class _OnlineSubstitution(BaseEstimator):
                              "path of sizes: use n_workers=1")
         check_at_least("timeout", self.timeout, 1e-3)
         check_choice("backend", self.backend, BACKENDS)
-        for name, backend in (("staleness", "zeromq"), ("delay", "simulated")):
+        for name, backends in (("staleness", _SERVED), ("delay", ("simulated",))):
             value = getattr(self, name)
             if value is None:
                 continue
             check_at_least(name, value, 0, integer=True)
-            if self.backend != backend:
-                raise InputError(f"{name}={value!r} is for backend={backend!r}; with "
+            if self.backend not in backends:
+                raise InputError(f"{name}={value!r} is for backend="
+                                 f"{' or '.join(map(repr, backends))}; with "
                                  f"backend={self.backend!r} {_TAU[self.backend]}")
         check_choice("budget", self.budget, BUDGETS)
         return Loss.parse(self.loss)
@@ -302,6 +305,17 @@ class _OnlineSubstitution(BaseEstimator):
             result = fit_simulated(stream, y, s, self.n_workers, delay=self.delay,
                                    seed=self._seed() or 0, budget=self.budget,
                                    **options)
+        elif self.backend == "shared":
+            from ..transport import shared
+
+            config = AsyConfig.build(s, self.n_workers, staleness="auto"
+                                     if self.staleness is None else self.staleness,
+                                     budget=self.budget, n_features=stream.n_features,
+                                     **options)
+            result = shared.run(stream, y, config)
+            if result.asy["partial"]:
+                raise PartialRun(f"workers {', '.join(result.asy['lost_shards'])} "
+                                 "died during the fit")
         else:
             from ..transport.local import fit_loopback
 
@@ -499,13 +513,14 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
     module: exact by centring), ``standardize``, ``refit`` (False: OS's own
     coefficients; True: re-estimated on the selected columns by least squares, with
     the intercept), ``n_workers`` (1: sequential OS; more: Asy-OS),
-    ``staleness`` (``backend="zeromq"``: the bound τ on the staleness the server
-    enforces, None = derived from the pipeline), ``delay`` (``backend="simulated"``:
-    τ, the age in updates of the view every step reads, None = q as in the paper;
-    each of the two is refused for the other backend), ``budget`` (Asy-OS: "auto" =
-    "adaptive", the server shares s by a global |w| threshold; "fixed" = s/q per
-    worker, the paper), ``backend``
-    ("simulated": one process, the staleness simulator; "zeromq": a loopback server
+    ``staleness`` (``backend="shared"`` or ``"zeromq"``: the bound τ on the staleness
+    the server enforces, None = derived from the pipeline), ``delay``
+    (``backend="simulated"``: τ, the age in updates of the view every step reads,
+    None = q as in the paper; each is refused for the other backends), ``budget``
+    (Asy-OS: "auto" = "adaptive", the server shares s by a global |w| threshold;
+    "fixed" = s/q per worker, the paper), ``backend`` ("shared", the default:
+    ``n_workers`` processes on this machine sharing u in memory, no server process;
+    "simulated": one process, the staleness simulator; "zeromq": a loopback server
     and ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
     ``random_state`` (None: features in index order; else a seeded shuffled order).
 
@@ -550,7 +565,7 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
                  epochs="auto", rule="auto", ridge=None, criterion="sic",
                  max_features=None, eta="auto", m="auto", fit_intercept=True,
                  standardize=False, refit=False, n_workers=1, staleness=None,
-                 delay=None, budget="auto", backend="simulated", timeout=300.0,
+                 delay=None, budget="auto", backend="shared", timeout=300.0,
                  random_state=None):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, rule=rule,
                          ridge=ridge, criterion=criterion, max_features=max_features,

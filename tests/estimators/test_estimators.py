@@ -185,7 +185,8 @@ def test_the_selector_with_a_classification_loss_takes_two_classes():
 
 def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
     X, y = _problem(noise=0.3)
-    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=2).fit(X, y)
+    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=2,
+                                        backend="simulated").fit(X, y)
     direct = fit_simulated(X - X.mean(axis=0), y - y.mean(), 6, 3, delay=2)
     support = np.zeros(30, bool)
     support[direct.selected] = True
@@ -198,7 +199,8 @@ def test_the_simulated_backend_is_the_simulator_on_the_centred_problem():
 @pytest.mark.parametrize("delay", [0, 2])
 def test_delay_is_the_simulators_age_of_every_view(delay):
     X, y = _problem(noise=0.3)
-    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=delay).fit(X, y)
+    model = OnlineSubstitutionRegressor(6, n_workers=3, delay=delay,
+                                        backend="simulated").fit(X, y)
     assert model.history_["staleness"]["max"] == delay
     assert model.history_["staleness"]["bound"] is None   # the simulator has none
 
@@ -222,15 +224,32 @@ def test_staleness_is_the_bound_the_zeromq_server_enforces(monkeypatch):
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"staleness": 2}, "staleness=2 is for backend='zeromq'; with "
-     "backend='simulated' the simulator's delay τ is `delay`"),
+    ({"staleness": 2, "backend": "simulated"}, "staleness=2 is for backend='shared' "
+     "or 'zeromq'; with backend='simulated' the simulator's delay τ is `delay`"),
     ({"delay": 2, "backend": "zeromq"}, "delay=2 is for backend='simulated'; with "
      "backend='zeromq' the server's staleness bound τ is `staleness`"),
+    ({"delay": 2}, "delay=2 is for backend='simulated'; with backend='shared' the "
+     "server's staleness bound τ is `staleness`"),
 ])
 def test_each_backends_tau_is_refused_for_the_other(params, message):
     X, y = _problem()
     with pytest.raises(InputError, match=message):
         OnlineSubstitutionRegressor(6, n_workers=3, **params).fit(X, y)
+
+
+def test_the_default_backend_runs_worker_processes_sharing_u():
+    """n_workers > 1 without a backend: ``transport.shared`` (forked processes, the
+    server's bound enforced), as good as sequential OS on this small problem."""
+    X, y = _problem(noise=0.1)
+    model = OnlineSubstitutionRegressor(4, n_workers=2, epochs=8).fit(X, y)
+    sequential = OnlineSubstitutionRegressor(4, epochs=8).fit(X, y)
+    assert set(TRUE) <= set(np.flatnonzero(model.support_))
+    assert model.score(X, y) > sequential.score(X, y) - 0.01
+    staleness = model.history_["staleness"]
+    assert sum(staleness["histogram"]) > 0 and staleness["max"] <= staleness["bound"]
+    bounded = OnlineSubstitutionRegressor(4, n_workers=2, staleness=0).fit(X, y)
+    assert bounded.history_["staleness"]["max"] == bounded.history_["staleness"][
+        "bound"] == 0
 
 
 def test_the_zeromq_backend_runs_real_worker_processes():

@@ -248,7 +248,8 @@ def test_no_warning_when_the_last_epoch_substituted_nothing():
 def test_asy_os_runs_report_epochs_and_never_warn():
     X, y = _regression(noise=0.0)
     model = _no_convergence_warning(
-        OnlineSubstitutionRegressor(3, epochs=1, n_workers=3, delay=2), X, y)
+        OnlineSubstitutionRegressor(3, epochs=1, n_workers=3, delay=2,
+                                    backend="simulated"), X, y)
     assert "substitutions_per_epoch" not in model.history_
     assert model.n_iter_ == len(model.history_["objective_per_epoch"]) == 1
 
