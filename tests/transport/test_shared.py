@@ -223,3 +223,16 @@ def test_loss_enum_round_trips_through_the_fork():
     problem = make_classification(p=40, s=4, n=60, seed=2)
     result = shared.run(as_stream(problem.X), problem.y, config)
     assert config.loss is Loss.SQUARED_HINGE and result.n_steps == 40
+
+
+def test_group_aware_shards_keep_at_most_s2_groups():
+    rng = np.random.default_rng(8)
+    X = rng.standard_normal((200, 60))
+    group_of = np.repeat(np.arange(12), 5)
+    y = X[:, [0, 1, 25, 26]] @ np.array([2.0, -1.5, 1.0, 1.2]) + \
+        0.05 * rng.standard_normal(200)
+    config = AsyConfig.build(8, 2, epochs=3, n_features=60, s2=4, budget="fixed")
+    result = shared.run(as_stream(X), y, config, group_of=group_of)
+    _check_invariants(result, config)
+    assert result.asy["groups_kept"] <= 4
+    assert {0, 5} <= set(group_of[result.selected].tolist())
