@@ -225,9 +225,14 @@ def run_shared(args) -> FitResult:
                              m=args.m, staleness=args.staleness, window=args.window,
                              batch=args.batch, n_features=p, s2=s2, budget=args.budget,
                              rule=args.rule, ridge=args.ridge)
-    result = finish_job(args, job, shared.run(job.stream, job.y, config,
-                                              group_of=group_of,
-                                              record_order=args.record_order))
+    bar = ProgressBar(args.quiet, unit="feature", desc=f"Asy-OS, {q} workers",
+                      total=p * config.epochs)
+    try:
+        fitted = shared.run(job.stream, job.y, config, group_of=group_of,
+                            record_order=args.record_order, progress=bar.update)
+    finally:
+        bar.close()
+    result = finish_job(args, job, fitted)
     lost = result.asy["lost_shards"]
     if lost:
         raise PartialRun(f"workers {', '.join(lost)} died; the results use their last "

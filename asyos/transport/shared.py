@@ -217,8 +217,8 @@ class _Host:
     runnable threads for two cores, docs/benchmarks.md.)"""
 
     def __init__(self, server: AsyServer, driver, conns, processes, shared: SharedU,
-                 slots: Slots, limits: wire.Limits):
-        self.server, self.driver = server, driver
+                 slots: Slots, limits: wire.Limits, progress=None):
+        self.server, self.driver, self.progress = server, driver, progress
         self.conns, self.processes = conns, processes
         self.shared, self.slots, self.limits = shared, slots, limits
         self.published = -1
@@ -256,6 +256,8 @@ class _Host:
         except (ProtocolError, TypeError) as exc:
             raise WorkerFailed(f"worker {t}: {exc}") from None
         self.deliver(replies)
+        if self.progress is not None and isinstance(message, messages.Push):
+            self.progress(message.features.size)
 
     # -- the forked workers -----------------------------------------------------------
     def receive(self, t: int) -> None:
@@ -332,13 +334,14 @@ class _Host:
 
 
 def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = False,
-        eta_m: tuple[float, float] | None = None) -> FitResult:
+        eta_m: tuple[float, float] | None = None, progress=None) -> FitResult:
     """Asy-OS with ``config.n_workers`` workers on this machine; the result has the
     lost workers in ``asy["lost_shards"]`` and ``asy["partial"]``.
 
     ``stream``, ``y``: the whole data (each worker takes ``worker_shard``);
     ``group_of``: checked compact group ids, or None.  The step is agreed as on MPI
     (the largest ν of the workers' first blocks) unless ``eta_m`` is given.
+    ``progress``: called with the steps of every push applied (a progress bar).
     """
     if not hasattr(os, "fork"):
         raise InputError("Asy-OS on one machine (--workers) needs fork(): use the "
@@ -377,7 +380,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
         driver = WorkerDriver(worker_steps(config, 0, shards[0], y, eta, m,
                                            groups[0]), n)
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, shared,
-                     slots, limits)
+                     slots, limits, progress)
         with _terminate_on(signal.SIGTERM):
             host.run()
     finally:

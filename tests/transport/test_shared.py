@@ -152,6 +152,9 @@ def test_cli_workers_runs_the_embedded_default(tmp_path):
     assert result["asy"]["staleness"]["max"] <= result["asy"]["staleness"]["bound"]
     assert "recall of the true support" in proc.stdout
     assert _shm() <= before
+    shown = _run("--workers", "2", "-p", "400", "-s", "10")   # a progress bar
+    assert shown.returncode == 0 and "Asy-OS, 2 workers" in shown.stderr
+    assert "1200/1200" in shown.stderr                       # 3 passes over 400
 
 
 @pytest.mark.parametrize("args, message", [
