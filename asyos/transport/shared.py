@@ -416,10 +416,3 @@ class _terminate_on:
     def _raise(signum, frame):
         raise KeyboardInterrupt
 
-
-def default_workers() -> int:
-    """What a user on one machine gets: a worker per usable core."""
-    from .base import usable_cores
-
-    return max(1, usable_cores())
-
