@@ -48,10 +48,9 @@ from .os_step import _FAST, _dot, vacate
 # whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
 # predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since); the group
 # budget; whether ``products`` still hold X_SᵀDx for the block's next arrivals (neither
-# S nor D changed since they were computed); whether an Asy-OS worker took its S-only
-# step from the view in force (``_worth_a_move``).
+# S nor D changed since they were computed).
 (RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, REFRESH_EVERY, OBJECTIVE, CURRENT,
- PRODUCTS, GAIN, MAX_GROUPS, BATCH, VIEW_STEP) = range(14)
+ PRODUCTS, GAIN, MAX_GROUPS, BATCH) = range(13)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -88,7 +87,7 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
     ``ridge`` times the largest ‖x‖²/n seen.  ``group_of``/``max_groups``: at most
     that many groups kept (group-aware OS), feature j in group ``group_of[j]``."""
     c = capacity + 1
-    info = np.zeros(VIEW_STEP + 1)
+    info = np.zeros(BATCH + 1)
     info[RIDGE], info[STALE] = ridge, 1.0
     info[REFRESH_EVERY] = max(4, capacity // 4)
     info[MAX_GROUPS] = max_groups
@@ -404,18 +403,13 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
 
 
 @njit(cache=True, inline="always")
-def worth_a_move(info, moved, gain, before, separate):
+def worth_a_move(moved, gain, before):
     """Whether an arrival's move is worth the passes over the kept columns it costs:
     a newcomer's always; the Newton step on S alone when its predicted ``gain`` is
-    measurable, and in an Asy-OS worker (``separate``) only once per view.  A
-    worker's S-step is damped against the others' (``AsyConfig.damping``); a second
-    one from the same view would only take the rest of the undamped step (after k
-    of them, all but (1 − γ)^k of it), undoing the damping at two passes each."""
-    if moved:
-        return True
-    if separate and info[VIEW_STEP] != 0.0:
-        return False
-    return gain > NEGLIGIBLE * abs(before) + 1e-300
+    measurable.  (Taking an Asy-OS worker's S-only step once per view instead saved
+    8 % of its kernel time but lost two strong features in about 1 run of 27 under
+    oversubscription, against none in 60 without: docs/benchmarks.md.)"""
+    return moved or gain > NEGLIGIBLE * abs(before) + 1e-300
 
 
 @njit(cache=True, inline="always")
@@ -448,7 +442,6 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
             info[STALE] = 1.0
     else:
         dropped = -2
-        info[VIEW_STEP] = 1.0   # (read only by a worker: sequential OS never sets 0)
     return size, dropped
 
 
@@ -526,7 +519,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                                         gain, damping, st)
     moved = grows or swap
     not_kept = j if pos < 0 else -1
-    if not worth_a_move(info, moved, gain, before, separate):
+    if not worth_a_move(moved, gain, before):
         return size, not_kept
     span = k + 1 if moved else k
     if moved:
@@ -641,7 +634,7 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     computed with these, do not depend on the view (only S, D and H_S⁻¹ void them), so
     a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
     Returns the new size."""
-    st.info[CURRENT] = st.info[VIEW_STEP] = 0.0   # a new view
+    st.info[CURRENT] = 0.0   # a new view
     for b in range(start, end):
         row = _batched(cols, size, block, b, st, run)
         size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],

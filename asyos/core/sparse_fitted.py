@@ -43,7 +43,6 @@ from .fitted_step import (
     PRODUCTS,
     SINCE,
     STALE,
-    VIEW_STEP,
     _accept,
     _newton_on_s,
     _objective,
@@ -220,7 +219,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
                                         xdx + lam, info[GAIN], damping, st)
     moved = grows or swap
-    if not worth_a_move(info, moved, gain, before, separate):
+    if not worth_a_move(moved, gain, before):
         return size, fill, not_kept
     span = k + 1 if moved else k
     if moved:   # the newcomer into the pool (kept only if the move is accepted)
@@ -297,7 +296,7 @@ def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, dam
     own changes are added to it), moves scaled by ``damping``.  Returns (size,
     fill)."""
     indptr, block_rows, block_vals, block_index = block
-    st.info[CURRENT] = st.info[VIEW_STEP] = 0.0   # a new view
+    st.info[CURRENT] = 0.0   # a new view
     for b in range(block_index.shape[0]):
         lo, hi = indptr[b], indptr[b + 1]
         size, fill, _ = sparse_fitted_arrival(
