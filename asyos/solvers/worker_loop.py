@@ -113,7 +113,7 @@ class PushSize:
     (the server's limit; the worker's credit limits it too).  Fewer steps per push
     mean fresher views; a push's fixed cost, some 100 µs of Python on the server and
     the worker, must still be paid for by enough steps (docs/benchmarks.md, "Asy-OS
-    on one machine").  ``adaptive`` False: always ``batch``."""
+    against sequential OS on one machine").  ``adaptive`` False: always ``batch``."""
 
     RATIO = 10
     SMOOTHING = 0.25   # weight of the newest push in the running means
