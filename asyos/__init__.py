@@ -2,6 +2,7 @@
 
 from importlib import import_module
 
+from . import _kernel_cache  # noqa: F401  (first: numba fixes cache folders at decoration)
 from ._version import PROTOCOL_VERSION, __version__
 from .core.losses import Loss
 from .core.projection import bilevel_projection
