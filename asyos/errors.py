@@ -33,3 +33,9 @@ class StallWarning(UserWarning):
     """A pass of OS swapped features without lowering the loss: the substitutions are
     not paying (the paper's rule on columns of very different scales does this).  The
     fitted rule stops after such a pass instead."""
+
+
+class DegenerateWarning(UserWarning):
+    """A result that is valid arithmetic but probably not what was meant: a constant
+    (or all-zero) column selected with a nonzero weight, which in a model without an
+    intercept only stands in for one."""

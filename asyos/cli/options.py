@@ -6,6 +6,7 @@ import argparse
 import logging
 import os
 import sys
+import warnings
 
 from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
@@ -145,11 +146,18 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
     return args
 
 
+def one_line_warning(message, category, filename, lineno, line=None) -> str:
+    """A warning as the CLI shows it: what and why, not the line of asyos that said it."""
+    return f"asyos: warning: {message}\n"
+
+
 def guarded(action) -> int:
     """Run ``action``; bad input → one line on stderr and exit status 2; a run that
-    lost shards → one line and status 3."""
+    lost shards → one line and status 3.  Warnings show as one line too."""
     try:
-        action()
+        with warnings.catch_warnings():
+            warnings.formatwarning = one_line_warning
+            action()
     except InputError as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)
         return 2

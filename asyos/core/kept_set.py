@@ -87,6 +87,16 @@ class _Kept:
     def _worth(self) -> np.ndarray:
         return np.abs(self.weights[: self.size])
 
+    def constant_features(self) -> np.ndarray:
+        """Kept features whose column is constant (all-zero included) and whose weight
+        is not 0: with no intercept in the model, such a column stands in for one."""
+        slots = np.flatnonzero(self._constant_slots() & (self.weights[: self.size] != 0))
+        return np.sort(self.index[slots])
+
+    def _constant_slots(self) -> np.ndarray:
+        cols = self.cols[: self.size]
+        return cols.max(axis=1, initial=-np.inf) == cols.min(axis=1, initial=np.inf)
+
     def _check_load(self, indices, columns, weights) -> int:
         k = len(indices)
         if k > self.capacity or columns.shape != (k, self.n_samples) or len(weights) != k:
@@ -374,6 +384,15 @@ class _Pool:
         if self.fill + nnz > self.rows.shape[0]:
             self.rows, self.vals, self.fill = compact(self.table, self.rows, self.vals,
                                                       self.size, nnz)
+
+    def _constant_slots(self) -> np.ndarray:
+        """No nonzero, or a nonzero in every row all of one value."""
+        constant = np.zeros(self.size, np.bool_)
+        for slot, (start, length) in enumerate(self.table[: self.size]):
+            values = self.vals[start:start + length]
+            constant[slot] = length == 0 or (length == self.n_samples
+                                             and values.min() == values.max())
+        return constant
 
     def _load_pool(self, indices, columns, weights) -> int:
         k = self._check_load(indices, columns, weights)

@@ -21,13 +21,15 @@ from .losses import Loss
 
 
 def _label_vector(y: np.ndarray, n_samples: int | None) -> np.ndarray:
-    """``y`` as a nonempty vector of n labels (a column or row vector is flattened)."""
+    """``y`` as a vector of n >= 2 labels (a column or row vector is flattened)."""
     if y.ndim == 2 and 1 in y.shape:
         y = y.ravel()
     if y.ndim != 1:
         raise InputError(f"labels must be a vector, got an array of shape {y.shape}")
     if y.size == 0:
         raise InputError("labels are empty")
+    if y.size == 1:   # one sample: any feature fits it exactly, the selection is noise
+        raise InputError("one sample is too few for a fit: need n >= 2 samples")
     if n_samples is not None and y.shape[0] != n_samples:
         raise InputError(f"labels have n = {y.shape[0]} samples but the features have "
                          f"n = {n_samples}")

@@ -16,7 +16,7 @@ from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
 from ..core.validate import check_at_least, check_labels, check_sparsity
-from ..errors import StallWarning
+from ..errors import DegenerateWarning, StallWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -155,6 +155,12 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
+    constant = kept.constant_features()
+    if constant.size:
+        warnings.warn(f"selected constant column(s) {constant.tolist()} with a nonzero "
+                      "weight: the model has no intercept, so a constant column stands "
+                      "in for one; centre y or standardize the columns to fit without it",
+                      DegenerateWarning, stacklevel=3)
     result.eta = float(state[ETA])
     result.m = m
     result.kept_bytes = kept.nbytes

@@ -109,6 +109,10 @@ def test_bad_input_exits_2_with_one_line(data, capsys, tmp_path):
            "no such file")
     _fails(capsys, ["--data", X, "-s", "2"], "give --labels")
     _fails(capsys, ["--data", X, "--labels", y], "-s/--sparsity is required")
+    np.save(tmp_path / "one.npy", np.load(X)[:1])
+    np.save(tmp_path / "y1.npy", np.load(y)[:1])
+    _fails(capsys, ["--data", str(tmp_path / "one.npy"), "--labels",
+                    str(tmp_path / "y1.npy"), "-s", "2"], "one sample is too few")
 
 
 def test_bad_input_in_a_real_process_has_no_traceback(data):
@@ -117,6 +121,19 @@ def test_bad_input_in_a_real_process_has_no_traceback(data):
     assert proc.returncode == 2
     assert proc.stderr.strip() == ("asyos: error: s must be at most the number of "
                                    "features p = 30, got 99")
+
+
+def test_a_warning_is_one_line(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 8))
+    X[:, 2] = 1.0
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", X[:, 0] + 5.0)
+    proc = _cli("--data", str(tmp_path / "X.npy"), "--labels", str(tmp_path / "y.npy"),
+                "-s", "2", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.startswith("asyos: warning: selected constant column(s) [2] ")
+    assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_argument_errors_exit_2():

@@ -58,7 +58,7 @@ def test_sparse_fitted_equals_dense_fitted(loss, dtype):
 
 
 @settings(max_examples=30, deadline=None)
-@given(n=st.integers(1, 30), p=st.integers(1, 40), density=st.floats(0.0, 1.0),
+@given(n=st.integers(2, 30), p=st.integers(1, 40), density=st.floats(0.0, 1.0),
        s=st.integers(1, 6), seed=st.integers(0, 10**6), block=st.integers(1, 9),
        loss=st.sampled_from(LOSSES), intercept=st.booleans())
 def test_invariants_on_any_sparse_data(n, p, density, s, seed, block, loss, intercept):

@@ -49,7 +49,7 @@ def test_sparse_equals_dense_sequential(loss, dtype):
 
 
 @settings(max_examples=25, deadline=None)
-@given(n=st.integers(1, 30), p=st.integers(1, 40), density=st.floats(0.0, 1.0),
+@given(n=st.integers(2, 30), p=st.integers(1, 40), density=st.floats(0.0, 1.0),
        s=st.integers(1, 6), seed=st.integers(0, 10**6), shuffle=st.booleans(),
        block=st.integers(1, 9))
 def test_sparse_equals_dense_property(n, p, density, s, seed, shuffle, block):

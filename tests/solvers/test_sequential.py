@@ -1,5 +1,7 @@
 """Sequential OS over streams: the numpy oracle, the default step, quality, errors."""
 
+import warnings
+
 import numpy as np
 import pytest
 import reference_os as ref
@@ -94,6 +96,30 @@ def test_bad_input_is_named():
     y_nan = y.copy()
     y_nan[4] = np.inf
     _bad("label 4 is NaN or inf", X, y_nan, 3)
+    _bad("one sample is too few for a fit: need n >= 2", X[:1], y[:1], 3)
+
+
+@pytest.mark.parametrize("rule", ["fitted", "magnitude"])
+@pytest.mark.parametrize("sparse", [False, True], ids=["dense", "sparse"])
+def test_a_constant_column_standing_in_for_an_intercept_is_warned(rule, sparse):
+    """Without an intercept, a constant column soaks up y's mean: valid arithmetic, but
+    rarely what was meant, so it is said (and not said once the columns are centred)."""
+    import scipy.sparse
+
+    from asyos.errors import DegenerateWarning
+
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((60, 12))
+    X[:, 4], X[:, 7] = 1.0, 0.0
+    y = 2 * X[:, 0] - X[:, 1] + 3.0
+    data = scipy.sparse.csc_matrix(X) if sparse else X
+    with pytest.warns(DegenerateWarning, match=r"constant column\(s\) \[4\]"):
+        result = fit_os(data, y, 3, rule=rule, epochs=3)
+    assert 4 in result.selected
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateWarning)
+        centred = fit_os(data, y - y.mean(), 2, rule=rule, epochs=3)
+    assert set(centred.selected) == {0, 1}
 
 
 def test_os_runs_on_one_blas_thread_by_default_and_restores_the_setting():
