@@ -122,6 +122,13 @@ class Heartbeat:
 
 
 @dataclass(frozen=True)
+class Introduce:
+    """Server → peer (ZeroMQ): "who are you?"  A message from a socket the server
+    does not know (it was restarted, or the peer reconnected) earns this and nothing
+    else; the peer answers with a HELLO, whose secret or key admits it again."""
+
+
+@dataclass(frozen=True)
 class Refuse:
     """Server → peer (ZeroMQ): why it is not taken."""
 

@@ -20,6 +20,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
+| INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
@@ -44,10 +45,10 @@ from ..errors import AsyosError
 from ..solvers import messages as m
 
 MAGIC = b"ASYO"
-PROTOCOL = 7   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
+PROTOCOL = 8   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
 #                5: CONFIG carries the substitution rule and its ridge; 6: HELLO
 #                carries the data's fingerprint; 7: PUSH carries the kept features'
-#                importance
+#                importance; 8: INTRODUCE asks an unknown socket for a HELLO
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
@@ -68,12 +69,13 @@ class Kind(IntEnum):
     FINAL = 8
     DONE = 9
     REFUSE = 10
+    INTRODUCE = 11
 
 
 KINDS = {m.Hello: Kind.HELLO, m.Config: Kind.CONFIG, m.Pull: Kind.PULL,
          m.Push: Kind.PUSH, m.View: Kind.VIEW, m.Ack: Kind.ACK,
          m.Heartbeat: Kind.HEARTBEAT, m.Final: Kind.FINAL, m.Done: Kind.DONE,
-         m.Refuse: Kind.REFUSE}
+         m.Refuse: Kind.REFUSE, m.Introduce: Kind.INTRODUCE}
 
 
 _KIND_OF = {int(kind): kind for kind in Kind}
@@ -204,6 +206,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
         Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
                       (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
+        Kind.INTRODUCE: [],
         Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
         Kind.VIEW: [(f8, n, n), (i8, 1, 1), (f8, 1, 1)],
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, n, n), (f8, 3, 3)],
@@ -243,7 +246,8 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
         return m.Config(*arrays, last_push=seq, position=a)
     if kind == Kind.REFUSE:
         return m.Refuse(arrays[0])
-    return {Kind.PULL: m.Pull, Kind.HEARTBEAT: m.Heartbeat, Kind.DONE: m.Done}[kind]()
+    return {Kind.PULL: m.Pull, Kind.HEARTBEAT: m.Heartbeat, Kind.DONE: m.Done,
+            Kind.INTRODUCE: m.Introduce}[kind]()
 
 
 def decode(frames, limits: Limits) -> Envelope:

@@ -353,6 +353,70 @@ def test_a_resumed_server_refuses_a_replacement_that_read_other_data(tmp_path):
         resumed.close()
 
 
+def _resumable(tmp_path, heartbeat_timeout=60.0):
+    """A server with a secret and a checkpoint, and a maker of its resumed copies."""
+    checkpoint = tmp_path / "ck.npz"
+
+    def server(resume=False):
+        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                                 staleness=None)
+        return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                         checkpoint=checkpoint, resume=resume, secret=SECRET,
+                         timeouts=Timeouts(heartbeat_timeout=heartbeat_timeout))
+
+    first = server()
+    try:
+        sock = _socket(first)
+        joined = _joined(first, sock)
+        _exchange(first, sock, _push(joined, 1, np.ones(N)))
+    finally:
+        first.close()   # killed: the checkpoint is what is left
+    return server, checkpoint, joined
+
+
+def test_after_a_resume_a_stranger_who_knows_the_run_id_learns_and_moves_nothing(
+        tmp_path):
+    """The run id is in the checkpoint and the log: it must not admit anyone.  A
+    socket the resumed server does not know is asked to introduce itself and gets
+    nothing else (no labels, no view); without the secret its HELLO is refused; the
+    worker that has the secret rejoins from its state."""
+    server, checkpoint, joined = _resumable(tmp_path)
+    resumed = server(resume=True)
+    try:
+        stranger = _socket(resumed)
+        u = resumed.state.u.copy()
+        pull = encode(msg.Pull(), 0, run_id=joined[0], tag=joined[1])
+        for frames in (pull, _push(joined, 1, np.full(N, 50.0))):
+            assert [r.kind for r in _exchange(resumed, stranger, frames)] == \
+                [Kind.INTRODUCE]
+        [refusal] = _exchange(resumed, stranger, _hello(token="guess"))
+        assert refusal.kind == Kind.REFUSE and "not authorised" in refusal.body.reason
+        assert [r.kind for r in _exchange(resumed, stranger, pull)] == [Kind.INTRODUCE]
+        np.testing.assert_array_equal(resumed.state.u, u)
+        assert resumed.identity == [None]
+        worker = _socket(resumed)
+        [config] = _exchange(resumed, worker, _hello())
+        assert config.kind == Kind.CONFIG and config.run_id == joined[0]
+    finally:
+        resumed.close()
+    assert checkpoint.stat().st_mode & 0o777 == 0o600
+
+
+def test_a_resumed_server_declares_a_shard_that_never_rejoins_lost(tmp_path):
+    """Liveness does not depend on a HELLO this server saw: a worker killed while the
+    server was down is lost after the heartbeat timeout, and the run ends partial."""
+    server, _, _ = _resumable(tmp_path, heartbeat_timeout=0.5)
+    resumed = server(resume=True)
+    resumed.timeouts = Timeouts(heartbeat_timeout=0.5, replace_timeout=0.2)
+    try:
+        start = time.monotonic()
+        result = resumed.serve()
+    finally:
+        resumed.close()
+    assert time.monotonic() - start < 10
+    assert result.asy["lost_shards"] == ["0/1"] and result.asy["partial"]
+
+
 def test_ten_thousand_random_and_mutated_messages_change_nothing():
     """A fuzz against the live server (with its run secret, as every loopback run
     has): random bytes, random frame lists, and valid messages with one byte flipped

@@ -162,7 +162,9 @@ class ZmqServer:
             return
         path = self.checkpoint_path
         tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
+        # 0600: the checkpoint holds the labels (the run id in it admits nobody)
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+                       "wb") as f:
             monitor = self.server.monitor
             np.savez(f, **self.state.snapshot(), **self._fingerprint(),
                      run_id=np.array(self.run_id),
@@ -364,11 +366,15 @@ class ZmqServer:
         if not 0 <= t < len(self.state.workers):
             return self._refuse(identity, f"unknown worker {t}")
         if self.identity[t] != identity:
-            if self.identity[t] is not None or not self.server.started or \
-                    self.state.workers[t].finished:
-                return self._refuse(identity, f"unknown peer for worker {t}: say HELLO")
-            self.identity[t] = identity   # this run's worker, after a server restart
-            return self._send_config(t)
+            if self.identity[t] is None and self.server.started and \
+                    not self.state.workers[t].finished:
+                # a socket nobody introduced, for a shard nobody holds: this run's
+                # worker after the server restarted, or a stranger who learnt the run
+                # id.  It gets nothing but a request for a HELLO, whose secret or key
+                # admits it as at the start.
+                frames = encode(messages.Introduce(), t, run_id=self.run_id)
+                return self.socket.send_multipart([identity, *frames])
+            return self._refuse(identity, f"unknown peer for worker {t}: say HELLO")
         self.last_seen[t] = time.monotonic()
         if self.state.workers[t].lost:
             return self._send_config(t)   # it was only slow: it resumes from its state
@@ -402,8 +408,9 @@ class ZmqServer:
     # -- the loop -------------------------------------------------------------------------
     def _check_liveness(self, now: float) -> None:
         for t, record in enumerate(self.state.workers):
-            if record.finished or record.lost or t not in self.nu or \
-                    not self.server.started:
+            # every shard of a started run, rejoined after a resume or not: one that
+            # stays silent past the timeout is lost like any other
+            if record.finished or record.lost or not self.server.started:
                 continue
             if now - self.last_seen[t] > self.timeouts.heartbeat_timeout:
                 log.warning("worker of shard %d/%d lost (silent for %.1f s); start a "

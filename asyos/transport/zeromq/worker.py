@@ -153,9 +153,7 @@ class ZmqWorker:
     # -- the run --------------------------------------------------------------------------
     def run(self) -> None:
         """Handshake, then steps until the server says DONE; resynchronise on CONFIG."""
-        nu = first_block_nu(self.shard)
-        fingerprint = np.zeros(0, np.int64) if self.group_of is None else \
-            group_fingerprint(self.group_of)
+        self.nu = first_block_nu(self.shard)
         for rule in ("fitted", "magnitude"):   # the server's CONFIG names the rule;
             # compile both now, before the server counts this worker's silences
             warm_up(kept_set(self.shard, 1, rule=rule)[0], asy=True)
@@ -163,11 +161,7 @@ class ZmqWorker:
         while envelope is None or not isinstance(envelope.body, messages.Config):
             if envelope is not None and isinstance(envelope.body, messages.Done):
                 return
-            token = "" if self.secret_file is None else read_secret(self.secret_file)
-            if token is not None:   # else: no server yet, wait for it
-                self._send(messages.Hello(self.q, self.shard.n_features, self.n, nu,
-                                          fingerprint, self.data_features, token,
-                                          self.data_fingerprint))
+            self._hello()
             deadline = time.monotonic() + self.timeouts.resend_after
             envelope = None
             while envelope is None and time.monotonic() < deadline:
@@ -178,6 +172,18 @@ class ZmqWorker:
             except Resync as resync:
                 log.info("shard %d/%d resynchronised by the server", self.t, self.q)
                 envelope = resync.envelope
+
+    def _hello(self) -> None:
+        """Introduce this worker: its shard, its data, and the run's secret (on
+        loopback: read afresh each time, since a restarted server writes a new one)."""
+        token = "" if self.secret_file is None else read_secret(self.secret_file)
+        if token is None:   # no server yet: wait for it
+            return
+        groups = np.zeros(0, np.int64) if self.group_of is None else \
+            group_fingerprint(self.group_of)
+        self._send(messages.Hello(self.q, self.shard.n_features, self.n, self.nu,
+                                  groups, self.data_features, token,
+                                  self.data_fingerprint))
 
     def _run_from(self, envelope) -> None:
         config = envelope.body
@@ -247,6 +253,8 @@ class ZmqWorker:
             for seq in [s for s in self.unacked if s <= through]:
                 del self.unacked[seq]
             self.driver.receive(body)
+        elif isinstance(body, messages.Introduce):   # the server restarted
+            self._hello()
         elif isinstance(body, messages.Done):
             raise ServerGone("the server ended the run before this worker finished")
 
