@@ -2,6 +2,7 @@
 
 import threading
 import time
+import zipfile
 
 import numpy as np
 import pytest
@@ -400,6 +401,21 @@ def test_after_a_resume_a_stranger_who_knows_the_run_id_learns_and_moves_nothing
     finally:
         resumed.close()
     assert checkpoint.stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped"])
+def test_a_damaged_checkpoint_is_refused_with_one_line(tmp_path, damage):
+    server, checkpoint, _ = _resumable(tmp_path)
+    data = bytearray(checkpoint.read_bytes())
+    if damage == "truncated":   # a kill during a copy, a full disk
+        data = data[: len(data) // 2]
+    else:                       # a bad sector inside u_C's values: its CRC fails
+        with zipfile.ZipFile(checkpoint) as archive:
+            u = archive.getinfo("u.npy")
+        data[u.header_offset + 30 + len("u.npy") + u.compress_size - 1] ^= 0xFF
+    checkpoint.write_bytes(bytes(data))
+    with pytest.raises(InputError, match="not a whole asyos checkpoint"):
+        server(resume=True)
 
 
 def test_a_resumed_server_declares_a_shard_that_never_rejoins_lost(tmp_path):

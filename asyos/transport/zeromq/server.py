@@ -6,6 +6,7 @@ import os
 import random
 import signal
 import time
+import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -120,13 +121,17 @@ class ZmqServer:
             raise InputError(f"--resume needs the checkpoint file given by --checkpoint "
                              f"(not found: {self.checkpoint_path})")
         try:
+            with zipfile.ZipFile(self.checkpoint_path) as archive:
+                damaged = archive.testzip()   # np.load alone misses a bad CRC
+            if damaged is not None:
+                raise ValueError(f"{damaged} is damaged")
             with np.load(self.checkpoint_path, allow_pickle=False) as saved:
                 arrays = dict(saved)
             state = ServerState.restore(arrays)
             self.run_id = int(arrays["run_id"])
             eta, m = (float(v) for v in arrays["step"])
             data = int(arrays["n_features"]), arrays["data_fingerprint"]
-        except (OSError, ValueError, KeyError, EOFError) as exc:
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as exc:
             raise InputError(f"cannot resume from {self.checkpoint_path}: not a whole "
                              f"asyos checkpoint ({str(exc).split('.')[0]})") from None
         if state.u.size != self.y.shape[0] or \
