@@ -18,12 +18,12 @@ import hashlib
 import os
 import shutil
 import sys
-import tempfile
 from pathlib import Path
 
 import numba
 
 from ._version import __version__
+from .io.writable import writable
 
 PACKAGE = Path(__file__).resolve().parent
 FRONTS = ("cli", "estimators", "experiments", "transport")
@@ -47,17 +47,6 @@ def source_digest() -> str:
     return digest.hexdigest()
 
 
-def _writable(folder: Path) -> bool:
-    """Whether files can be made in ``folder`` (by trying: ``os.access`` says yes to
-    root on read-only mounts)."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            return True
-    except OSError:
-        return False
-
-
 def cache_root() -> Path:
     """Where the per-version folders go: ``ASYOS_KERNEL_CACHE``, else numba's own
     ``NUMBA_CACHE_DIR``, else beside the package (a checkout's ``__pycache__``), else
@@ -66,7 +55,7 @@ def cache_root() -> Path:
         if os.environ.get(name):
             return Path(os.environ[name]).expanduser() / "asyos-kernels"
     beside = PACKAGE / "__pycache__" / "kernels"
-    if _writable(beside):
+    if writable(beside, make=True):
         return beside
     home = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
     return Path(home) / "asyos" / "kernels"

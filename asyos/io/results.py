@@ -27,6 +27,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputError
 from ..solvers.result import FitResult
+from .writable import writable
 
 SCHEMA_VERSION = 2   # 2: weights also in an .npz beside the JSON ("arrays")
 
@@ -70,7 +71,7 @@ def check_out(path) -> Path:
     parent = path.parent if str(path.parent) else Path(".")
     if not parent.is_dir():
         raise InputError(f"--out {path}: directory {parent} does not exist")
-    if not os.access(parent, os.W_OK | os.X_OK):
+    if not writable(parent):
         raise InputError(f"--out {path}: directory {parent} is not writable")
     return path
 
