@@ -148,10 +148,10 @@ class KeptSet(_Kept):
                              self.groups)
 
     def twin(self):
-        """(a 2-sample kept set of this kind and storage type, a block for it):
+        """(a 2-sample kept set of this kind and storage type, room for 2, a block):
         ``warm_up`` runs it to compile exactly these kernels (a group-aware kept set
         runs the same ones: its group labels are an int64 array either way)."""
-        return KeptSet(2, 1, self.cols.dtype), np.ones((1, 2), self.cols.dtype)
+        return KeptSet(2, 2, self.cols.dtype), np.eye(2, dtype=self.cols.dtype)
 
     def set_limit(self, limit: int) -> None:
         """Keep at most ``limit`` (1..capacity) features from now on: an Asy-OS worker's
@@ -285,9 +285,9 @@ class FittedKeptSet(_Kept):
 
     def twin(self):
         # group labels are an int64 array with or without groups: the same kernels
-        twin = FittedKeptSet(2, 1, self.model.info[RIDGE], self.cols.dtype,
+        twin = FittedKeptSet(2, 2, self.model.info[RIDGE], self.cols.dtype,
                              damping=self.damping)
-        return twin, np.ones((1, 2), self.cols.dtype)
+        return twin, np.eye(2, dtype=self.cols.dtype)
 
     def start_epoch(self) -> None:
         self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
@@ -432,8 +432,8 @@ class SparseKeptSet(_Pool, _Kept):
             separate, y, int(loss), float(m), step_state, self._scratch)
 
     def twin(self):
-        dense = np.ones((1, 2), self.vals.dtype)
-        return SparseKeptSet(2, 1, self.vals.dtype), CSCBlock.from_dense(dense)
+        dense = np.eye(2, dtype=self.vals.dtype)
+        return SparseKeptSet(2, 2, self.vals.dtype), CSCBlock.from_dense(dense)
 
     def run_block(self, block_index: np.ndarray, block: CSCBlock, y: np.ndarray,
                   loss: Loss, m: float, step_state: np.ndarray) -> None:
@@ -489,9 +489,9 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         return float(np.dot(values, values))
 
     def twin(self):
-        twin = SparseFittedKeptSet(2, 1, self.model.info[RIDGE], self.vals.dtype,
+        twin = SparseFittedKeptSet(2, 2, self.model.info[RIDGE], self.vals.dtype,
                                    damping=self.damping)
-        return twin, CSCBlock.from_dense(np.ones((1, 2), self.vals.dtype))
+        return twin, CSCBlock.from_dense(np.eye(2, dtype=self.vals.dtype))
 
     def _columns(self) -> SparseColumns:
         return SparseColumns(self.table, self.rows, self.vals, self.index, self.weights,
@@ -559,11 +559,12 @@ def warm_up(kept, asy: bool = False) -> None:
     change instead).  Only what the run needs is compiled; the first run on a machine
     compiles, which takes seconds, so that wait is announced once on stderr."""
     twin, block = kept.twin()
-    y, index = np.ones(2), np.arange(1)
+    y, index = np.ones(2), np.arange(2)
     state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
     with compile_notice():
-        if asy:   # a worker steps from its view and may have its budget changed
+        if asy:   # a worker steps from its view, and a budget cut drops features
             twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-            twin.set_limit(1)
+            twin.set_limit(1)   # (a kernel compiled mid-run stalls its worker for
+            #                     seconds: recall 0.58 instead of 1 on a cold cache)
         else:
             twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)

@@ -10,7 +10,13 @@ what differs between them (who is alive, resends, checkpoints) stays in the carr
 import numpy as np
 
 from ..core.losses import loss_value
-from ..core.server_state import DuplicatePush, OutOfOrderPush, ServerState
+from ..core.server_state import (
+    DuplicatePush,
+    NotARequest,
+    OutOfOrderPush,
+    ServerState,
+    all_finite,
+)
 from ..core.shards import shard_size
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
@@ -37,6 +43,7 @@ class AsyServer:
             if config.adaptive:
                 state.adapt_budgets(config.s)
         self.state = state
+        all_finite(np.zeros(1))   # compiled now, not at the first push of a run
         self.monitor: ServerMonitor | None = None
         self.eta = self.m = None
         self.shrink, self._lowest_loss, self._steps_in_round = 1.0, np.inf, 0
@@ -113,7 +120,7 @@ class AsyServer:
             return self.views(self.state.request(worker))
         if isinstance(message, messages.Final):
             return self._final(worker, message)
-        raise TypeError(f"not a worker request: {type(message).__name__}")
+        raise NotARequest(f"not a worker request: {type(message).__name__}")
 
     def views(self, workers) -> list[tuple[int, messages.View]]:
         """A view for each of ``workers``, with its credit (and budget granted)."""
