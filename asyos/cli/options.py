@@ -14,7 +14,7 @@ from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
 from ..io.config import config_arguments
 from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER
-from ..transport.base import NodeShare
+from ..transport.base import NodeShare, WorkerFailed
 
 log = logging.getLogger("asyos")
 
@@ -164,6 +164,9 @@ def guarded(action) -> int:
     except PartialRun as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)
         return 3
+    except WorkerFailed as exc:   # a worker process's error, reported by the server
+        print(f"asyos: error: {exc}", file=sys.stderr)
+        return exc.exit_status
     except MemoryError as exc:   # e.g. a -p far beyond this machine
         print(f"asyos: error: not enough memory for this problem ({exc})",
               file=sys.stderr)

@@ -51,6 +51,12 @@ class ProtocolError(AsyosError):
     """
 
 
+class NotARequest(ProtocolError):
+    """A message that no worker sends to the server (a VIEW, a CONFIG...) was handed
+    to it: dropped, and nothing changes.  Its own class, so that a real ``TypeError``
+    inside the server is a bug that surfaces, not a message that was dropped."""
+
+
 class NonFiniteUpdate(ProtocolError, InputError):
     """A worker's push or kept set holds NaN or inf: its steps diverged (the data's
     scale or the step size).  Every carrier ends the run with this one line (exit 2):

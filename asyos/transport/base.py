@@ -6,7 +6,37 @@ import os
 import time
 from dataclasses import dataclass
 
+from ..errors import AsyosError, InputError
 from ..solvers import messages
+
+
+class WorkerFailed(AsyosError):
+    """A worker process reported an exception, or broke the protocol: the carrier
+    ends the run with its message.  ``bad_input``: the worker's exception was an
+    ``InputError`` (a NaN in its shard, say), which exits with status 2 as it would
+    in one process; anything else exits with 1."""
+
+    def __init__(self, message: str, bad_input: bool = False):
+        super().__init__(message)
+        self.bad_input = bad_input
+
+    @property
+    def exit_status(self) -> int:
+        return 2 if self.bad_input else 1
+
+
+def failure_report(exc: BaseException) -> bytes:
+    """What a failing worker process sends to the server: whether it was bad input
+    (one byte, b"2" or b"1"), then its exception's type and message."""
+    flag = b"2" if isinstance(exc, InputError) else b"1"
+    return flag + f"{type(exc).__name__}: {exc}".encode()
+
+
+def reported_failure(who: str, report: bytes) -> WorkerFailed:
+    """The ``WorkerFailed`` a ``failure_report`` from ``who`` stands for."""
+    report = bytes(report)
+    return WorkerFailed(f"{who}: {report[1:].decode(errors='replace')}",
+                        bad_input=report[:1] == b"2")
 
 
 class Backoff:

@@ -32,7 +32,7 @@ from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
-from .base import NodeShare, carry_worker
+from .base import NodeShare, WorkerFailed, carry_worker, failure_report, reported_failure
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 
@@ -77,8 +77,7 @@ class Link:
         buffer = bytearray(status.Get_count(MPI.BYTE))
         self.comm.Recv([buffer, MPI.BYTE], source=source, tag=tag)
         if tag == ERROR_TAG:
-            raise WorkerFailed(f"worker {source - 1} (rank {source}): "
-                               f"{buffer.decode(errors='replace')}")
+            raise reported_failure(f"worker {source - 1} (rank {source})", buffer)
         if tag != MESSAGE_TAG:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
         try:
@@ -155,7 +154,7 @@ def serve(comm, server: AsyServer, share: NodeShare) -> FitResult:
             replies = server.handle(worker, envelope.body)
         except NonFiniteUpdate:
             raise   # the user's to fix: exit 2
-        except (ProtocolError, TypeError) as exc:
+        except ProtocolError as exc:
             raise WorkerFailed(f"worker {worker} (rank {source}): {exc}") from None
         for target, reply in replies:
             link.send(reply, target + 1, target)
@@ -163,11 +162,6 @@ def serve(comm, server: AsyServer, share: NodeShare) -> FitResult:
     result = server.result("mpi")
     result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
     return result
-
-
-class WorkerFailed(RuntimeError):
-    """A worker reported an exception, or broke the protocol; rank 0 aborts the job
-    with its message."""
 
 
 def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
@@ -220,8 +214,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             loop = worker_steps(config, rank - 1, shard, y, eta, m, groups)
             work(comm, WorkerDriver(loop, y.shape[0]), config, y.shape[0], share)
         except Exception as exc:  # report to rank 0, which aborts the job
-            comm.Send([f"{type(exc).__name__}: {exc}".encode(), MPI.BYTE], dest=0,
-                      tag=ERROR_TAG)
+            comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
                   share)
@@ -231,8 +224,9 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         server.start(stream.n_features, eta, m)
         return serve(comm, server, share)
     except Exception as exc:
-        abort(comm, 2 if isinstance(exc, InputError) or "InputError" in str(exc) else 1,
-              str(exc))
+        bad_input = isinstance(exc, InputError) or \
+            (isinstance(exc, WorkerFailed) and exc.bad_input)
+        abort(comm, 2 if bad_input else 1, str(exc))
 
 
 def abort(comm, code: int, message: str) -> None:

@@ -53,7 +53,14 @@ from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
-from .base import Backoff, NodeShare, carry_worker
+from .base import (
+    Backoff,
+    NodeShare,
+    WorkerFailed,
+    carry_worker,
+    failure_report,
+    reported_failure,
+)
 
 MESSAGE, ERROR = b"M", b"E"   # the first byte of every message on a socket pair
 
@@ -199,15 +206,11 @@ def _worker_main(t: int, conn, others, shard, y, config: AsyConfig, eta: float,
         raise
     except BaseException as exc:   # the server reports it and ends the run
         try:
-            conn.send_bytes(ERROR + f"{type(exc).__name__}: {exc}".encode())
+            conn.send_bytes(ERROR + failure_report(exc))
         except OSError:
             pass
         os._exit(1)
     os._exit(0)
-
-
-class WorkerFailed(RuntimeError):
-    """A forked worker reported an exception or broke the protocol."""
 
 
 class _Host:
@@ -253,7 +256,7 @@ class _Host:
             replies = self.server.handle(t, message)
         except NonFiniteUpdate:
             raise
-        except (ProtocolError, TypeError) as exc:
+        except ProtocolError as exc:
             raise WorkerFailed(f"worker {t}: {exc}") from None
         self.deliver(replies)
         if self.progress is not None and isinstance(message, messages.Push):
@@ -267,8 +270,7 @@ class _Host:
         except (EOFError, OSError):
             return self.lose(t)
         if buffer[:1] == ERROR:
-            raise WorkerFailed(f"worker {t}: "
-                               f"{bytes(buffer[1:]).decode(errors='replace')}")
+            raise reported_failure(f"worker {t}", buffer[1:])
         try:
             envelope = wire.decode(wire.split(memoryview(buffer)[1:]), self.limits)
         except wire.WireError as exc:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from asyos.core.server_state import (
     DuplicatePush,
+    NotARequest,
     OutOfOrderPush,
     ProtocolError,
     ServerState,
@@ -135,6 +136,26 @@ def test_protocol_errors_leave_the_state_untouched():
         server.request(0)
     with pytest.raises(ProtocolError, match="already finished"):
         server.push(0, np.ones(4), version=1)
+
+
+def test_a_message_that_is_no_request_is_a_protocol_fault_and_a_bug_is_not(monkeypatch):
+    """The server names what it cannot take (``NotARequest``, which carriers drop);
+    a TypeError from inside it is a bug, and is not mistaken for one."""
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
+                             staleness=None)
+    server = AsyServer(np.zeros(3), config)
+    server.start(4, 0.1, 1.0)
+    with pytest.raises(NotARequest, match="not a worker request: View"):
+        server.handle(0, messages.View(np.zeros(3), 0, 0, 0))
+    assert server.state.clock == 0
+
+    def broken(*args, **kwargs):
+        raise TypeError("a bug")
+
+    monkeypatch.setattr(server.state, "request", broken)
+    with pytest.raises(TypeError, match="a bug") as caught:
+        server.handle(0, messages.Pull())
+    assert not isinstance(caught.value, ProtocolError)
 
 
 def test_pushes_beyond_the_credit_or_from_views_older_than_their_grant_are_refused():

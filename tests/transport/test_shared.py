@@ -14,6 +14,7 @@ import pytest
 
 from asyos.core.losses import Loss
 from asyos.datasets import make_classification, make_regression
+from asyos.errors import InputError
 from asyos.metrics import recall
 from asyos.solvers.asy import AsyConfig
 from asyos.solvers.sequential import fit_os
@@ -110,6 +111,8 @@ class _Sabotaged(ArrayStream):
             if _Sabotaged.reads > 20:
                 if _Sabotaged.how == "raise":
                     raise OSError("the disk went away")
+                if _Sabotaged.how == "input":
+                    raise InputError("feature 77 contains NaN or inf")
                 os.kill(os.getpid(), signal.SIGKILL)
         return super()._read(indices)
 
@@ -121,6 +124,23 @@ def test_a_worker_that_fails_ends_the_run_with_its_message(monkeypatch):
     config = AsyConfig.build(12, 2, epochs=3, n_features=1200)
     with pytest.raises(shared.WorkerFailed, match="worker 1: OSError: the disk went away"):
         shared.run(_Sabotaged(problem.X, block_size=8), problem.y, config)
+
+
+def test_bad_input_met_by_a_forked_worker_exits_2_with_one_line(monkeypatch, capsys):
+    """A NaN only a forked worker reads is the user's to fix, as in one process:
+    the CLI's one line and status 2, not a traceback; any other failure is 1."""
+    from asyos.cli.options import guarded
+
+    problem = make_regression(p=1200, s=12, n=200, seed=0)
+    monkeypatch.setattr(_Sabotaged, "host", os.getpid())
+    config = AsyConfig.build(12, 2, epochs=3, n_features=1200)
+    for how, status in (("input", 2), ("raise", 1)):
+        monkeypatch.setattr(_Sabotaged, "how", how)
+        monkeypatch.setattr(_Sabotaged, "reads", 0)
+        assert guarded(lambda: shared.run(_Sabotaged(problem.X, block_size=8),
+                                          problem.y, config)) == status
+        error = capsys.readouterr().err.strip().splitlines()
+        assert len(error) == 1 and error[0].startswith("asyos: error: worker 1: ")
 
 
 def test_a_worker_killed_mid_run_is_lost_and_the_result_is_partial(monkeypatch):

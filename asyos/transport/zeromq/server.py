@@ -13,7 +13,7 @@ import numpy as np
 import zmq
 
 from ...core.kept_set import RULES
-from ...core.server_state import NonFiniteUpdate, ProtocolError, ServerState
+from ...core.server_state import NonFiniteUpdate, NotARequest, ProtocolError, ServerState
 from ...core.shards import shard_size
 from ...errors import InputError
 from ...solvers import messages
@@ -402,13 +402,13 @@ class ZmqServer:
                 if peer is not None:
                     self._refuse(peer, str(exc))
             raise
+        except NotARequest:
+            log.warning("worker %d sent a %s: dropped", t, envelope.kind.name)
+            self.refused += 1
         except ProtocolError as exc:   # e.g. a view this server never sent
             log.info("resynchronising worker %d: %s", t, exc)
             self.refused += 1
             self._send_config(t)
-        except TypeError:
-            log.warning("worker %d sent a %s: dropped", t, envelope.kind.name)
-            self.refused += 1
 
     # -- the loop -------------------------------------------------------------------------
     def _check_liveness(self, now: float) -> None:
