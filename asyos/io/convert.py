@@ -59,7 +59,7 @@ from ..streams.csc_file import (
     read_labels,
 )
 from ..streams.npy import _read_header, drop_pages
-from .data import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES, _existing
+from .formats import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES, existing, svmlight_reader
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
 LAYOUTS = ("auto", "dense", "sparse")
@@ -122,7 +122,7 @@ def _source(path) -> tuple[Path, str]:
     if is_csc(path):
         CSCFileStream(path)   # checks the directory
         return Path(path), "csc"
-    path = _existing(path)
+    path = existing(path)
     suffix = path.suffix.lower()
     for kind, suffixes in (("npy", {".npy"}), ("text", TEXT_SUFFIXES),
                            ("svmlight", SVMLIGHT_SUFFIXES)):
@@ -423,19 +423,10 @@ def _text_chunks(source: Path, label_column, block_bytes: int,
         raise InputError(f"{source}: not a text file ({exc})") from None
 
 
-def _load_svmlight():
-    try:
-        from sklearn.datasets import load_svmlight_file
-    except ImportError:
-        raise InputError("reading svmlight needs scikit-learn "
-                         "(pip install 'asyos[io]')") from None
-    return load_svmlight_file
-
-
 def _svmlight_chunks(source: Path, tick) -> Iterator:
     """(CSR rows with the file's own indices, labels) of an svmlight file, about
     SVMLIGHT_BYTES of whole lines at a time (``_line_spans``)."""
-    load = _load_svmlight()
+    load = svmlight_reader()
     for start, stop, offset, length in _line_spans(source):
         try:
             X, y = load(str(source), offset=offset, length=length, n_features=1 << 30,

@@ -28,22 +28,15 @@ from ..streams import (
 )
 from ..streams.csc_file import CSC_SUFFIX, is_csc, read_labels
 from ..streams.hdf5 import open_dataset
-
-SVMLIGHT_SUFFIXES = {".svm", ".svmlight", ".libsvm"}
-TEXT_SUFFIXES = {".csv", ".txt", ".tsv"}
-HDF5_SUFFIXES = {".h5", ".hdf5"}
-FORMATS = (".npy, .csv, .txt, .tsv, .svm, .svmlight, .libsvm, .h5, .hdf5 or a .csc "
-           "directory")
-
-
-def _existing(path) -> Path:
-    path = Path(path)
-    if not path.is_file():
-        raise InputError(f"{path}: no such file")
-    if path.stat().st_size == 0:
-        raise InputError(f"{path}: file is empty")
-    return path
-
+from .convert import count_rows
+from .formats import (
+    FORMATS,
+    HDF5_SUFFIXES,
+    SVMLIGHT_SUFFIXES,
+    TEXT_SUFFIXES,
+    existing,
+    svmlight_reader,
+)
 
 def split_hdf5(path, default: str) -> tuple[Path, str | None]:
     """``file.h5:NAME`` → (file.h5, NAME); another path → (path, None); ``file.h5``
@@ -81,11 +74,7 @@ def _label_column(table: np.ndarray, column: int, path) -> tuple[np.ndarray, np.
 
 
 def _load_svmlight(path: Path):
-    try:
-        from sklearn.datasets import load_svmlight_file
-    except ImportError:
-        raise InputError(f"{path}: reading svmlight needs scikit-learn "
-                         "(pip install 'asyos[io]')") from None
+    load_svmlight_file = svmlight_reader()
     try:
         X, y = load_svmlight_file(str(path), dtype=np.float64)
     except (ValueError, OSError, UnicodeDecodeError) as exc:
@@ -107,7 +96,7 @@ def _open(path, dataset: str, label_column) -> tuple[Path, str | None, str]:
     if is_csc(path):
         path, suffix = Path(path), CSC_SUFFIX
     else:
-        path = _existing(path)
+        path = existing(path)
         suffix = path.suffix.lower()
     if label_column is not None and suffix not in TEXT_SUFFIXES:
         raise InputError(f"{path}: a label column is for csv/tsv/txt files")
@@ -160,8 +149,6 @@ def load_labels(path, *, column: int | None = None) -> np.ndarray:
         except (ValueError, OSError) as exc:
             raise InputError(f"{path}: cannot read labels ({exc})") from None
     elif suffix in SVMLIGHT_SUFFIXES or (suffix in TEXT_SUFFIXES and column is not None):
-        from .convert import count_rows  # (convert imports this module)
-
         y = count_rows(path, column)[2]   # one bounded pass: the values are not kept
     elif suffix == CSC_SUFFIX:
         y = read_labels(path)
@@ -185,7 +172,7 @@ def load_groups(path) -> np.ndarray:
     """Group labels, one per feature (for group-aware OS): ``.npy`` (integers or
     strings, never unpickled) or a text file with one label per line (kept as
     strings)."""
-    path = _existing(path)
+    path = existing(path)
     try:
         if path.suffix.lower() == ".npy":
             labels = np.load(path, allow_pickle=False)

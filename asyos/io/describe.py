@@ -15,7 +15,8 @@ import numpy as np
 
 from ..streams import InteractionStream, interaction_count
 from .convert import count_rows
-from .data import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES, _open, load_features
+from .data import _open, load_features
+from .formats import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES
 
 
 @dataclass(frozen=True)
