@@ -2,7 +2,8 @@
 
 from importlib import import_module
 
-from . import _kernel_cache  # noqa: F401  (first: numba fixes cache folders at decoration)
+# first: numba fixes a kernel's cache folder when it decorates it
+from . import _kernel_cache  # noqa: F401
 from ._version import PROTOCOL_VERSION, __version__
 from .core.losses import Loss
 from .core.projection import bilevel_projection

@@ -37,7 +37,7 @@ def kernel_sources() -> list[Path]:
 
 
 def source_digest() -> str:
-    """16 hex digits that change with any kernel source or the versions it builds with."""
+    """16 hex digits that change with any kernel source or the versions it uses."""
     digest = hashlib.blake2b(digest_size=8)
     for part in (__version__, numba.__version__, sys.version):
         digest.update(part.encode() + b"\0")

@@ -147,7 +147,7 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
 
 
 def one_line_warning(message, category, filename, lineno, line=None) -> str:
-    """A warning as the CLI shows it: what and why, not the line of asyos that said it."""
+    """A warning as the CLI shows it: what and why, not the line that said it."""
     return f"asyos: warning: {message}\n"
 
 

@@ -90,7 +90,8 @@ class _Kept:
     def constant_features(self) -> np.ndarray:
         """Kept features whose column is constant (all-zero included) and whose weight
         is not 0: with no intercept in the model, such a column stands in for one."""
-        slots = np.flatnonzero(self._constant_slots() & (self.weights[: self.size] != 0))
+        weighted = self.weights[: self.size] != 0
+        slots = np.flatnonzero(self._constant_slots() & weighted)
         return np.sort(self.index[slots])
 
     def _constant_slots(self) -> np.ndarray:

@@ -38,6 +38,7 @@ from .formats import (
     svmlight_reader,
 )
 
+
 def split_hdf5(path, default: str) -> tuple[Path, str | None]:
     """``file.h5:NAME`` → (file.h5, NAME); another path → (path, None); ``file.h5``
     alone names ``default``."""

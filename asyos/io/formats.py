@@ -25,7 +25,7 @@ def existing(path) -> Path:
 
 
 def svmlight_reader():
-    """scikit-learn's ``load_svmlight_file`` (the ``io`` extra), or why it is missing."""
+    """scikit-learn's ``load_svmlight_file`` (the ``io`` extra), or why it is not."""
     try:
         from sklearn.datasets import load_svmlight_file
     except ImportError:

@@ -158,8 +158,9 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
     constant = kept.constant_features()
     if constant.size:
         warnings.warn(f"selected constant column(s) {constant.tolist()} with a nonzero "
-                      "weight: the model has no intercept, so a constant column stands "
-                      "in for one; centre y or standardize the columns to fit without it",
+                      "weight: the model has no intercept, so a constant column "
+                      "stands in for one; centre y or standardize the columns to fit "
+                      "without it",
                       DegenerateWarning, stacklevel=3)
     result.eta = float(state[ETA])
     result.m = m

@@ -32,7 +32,13 @@ from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
-from .base import NodeShare, WorkerFailed, carry_worker, failure_report, reported_failure
+from .base import (
+    NodeShare,
+    WorkerFailed,
+    carry_worker,
+    failure_report,
+    reported_failure,
+)
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 

@@ -111,7 +111,8 @@ def test_bad_input_exits_2_with_one_line(data, capsys, tmp_path):
     _fails(capsys, ["--data", X, "--labels", y], "-s/--sparsity is required")
     for unwritable in ("/proc", "/sys"):   # root may "access" them, but not write
         _fails(capsys, ["--data", X, "--labels", y, "-s", "2", "--out",
-                        f"{unwritable}/r.json"], f"directory {unwritable} is not writable")
+                        f"{unwritable}/r.json"],
+               f"directory {unwritable} is not writable")
     np.save(tmp_path / "one.npy", np.load(X)[:1])
     np.save(tmp_path / "y1.npy", np.load(y)[:1])
     _fails(capsys, ["--data", str(tmp_path / "one.npy"), "--labels",

@@ -39,7 +39,8 @@ def run_copy(tmp_path: Path) -> float:
 
 
 def folders(tmp_path: Path) -> list[str]:
-    return sorted(entry.name for entry in (tmp_path / "cache" / "asyos-kernels").iterdir())
+    root = tmp_path / "cache" / "asyos-kernels"
+    return sorted(entry.name for entry in root.iterdir())
 
 
 def test_an_edited_helper_module_is_compiled_afresh(tmp_path):
@@ -50,7 +51,8 @@ def test_an_edited_helper_module_is_compiled_afresh(tmp_path):
     losses = package / "core" / "losses.py"
     text = losses.read_text()
     assert text.count("    return total / n\n") == 1
-    losses.write_text(text.replace("    return total / n\n", "    return 3.0 * total / n\n"))
+    losses.write_text(text.replace("    return total / n\n",
+                                   "    return 3.0 * total / n\n"))
     after = run_copy(tmp_path)
     # F = C·n·L + ½‖w‖²: only the loss term triples
     penalty = 0.5 * 0.5 ** 2

@@ -13,7 +13,12 @@ import numpy as np
 import zmq
 
 from ...core.kept_set import RULES
-from ...core.server_state import NonFiniteUpdate, NotARequest, ProtocolError, ServerState
+from ...core.server_state import (
+    NonFiniteUpdate,
+    NotARequest,
+    ProtocolError,
+    ServerState,
+)
 from ...core.shards import shard_size
 from ...errors import InputError
 from ...solvers import messages
