@@ -70,7 +70,7 @@ def test_editing_a_front_keeps_the_compiled_kernels(tmp_path):
 
 
 def test_no_kernel_lives_in_a_front():
-    """The digest leaves the fronts out, which is sound only while none holds a kernel."""
+    """The digest leaves the fronts out: sound only while none holds a kernel."""
     decorator = re.compile(r"@(numba\.)?(njit|jit|vectorize|guvectorize|cfunc)\b")
     for front in _kernel_cache.FRONTS:
         for path in (_kernel_cache.PACKAGE / front).rglob("*.py"):
