@@ -1,4 +1,8 @@
 """Package version and wire-protocol version: independent numbers (a protocol change is not a release)."""
 
 __version__ = "0.1.0"
-PROTOCOL_VERSION = 1
+# the version of the wire format (transport/wire.py) every message carries; 3: credit
+# in VIEW, one codec for MPI; 4: HELLO carries the data's p; 5: CONFIG carries the
+# substitution rule and its ridge; 6: HELLO carries the data's fingerprint; 7: PUSH
+# carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO
+PROTOCOL_VERSION = 8

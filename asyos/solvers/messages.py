@@ -93,7 +93,7 @@ class Hello:
     have read the same: ``solvers.asy.data_fingerprint``), and the run's secret on
     loopback (empty with CURVE keys)."""
 
-    shards: int
+    n_workers: int
     shard_size: int
     n_samples: int
     nu: float

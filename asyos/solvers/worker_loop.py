@@ -31,7 +31,9 @@ PULL = "pull"
 
 
 @dataclass
-class Push:
+class Steps:
+    """What a run of steps yields (the carrier's PUSH is made from it)."""
+
     delta: np.ndarray       # exact change of this worker's contribution to u_C
     version: int            # the version of u_C the steps were computed from
     features: np.ndarray    # the features these steps processed, in order (int64)
@@ -42,7 +44,9 @@ class Push:
 
 
 @dataclass
-class Final:
+class Finish:
+    """What the loop ends with (the carrier's FINAL is made from it)."""
+
     selected: np.ndarray
     weights: np.ndarray
     contribution: np.ndarray   # X_S(t) w_S(t): the server checks Σ_t of these = u_C
@@ -199,11 +203,11 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
                            0.0 if pushed is None else start - pushed)
                 steps += features.size
                 first = last
-                yield Push(delta, version, features.copy(), *kept.selected(),
+                yield Steps(delta, version, features.copy(), *kept.selected(),
                            kept.importance(), steps)
                 pushed = time.perf_counter()
     selected, weights = kept.selected()
-    yield Final(selected, weights, kept.contribution.copy(), steps, compute, read[0])
+    yield Finish(selected, weights, kept.contribution.copy(), steps, compute, read[0])
 
 
 def _timed(items, seconds: list):
@@ -229,7 +233,7 @@ class WorkerDriver:
         self.loop = loop
         self.view = LocalView(n_samples, last_push, steps)
         self.request = next(loop)
-        self.final: Final | None = None
+        self.final: Finish | None = None
 
     def start(self) -> messages.Pull:
         return messages.Pull()
@@ -247,7 +251,7 @@ class WorkerDriver:
     @property
     def ending(self) -> bool:
         """Its last push is out: ``advance`` finishes it."""
-        return isinstance(self.request, Final)
+        return isinstance(self.request, Finish)
 
     @property
     def finished(self) -> bool:

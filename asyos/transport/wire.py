@@ -10,7 +10,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
-| HELLO     | w→s | shard size     | q (shards) | n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
+| HELLO     | w→s | shard size     | q (workers)| n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
 | CONFIG    | s→w | last push      | position   | n         | params (f8 ×11), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8), importance (f8) |
@@ -41,14 +41,12 @@ from functools import lru_cache
 
 import numpy as np
 
+from .._version import PROTOCOL_VERSION
 from ..errors import AsyosError
 from ..solvers import messages as m
 
 MAGIC = b"ASYO"
-PROTOCOL = 8   # 3: credit in VIEW, one codec for MPI; 4: HELLO carries the data's p;
-#                5: CONFIG carries the substitution rule and its ridge; 6: HELLO
-#                carries the data's fingerprint; 7: PUSH carries the kept features'
-#                importance; 8: INTRODUCE asks an unknown socket for a HELLO
+PROTOCOL = PROTOCOL_VERSION   # asyos/_version.py keeps its history
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
@@ -136,7 +134,7 @@ def _fields(message) -> tuple[int, int, int, list]:
         return message.seq, message.steps, message.blas_threads, [
             message.selected, message.weights, message.contribution, message.seconds]
     if isinstance(message, m.Hello):
-        return message.shard_size, message.shards, message.n_samples, [
+        return message.shard_size, message.n_workers, message.n_samples, [
             np.array([message.nu]), message.groups, np.array([message.n_features]),
             message.token.encode()[:TOKEN_LIMIT], message.data]
     if isinstance(message, m.Config):

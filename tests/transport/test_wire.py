@@ -61,6 +61,7 @@ MESSAGES = [
     m.Config(np.arange(11.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
              position=33),
     m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
+    m.Introduce(),
 ]
 
 
@@ -136,7 +137,7 @@ def test_a_worker_before_its_config_accepts_any_run_and_a_hello_any_run():
     view = encode(MESSAGES[2], 1, run_id=123)
     assert decode(view, Limits(n=5)).run_id == 123       # run id 0: not known yet
     hello = encode(MESSAGES[6], 1, run_id=999)
-    assert decode(hello, LIMITS).body.shards == 3          # HELLO opens a new run
+    assert decode(hello, LIMITS).body.n_workers == 3          # HELLO opens a new run
 
 
 @pytest.mark.parametrize("buffer, problem", [

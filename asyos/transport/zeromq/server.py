@@ -238,7 +238,7 @@ class ZmqServer:
             return self._refuse(identity, "not authorised: a worker of this run reads "
                                 "its secret from the server's run directory (run it "
                                 "as the same user), or give both sides --keys")
-        q = hello.shards
+        q = hello.n_workers
         if hello.n_samples != self.y.shape[0]:
             return self._refuse(identity, f"shard {t}/{q} has n = {hello.n_samples} "
                                 "samples, which the labels do not have")
