@@ -168,6 +168,15 @@ def run_sequential(args) -> FitResult:
     return finish_job(args, job, result)
 
 
+def asy_config(args, job, q: int, n_features: int, s2) -> AsyConfig:
+    """The Asy-OS configuration the flags ask for, for q workers on p features: one
+    mapping for every real carrier (shared memory, MPI)."""
+    return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs, eta=args.eta,
+                           m=args.m, staleness=args.staleness, window=args.window,
+                           batch=args.batch, n_features=n_features, s2=s2,
+                           budget=args.budget, rule=args.rule, ridge=args.ridge)
+
+
 def run_mpi(args) -> FitResult | None:
     """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
     from mpi4py import MPI
@@ -189,11 +198,7 @@ def run_mpi(args) -> FitResult | None:
         return job.stream, job.y, group_of
 
     def config_factory(q, n_features):
-        return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs,
-                               eta=args.eta, m=args.m, staleness=args.staleness,
-                               window=args.window, batch=args.batch,
-                               n_features=n_features, s2=s2, budget=args.budget,
-                               rule=args.rule, ridge=args.ridge)
+        return asy_config(args, job, q, n_features, s2)
 
     try:
         refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
@@ -221,10 +226,7 @@ def run_shared(args) -> FitResult:
     job = load_job(args)
     p = job.stream.n_features
     group_of, s2 = group_constraint(job.groups, args.group_sparsity, p) or (None, None)
-    config = AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs, eta=args.eta,
-                             m=args.m, staleness=args.staleness, window=args.window,
-                             batch=args.batch, n_features=p, s2=s2, budget=args.budget,
-                             rule=args.rule, ridge=args.ridge)
+    config = asy_config(args, job, q, p, s2)
     bar = ProgressBar(args.quiet, unit="feature", desc=f"Asy-OS, {q} workers",
                       total=p * config.epochs)
     try:
