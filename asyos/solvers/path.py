@@ -19,11 +19,11 @@ import numpy as np
 from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss
 from ..core.step_size import StepSize
-from ..core.validate import check_choice, check_labels, check_sparsity
+from ..core.validate import check_at_least, check_choice, check_labels, check_sparsity
 from ..errors import InputError
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
-from .sequential import passes
+from .sequential import blas_limit, passes
 
 CRITERIA = ("sic", "ebic")
 PATH_POINTS = 20   # sizes on the default path
@@ -80,11 +80,14 @@ class PathResult:
 
 def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
              max_features=None, epochs="auto", rule="auto", ridge=None,
-             standardize=False, progress=None, intercept=False) -> PathResult:
+             standardize=False, progress=None, intercept=False,
+             blas_threads: int | None = 1) -> PathResult:
     """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
     ``max_features``), each warm-started from the last, and the size ``criterion``
     ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
     default rule's (the path is the fitted rule's home: "auto" runs it on dense data).
+    ``blas_threads``: as ``fit_os`` (one by default: the kernels' products are too
+    small for more, and idle BLAS threads that spin slow a loaded machine down).
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -104,6 +107,8 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     rule = resolve_rule(rule)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)
+    if blas_threads is not None:
+        blas_threads = check_at_least("blas_threads", blas_threads, 1, integer=True)
     step = StepSize()
     largest = sizes[-1]
     m = step.block_factor(n, largest)
@@ -114,8 +119,9 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     fits, values = [], []
     for size in sizes:
         kept.set_limit(size)
-        fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted", p,
-                     progress)
+        with blas_limit(blas_threads):
+            fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted", p,
+                         progress)
         if intercept:
             fit.intercept = kept.intercept
         if standardize:
