@@ -166,7 +166,9 @@ def run_server(args) -> FitResult:
                              budget=args.budget, rule=args.rule,
                              ridge=args.ridge)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
-                       checkpoint=args.checkpoint, checkpoint_every=args.checkpoint_every,
+                       checkpoint=args.checkpoint,
+                       checkpoint_every=check_at_least("checkpoint-every",
+                                                       args.checkpoint_every, 1e-3),
                        resume=args.resume, record_order=args.record_order,
                        group_of=group_of)
     secret = None

@@ -276,6 +276,10 @@ def test_more_bad_input_gets_one_line_and_status_2(tmp_path):
         (["run", "-p", "100000000000", "--quiet"], "not enough memory"),
         (["server", "--workers", "1", "-s", "5", "--checkpoint", tmp_path / "ck.npz",
           "--resume"], "not a whole asyos checkpoint"),
+        (["server", "--workers", "1", "-s", "5", "--bind", "bogus"],
+         "--bind 'bogus' is not a ZeroMQ endpoint"),
+        (["server", "--workers", "1", "-s", "5", "--checkpoint-every", "-1"],
+         "checkpoint-every must be ≥ 0.001"),
     ]
     for args, message in cases:
         proc = _asyos(*args)

@@ -211,6 +211,9 @@ def key_bindings(clients: Path) -> dict[str, int | None]:
 def check_bind(endpoint: str, keys) -> None:
     if endpoint.startswith(("ipc://", "inproc://")):
         return
+    if not endpoint.startswith("tcp://") or ":" not in endpoint[len("tcp://"):]:
+        raise InputError(f"--bind {endpoint!r} is not a ZeroMQ endpoint: give "
+                         "tcp://HOST:PORT (e.g. tcp://127.0.0.1:5555)")
     host = endpoint.split("://", 1)[-1].rsplit(":", 1)[0]
     if host not in LOOPBACK_HOSTS and keys is None:
         raise InputError(f"binding to {endpoint} exposes the server beyond this machine: "
