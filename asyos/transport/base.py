@@ -2,7 +2,9 @@
 process's share of its node (BLAS threads, whether it may spin), and the worker's side
 of a carrier that delivers in order and loses nothing (MPI, shared memory)."""
 
+import ctypes
 import os
+import signal
 import time
 from dataclasses import dataclass
 
@@ -23,6 +25,22 @@ class WorkerFailed(AsyosError):
     @property
     def exit_status(self) -> int:
         return 2 if self.bad_input else 1
+
+
+PR_SET_PDEATHSIG = 1   # prctl(2)
+
+
+def die_with_parent(parent: int) -> None:
+    """End this process when ``parent`` (the process that started it) ends, however
+    it ends, SIGKILL included: Linux's parent-death signal.  A worker left behind
+    would wait minutes for a server that is gone.  Elsewhere a no-op."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):   # not Linux
+        return
+    if os.getppid() != parent:   # it ended before the signal was asked for
+        os._exit(1)
 
 
 def failure_report(exc: BaseException) -> bytes:

@@ -10,6 +10,8 @@ ends with an error, and every worker is stopped, when a worker fails or ``timeou
 seconds pass.
 """
 
+import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -84,6 +86,24 @@ class _Workers:
                     proc.wait()
 
 
+RUN_PREFIX = "asyos-zmq-"   # + the owner's pid: a run's folder (data copy, secret)
+
+
+def reclaim_orphans() -> None:
+    """Remove the run folders of processes that died without removing them (a
+    SIGKILLed fit): they hold a copy of X and a run secret."""
+    for folder in Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*-*"):
+        pid = folder.name[len(RUN_PREFIX):].split("-", 1)[0]
+        if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:   # its owner is gone
+            shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:      # alive, another user's
+            pass
+
+
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared",
                  epochs="auto", eta="auto", m="auto", staleness="auto", budget="auto",
                  timeout: float = 300.0, rule="auto", ridge=None) -> FitResult:
@@ -94,7 +114,8 @@ def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared",
                              budget=budget, rule=rule, ridge=ridge)
     y = check_labels(y, config.loss, stream.n_samples)
     timeout = check_at_least("timeout", timeout, 1e-3)
-    with tempfile.TemporaryDirectory(prefix="asyos-zmq-") as tmp:
+    reclaim_orphans()
+    with tempfile.TemporaryDirectory(prefix=f"{RUN_PREFIX}{os.getpid()}-") as tmp:
         data = Path(tmp) / "X.npy"
         spool(stream, data)
         secret = Path(tmp) / "run.secret"   # in the run's private (0700) directory

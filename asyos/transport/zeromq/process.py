@@ -3,13 +3,14 @@ shard.  Its whole job travels as one JSON argument, so the transport starts its 
 workers without going through the command-line front (``asyos worker``)."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 from ...errors import InputError
 from ...streams import NpyStream
-from ..base import NodeShare
+from ..base import NodeShare, die_with_parent
 from .common import Timeouts
 from .worker import ServerGone, ZmqWorker
 
@@ -22,7 +23,7 @@ def start(endpoint: str, data: Path, t: int, q: int, *, dtype: str, shuffle: boo
     from its command line, which other users can see)."""
     job = {"endpoint": endpoint, "data": str(data), "t": t, "q": q, "dtype": dtype,
            "shuffle": shuffle, "seed": seed, "timeout": timeout, "threads": threads,
-           "secret": str(secret)}
+           "secret": str(secret), "parent": os.getpid()}
     with open(log, "wb") as err:
         return subprocess.Popen([sys.executable, "-m", __name__, json.dumps(job)],
                                 stdout=subprocess.DEVNULL, stderr=err)
@@ -30,6 +31,7 @@ def start(endpoint: str, data: Path, t: int, q: int, *, dtype: str, shuffle: boo
 
 def main(argv=None) -> int:
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
+    die_with_parent(job["parent"])   # a killed estimator leaves no worker waiting
     NodeShare.of(1, job["threads"]).apply()
     try:
         stream = NpyStream(job["data"], shuffle=job["shuffle"], seed=job["seed"],
