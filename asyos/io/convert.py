@@ -88,7 +88,8 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     pass), dense otherwise; any other suffix is an InputError.  ``dtype``: "float64"
     or "float32" storage.  ``labels_out``: where to write the labels the input
     carries (svmlight; csv with ``label_column``, whose column is then not a feature;
-    a ``.csc`` directory's).  ``progress(stage, total, unit)``: called as each pass
+    a ``.csc`` directory's); a ``.npy`` output whose input carries labels gets them
+    beside it, as ``NAME.labels.npy``, when it is not given.  ``progress(stage, total, unit)``: called as each pass
     starts, returns the function told how many units were done.  Returns {"n_samples", "n_features", "dtype", "layout", "nnz",
     "density", "output", "labels"} (nnz and density None where not counted).
     """
@@ -111,6 +112,10 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     except OSError as exc:
         raise InputError(f"converting {source} to {output} failed: {exc}") from None
     labels = job.labels
+    if labels is not None and labels_out is None and info["layout"] == "dense":
+        # a .npy holds the features only: the labels go beside it, never dropped
+        written = Path(info["output"])
+        labels_out = written.with_name(written.stem + ".labels.npy")
     if labels is not None and labels_out is not None:
         np.save(labels_out, labels)
     return {**info, "dtype": dtype,

@@ -448,3 +448,18 @@ def test_a_column_that_changed_between_the_passes_is_refused(tmp_path, data,
     with pytest.raises(InputError, match="changed while converting"):
         convert(tmp_path / "X_one.svm", tmp_path / "X.csc")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["X_one.svm"]
+
+
+@pytest.mark.parametrize("output", ["X.npy", "X"])
+def test_labels_are_never_dropped_by_a_dense_output(tmp_path, output):
+    """A .npy holds features only: the labels of a csv's label column go beside it
+    when no --labels-out is given, and the summary says where."""
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((30, 4)), np.arange(30.0)
+    np.savetxt(tmp_path / "d.csv", np.column_stack([X[:, :2], y, X[:, 2:]]),
+               delimiter=",")
+    info = convert(tmp_path / "d.csv", tmp_path / output, label_column=2,
+                   layout="dense")
+    assert info["labels"] == str(tmp_path / "X.labels.npy")
+    np.testing.assert_array_equal(np.load(tmp_path / "X.labels.npy"), y)
+    np.testing.assert_allclose(np.load(tmp_path / "X.npy"), X)
