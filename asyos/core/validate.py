@@ -13,10 +13,11 @@ state is created or changed.
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import DegenerateWarning, InputError
 from .losses import Loss
 
 
@@ -83,6 +84,16 @@ def binary_labels(y, n_samples: int | None = None) -> tuple[np.ndarray, np.ndarr
                          f"values (mapped to -1 and +1), got {classes.size}: {shown}"
                          + (", ..." if classes.size > 5 else ""))
     return classes, np.where(signs.ravel() == 1, 1.0, -1.0)
+
+
+def warn_if_interpolating(s: int, n_samples: int) -> None:
+    """Say so when s ≥ n: any n features then fit n labels exactly, the loss reaches
+    0, and which features are kept (often fewer than s) says little about the data."""
+    if s >= n_samples:
+        warnings.warn(f"s = {s} is not below the n = {n_samples} samples: the fit can "
+                      "interpolate the labels, and then which features are kept (as "
+                      "few as n) says little; choose s < n", DegenerateWarning,
+                      stacklevel=3)
 
 
 def check_sparsity(s, n_features: int | None) -> int:

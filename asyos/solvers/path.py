@@ -19,7 +19,13 @@ import numpy as np
 from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
 from ..core.losses import Loss
 from ..core.step_size import StepSize
-from ..core.validate import check_at_least, check_choice, check_labels, check_sparsity
+from ..core.validate import (
+    check_at_least,
+    check_choice,
+    check_labels,
+    check_sparsity,
+    warn_if_interpolating,
+)
 from ..errors import InputError
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
@@ -104,6 +110,7 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     if not sizes or any(b <= a for a, b in zip(sizes, sizes[1:])):
         raise InputError(f"sizes must be a nonempty increasing list of budgets, got "
                          f"{sizes}")
+    warn_if_interpolating(sizes[-1], n)
     rule = resolve_rule(rule)
     epochs = resolve_epochs(epochs, rule)
     ridge = check_ridge(ridge)

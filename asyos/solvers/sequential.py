@@ -15,7 +15,12 @@ from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule,
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
-from ..core.validate import check_at_least, check_labels, check_sparsity
+from ..core.validate import (
+    check_at_least,
+    check_labels,
+    check_sparsity,
+    warn_if_interpolating,
+)
 from ..errors import DegenerateWarning, StallWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
@@ -81,6 +86,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         stream = Standardized(stream)
     y = check_labels(y, loss, stream.n_samples)
     s = check_sparsity(s, stream.n_features)
+    warn_if_interpolating(s, stream.n_samples)
     constraint = group_constraint(groups, s2, stream.n_features)
     step = StepSize.parse(eta, m)
     rule = resolve_rule(rule)

@@ -140,3 +140,20 @@ def test_os_runs_on_one_blas_thread_by_default_and_restores_the_setting():
     assert set(seen) == {1} and blas_threads_in_use() == before
     with pytest.raises(InputError, match="blas_threads must be ≥ 1"):
         fit_path(X, y, [2, 4], blas_threads=0)
+
+
+def test_s_not_below_n_is_said():
+    """With s ≥ n any n features fit the labels exactly: the fit warns, not silently
+    returning fewer than s features with a zero loss."""
+    from asyos.errors import DegenerateWarning
+    from asyos.solvers.path import fit_path
+
+    rng = np.random.default_rng(0)
+    X, y = rng.standard_normal((20, 60)), rng.standard_normal(20)
+    with pytest.warns(DegenerateWarning, match="s = 25 is not below the n = 20"):
+        fit_os(X, y, 25)
+    with pytest.warns(DegenerateWarning, match="s = 20 is not below the n = 20"):
+        fit_path(X, y, [5, 20])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DegenerateWarning)
+        fit_os(X, y, 19)
