@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from .. import experiments
+from .._version import PROTOCOL_VERSION, __version__
 from . import cluster, convert, results
 from . import run as run_command
 from .options import add_common, guarded, parse
@@ -18,6 +19,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     """The top-level parser and its subparsers by name."""
     parser = argparse.ArgumentParser(prog="asyos", description="Online Substitution "
                                      "feature selection in O(n·s) memory")
+    parser.add_argument("--version", action="version",
+                        version=f"asyos {__version__} (wire protocol {PROTOCOL_VERSION})")
     commands = parser.add_subparsers(dest="command", required=True)
     subcommands = {
         "run": ("select features: sequential OS, Asy-OS under mpirun, or simulated",

@@ -162,6 +162,17 @@ def test_shuffle_and_standardize_flags(data, tmp_path, capsys):
                                X[:, [3, 7]].mean(axis=0))
 
 
+def test_version_names_the_package_and_the_wire_protocol(capsys):
+    from asyos import PROTOCOL_VERSION, __version__
+    from asyos.cli.main import main
+
+    with pytest.raises(SystemExit) as done:
+        main(["--version"])
+    assert done.value.code == 0
+    assert capsys.readouterr().out.strip() == \
+        f"asyos {__version__} (wire protocol {PROTOCOL_VERSION})"
+
+
 def test_every_subcommand_prints_its_help():
     """argparse formats help lazily: a stray % in a help text only fails here."""
     from asyos.cli.main import build_parser
