@@ -120,6 +120,7 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
     if args.out:
         write_result(args.out, result)
         log.info("wrote %s and its arrays", args.out)
+        result.context["written_to"] = str(args.out)   # for the summary, not the file
     return result
 
 

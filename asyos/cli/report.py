@@ -72,4 +72,7 @@ def report(result: FitResult | None, out=None) -> None:
               + "  ".join(f"{k} = {v:.4g}" for k, v in extra.items()), file=out)
     names = result.context.get("feature_names") or [str(j) for j in result.selected]
     print(f"selected {result.selected.size} features: " + " ".join(names), file=out)
+    if result.context.get("written_to"):
+        print(f"results in {result.context['written_to']} (its arrays in a .npz "
+              "beside it; asyos inspect reads both)", file=out)
 

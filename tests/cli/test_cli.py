@@ -162,6 +162,14 @@ def test_shuffle_and_standardize_flags(data, tmp_path, capsys):
                                X[:, [3, 7]].mean(axis=0))
 
 
+def test_the_summary_says_where_the_results_went(tmp_path):
+    out = tmp_path / "r.json"
+    proc = _cli("-p", "200", "-n", "80", "-s", "4", "--quiet", "--out", str(out))
+    assert proc.returncode == 0, proc.stderr
+    assert f"results in {out} " in proc.stdout and out.is_file()
+    assert "written_to" not in out.read_text()
+
+
 def test_version_names_the_package_and_the_wire_protocol(capsys):
     from asyos import PROTOCOL_VERSION, __version__
     from asyos.cli.main import main
