@@ -200,10 +200,11 @@ def _children(pid: int) -> list[int]:
     return [int(c) for c in text.split()]
 
 
-def _start_long_run(tmp_path, q=2):
+def _start_long_run(tmp_path, q=2, epochs=6):
     out = tmp_path / "r.json"
     proc = subprocess.Popen([sys.executable, "-m", "asyos.run", "--workers", str(q),
-                             "-p", "40000", "-s", "200", "--epochs", "6", "--quiet",
+                             "-p", "40000", "-s", "200", "--epochs", str(epochs),
+                             "--quiet",
                              "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
@@ -231,7 +232,8 @@ def test_cli_a_killed_worker_gives_exit_3_and_partial_results(tmp_path):
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_cli_interrupted_run_ends_every_worker(tmp_path, signum):
     before = _shm()
-    proc, _ = _start_long_run(tmp_path, q=3)
+    # long enough that the signal never comes after the end, however warm the cache
+    proc, _ = _start_long_run(tmp_path, q=3, epochs=60)
     workers = _children(proc.pid)
     proc.send_signal(signum)
     proc.communicate(timeout=60)
