@@ -19,8 +19,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
     """The top-level parser and its subparsers by name."""
     parser = argparse.ArgumentParser(prog="asyos", description="Online Substitution "
                                      "feature selection in O(n·s) memory")
-    parser.add_argument("--version", action="version",
-                        version=f"asyos {__version__} (wire protocol {PROTOCOL_VERSION})")
+    parser.add_argument("--version", action="version", version=f"asyos {__version__} "
+                        f"(wire protocol {PROTOCOL_VERSION})")
     commands = parser.add_subparsers(dest="command", required=True)
     subcommands = {
         "run": ("select features: sequential OS, Asy-OS under mpirun, or simulated",

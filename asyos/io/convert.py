@@ -89,9 +89,11 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     or "float32" storage.  ``labels_out``: where to write the labels the input
     carries (svmlight; csv with ``label_column``, whose column is then not a feature;
     a ``.csc`` directory's); a ``.npy`` output whose input carries labels gets them
-    beside it, as ``NAME.labels.npy``, when it is not given.  ``progress(stage, total, unit)``: called as each pass
-    starts, returns the function told how many units were done.  Returns {"n_samples", "n_features", "dtype", "layout", "nnz",
-    "density", "output", "labels"} (nnz and density None where not counted).
+    beside it, as ``NAME.labels.npy``, when it is not given.
+    ``progress(stage, total, unit)``: called as each pass starts, returns the
+    function told how many units were done.  Returns {"n_samples", "n_features",
+    "dtype", "layout", "nnz", "density", "output", "labels"} (nnz and density None
+    where not counted).
     """
     if dtype not in DTYPES:
         raise InputError(f"dtype must be float32 or float64, got {dtype!r}")

@@ -133,7 +133,7 @@ def test_os_runs_on_one_blas_thread_by_default_and_restores_the_setting():
     assert set(seen) == {1} and blas_threads_in_use() == before
     with pytest.raises(InputError, match="blas_threads must be ≥ 1"):
         fit_os(X, y, 5, blas_threads=0)
-    from asyos.solvers.path import fit_path   # a path of sizes: the same
+    from asyos.solvers.path import fit_path  # a path of sizes: the same
 
     seen.clear()
     fit_path(X, y, [2, 4], progress=lambda k: seen.append(blas_threads_in_use()))

@@ -17,7 +17,8 @@ PARENT = """
 import subprocess, sys, time
 child = subprocess.Popen([sys.executable, "-c",
     "import os, sys, time; from asyos.transport.base import die_with_parent; "
-    "die_with_parent(int(sys.argv[1])); print(os.getpid(), flush=True); time.sleep(300)",
+    "die_with_parent(int(sys.argv[1])); print(os.getpid(), flush=True); "
+    "time.sleep(300)",
     str(__import__("os").getpid())], stdout=subprocess.PIPE, text=True)
 print(child.stdout.readline().strip(), flush=True)
 time.sleep(300)
