@@ -7,6 +7,7 @@ import logging
 import os
 import sys
 import warnings
+from contextlib import contextmanager
 
 from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
@@ -146,6 +147,18 @@ def parse(parser: argparse.ArgumentParser, argv, command: str,
     return args
 
 
+@contextmanager
+def one_line_warnings():
+    """Warnings formatted by ``one_line_warning`` inside, as before outside
+    (``catch_warnings`` does not restore ``formatwarning``)."""
+    previous = warnings.formatwarning
+    warnings.formatwarning = one_line_warning
+    try:
+        yield
+    finally:
+        warnings.formatwarning = previous
+
+
 def one_line_warning(message, category, filename, lineno, line=None) -> str:
     """A warning as the CLI shows it: what and why, not the line that said it."""
     return f"asyos: warning: {message}\n"
@@ -155,8 +168,7 @@ def guarded(action) -> int:
     """Run ``action``; bad input → one line on stderr and exit status 2; a run that
     lost shards → one line and status 3.  Warnings show as one line too."""
     try:
-        with warnings.catch_warnings():
-            warnings.formatwarning = one_line_warning
+        with one_line_warnings():
             action()
     except InputError as exc:
         print(f"asyos: error: {exc}", file=sys.stderr)

@@ -188,3 +188,13 @@ def test_every_subcommand_prints_its_help():
     _, subparsers = build_parser()
     for name, parser in subparsers.items():
         assert name in parser.format_help()
+
+
+def test_the_cli_formats_warnings_as_one_line_only_while_it_runs():
+    import warnings
+
+    from asyos.cli.options import guarded
+
+    before = warnings.formatwarning
+    assert guarded(lambda: warnings.warn("said")) == 0
+    assert warnings.formatwarning is before
