@@ -62,9 +62,12 @@ def report(result: FitResult | None, out=None) -> None:
               f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
-    print(f"step size eta = {result.eta:.4g}, m = {result.m:.4g}; "
-          f"{1e6 * result.seconds / max(result.n_steps, 1):.1f} us per feature step",
-          file=out)
+    # the fitted rule solves for its weights: no step size, unless Asy-OS's server
+    # set one (its safeguard scales the workers' moves by it)
+    step = f"step size eta = {result.eta:.4g}, m = {result.m:.4g}" if result.eta > 0 \
+        else "no step size (the fitted rule solves for its weights)"
+    print(f"{step}; {1e6 * result.seconds / max(result.n_steps, 1):.1f} us per "
+          "feature step", file=out)
     truth = result.context.get("truth")
     if truth:
         extra = {k: v for k, v in truth.items() if k not in ("support", "recall")}

@@ -170,6 +170,15 @@ def test_the_summary_says_where_the_results_went(tmp_path):
     assert "written_to" not in out.read_text()
 
 
+@pytest.mark.parametrize("rule, said", [
+    ("fitted", "no step size (the fitted rule solves for its weights)"),
+    ("magnitude", "step size eta = ")])
+def test_the_summary_shows_a_step_size_only_where_there_is_one(rule, said):
+    proc = _cli("-p", "200", "-n", "80", "-s", "4", "--quiet", "--rule", rule)
+    assert proc.returncode == 0, proc.stderr
+    assert said in proc.stdout and "eta = 0," not in proc.stdout
+
+
 def test_version_names_the_package_and_the_wire_protocol(capsys):
     from asyos import PROTOCOL_VERSION, __version__
     from asyos.cli.main import main
