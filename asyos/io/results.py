@@ -130,6 +130,7 @@ def write_result(path, result: FitResult) -> None:
     digest = hashlib.sha256(arrays).hexdigest()
     npz = arrays_path(path, digest)
     previous = _arrays_of(path)
+    _reclaim(path, previous)
     document = {"schema_version": SCHEMA_VERSION, **result.to_document(),
                 "arrays": npz.name, "arrays_sha256": digest,
                 "versions": package_versions()}
@@ -143,6 +144,31 @@ def write_result(path, result: FitResult) -> None:
         raise
     if previous is not None and previous != npz:
         previous.unlink(missing_ok=True)
+
+
+def _reclaim(path: Path, keep: Path | None) -> None:
+    """Remove what a write killed midway left beside ``path``: temporary files of
+    processes that are gone, and arrays files that no results JSON names (``keep``
+    is the one the JSON at ``path`` names)."""
+    for tmp in path.parent.glob(f".{path.stem}.*.tmp"):
+        pid = tmp.name.rsplit(".", 2)[-2]
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+    for npz in path.parent.glob(f"{path.stem}.*.npz"):
+        digest = npz.name[len(path.stem) + 1:-len(".npz")]
+        if len(digest) == 16 and all(c in "0123456789abcdef" for c in digest) and \
+                npz != keep:
+            npz.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:   # another user's
+        return True
+    return True
 
 
 def _arrays_of(path: Path) -> Path | None:

@@ -2,6 +2,7 @@
 checked before any work."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -93,3 +94,24 @@ def test_out_is_checked_before_any_work(tmp_path):
         assert time.monotonic() - start < 60
     assert sorted(p.name for p in tmp_path.iterdir()) == ["dir"]
     assert list((tmp_path / "dir").iterdir()) == []
+
+
+def test_what_a_killed_write_left_is_reclaimed_by_the_next(tmp_path):
+    """A write killed midway leaves a temporary file of a dead process and, between
+    the arrays and the JSON, an arrays file no JSON names: the next write to the same
+    path removes both, and keeps a live process's temporary file and other results."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    out = tmp_path / "r.json"
+    write_result(out, _result(np.array([1.0, 2.0])))
+    dead_tmp = tmp_path / f".r.json.{gone.pid}.tmp"
+    live_tmp = tmp_path / f".r.json.{os.getppid()}.tmp"
+    orphan = tmp_path / "r.0123456789abcdef.npz"
+    other = tmp_path / "r.v2.0123456789abcdef.npz"
+    for path in (dead_tmp, live_tmp, orphan, other):
+        path.write_bytes(b"left behind")
+    write_result(out, _result(np.array([3.0, 4.0])))
+    assert not dead_tmp.exists() and not orphan.exists()
+    assert live_tmp.exists() and other.exists()
+    assert load_result(out).weights.tolist() == [3.0, 4.0]
+    assert len(list(tmp_path.glob("r.*.npz"))) == 2   # its arrays, and r.v2's
