@@ -69,3 +69,28 @@ def test_a_dead_fits_folder_is_reclaimed_and_a_live_ones_kept():
                 for item in folder.iterdir():
                     item.unlink()
                 folder.rmdir()
+
+
+def test_a_gone_servers_secret_is_reclaimed_by_the_next_server(tmp_path):
+    """A SIGKILLed server cannot remove its run secret: the next one removes the
+    secrets whose port nobody listens on, and keeps a live server's."""
+    import socket
+
+    from asyos.transport.zeromq.common import write_secret
+
+    live = socket.socket()
+    live.bind(("127.0.0.1", 0))
+    live.listen()
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    gone_port = free.getsockname()[1]
+    free.close()   # nobody listens there now
+    try:
+        kept = tmp_path / f"127.0.0.1-{live.getsockname()[1]}.secret"
+        stale = tmp_path / f"127.0.0.1-{gone_port}.secret"
+        for secret in (kept, stale):
+            secret.write_text("x" * 64)
+        write_secret(tmp_path / "127.0.0.1-5555.secret")
+        assert kept.exists() and not stale.exists()
+    finally:
+        live.close()

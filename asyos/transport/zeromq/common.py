@@ -6,6 +6,7 @@ import random
 import re
 import secrets
 import shutil
+import socket
 import tempfile
 import time
 from dataclasses import dataclass
@@ -115,6 +116,7 @@ def write_secret(path: Path) -> str:
     renamed into place, so no other user can read it at any moment."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.parent.chmod(0o700)
+    reclaim_secrets(path.parent, path)
     token = secrets.token_hex(32)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -122,6 +124,22 @@ def write_secret(path: Path) -> str:
         f.write(token)
     os.replace(tmp, path)
     return token
+
+
+def reclaim_secrets(directory: Path, keep: Path) -> None:
+    """Remove the secrets of servers that are gone (a SIGKILLed server cannot remove
+    its own): a server writes its secret only once it listens, so a secret whose
+    loopback port refuses a connection belongs to nobody."""
+    for secret in directory.glob("*.secret"):
+        host, _, port = secret.stem.rpartition("-")
+        if secret == keep or not port.isdigit() or host not in LOOPBACK_HOSTS:
+            continue
+        try:
+            socket.create_connection((host, int(port)), timeout=0.5).close()
+        except ConnectionRefusedError:
+            secret.unlink(missing_ok=True)
+        except OSError:   # unreachable for another reason: leave it
+            pass
 
 
 def read_secret(path: Path) -> str | None:
