@@ -39,3 +39,8 @@ class DegenerateWarning(UserWarning):
     """A result that is valid arithmetic but probably not what was meant: a constant
     (or all-zero) column selected with a nonzero weight, which in a model without an
     intercept only stands in for one."""
+
+
+class PathEdgeWarning(UserWarning):
+    """A path over sizes s picked its largest size: the criterion was still falling
+    there, so the best size may lie beyond the path (raise ``max_features``)."""

@@ -12,6 +12,7 @@ Cross-validation over samples needs the rows of X, so it lives with the estimato
 """
 
 import math
+import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -26,7 +27,7 @@ from ..core.validate import (
     check_sparsity,
     warn_if_interpolating,
 )
-from ..errors import InputError
+from ..errors import InputError, PathEdgeWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 from .sequential import blas_limit, passes
@@ -137,5 +138,10 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
         fits.append(fit)
         values.append(criterion_value(criterion, loss, fit.objective, n, p,
                                       len(fit.selected)))
-    return PathResult(sizes, fits, criterion, values, int(np.argmin(values)),
+    chosen = int(np.argmin(values))
+    if chosen == len(sizes) - 1 and len(sizes) > 1:
+        warnings.warn(f"{criterion} picked s = {sizes[-1]}, the largest size on the "
+                      "path: the best size may be larger (raise max_features)",
+                      PathEdgeWarning, stacklevel=2)
+    return PathResult(sizes, fits, criterion, values, chosen,
                       sum(f.seconds for f in fits))

@@ -157,3 +157,19 @@ def test_s_not_below_n_is_said():
     with warnings.catch_warnings():
         warnings.simplefilter("error", DegenerateWarning)
         fit_os(X, y, 19)
+
+
+def test_a_path_that_picks_its_largest_size_says_so():
+    """'auto' on a problem with more true features than the path reaches picked the
+    last size without a word (recall 0.87 on the README's problem)."""
+    from asyos.errors import PathEdgeWarning
+    from asyos.solvers.path import fit_path
+
+    problem = make_regression(p=400, s=30, n=200, seed=1)
+    with pytest.warns(PathEdgeWarning, match="picked s = 10, the largest size"):
+        path = fit_path(problem.X, problem.y, [5, 10])
+    assert path.sizes[path.chosen] == 10
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PathEdgeWarning)
+        path = fit_path(problem.X, problem.y, [20, 30, 45])
+    assert path.sizes[path.chosen] != 45
