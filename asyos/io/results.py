@@ -27,7 +27,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputError
 from ..solvers.result import FitResult
-from .writable import writable
+from .writable import alive, writable
 
 SCHEMA_VERSION = 2   # 2: weights also in an .npz beside the JSON ("arrays")
 
@@ -152,23 +152,13 @@ def _reclaim(path: Path, keep: Path | None) -> None:
     is the one the JSON at ``path`` names)."""
     for tmp in path.parent.glob(f".{path.stem}.*.tmp"):
         pid = tmp.name.rsplit(".", 2)[-2]
-        if pid.isdigit() and not _alive(int(pid)):
+        if pid.isdigit() and not alive(int(pid)):
             tmp.unlink(missing_ok=True)
     for npz in path.parent.glob(f"{path.stem}.*.npz"):
         digest = npz.name[len(path.stem) + 1:-len(".npz")]
         if len(digest) == 16 and all(c in "0123456789abcdef" for c in digest) and \
                 npz != keep:
             npz.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:   # another user's
-        return True
-    return True
 
 
 def _arrays_of(path: Path) -> Path | None:

@@ -1,7 +1,10 @@
-"""Whether a folder takes new files, found by making one: ``os.access`` answers yes to
-root on read-only mounts and pseudo-filesystems (/proc, /sys), and a run would then
-fail only when it writes, after all its work."""
+"""Files and their folders, checked by trying: whether a folder takes new files
+(``os.access`` answers yes to root on read-only mounts and pseudo-filesystems such as
+/proc and /sys, and a run would then fail only when it writes, after all its work),
+and whether the process that named a file after itself is still alive (what a
+SIGKILLed run left can then be reclaimed)."""
 
+import os
 import tempfile
 from pathlib import Path
 
@@ -15,3 +18,14 @@ def writable(folder: Path, make: bool = False) -> bool:
             return True
     except OSError:
         return False
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (another user's counts as alive)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
