@@ -21,7 +21,6 @@ import numpy as np
 
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError, PartialRun
-from ..io.writable import alive
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..streams import FeatureStream
@@ -95,9 +94,14 @@ def reclaim_orphans() -> None:
     SIGKILLed fit): they hold a copy of X and a run secret."""
     for folder in Path(tempfile.gettempdir()).glob(f"{RUN_PREFIX}*-*"):
         pid = folder.name[len(RUN_PREFIX):].split("-", 1)[0]
-        if pid.isdigit() and folder.stat().st_uid == os.getuid() and \
-                not alive(int(pid)):   # its owner is gone
+        if not pid.isdigit() or folder.stat().st_uid != os.getuid():
+            continue
+        try:   # (transport may not import io's ``alive``: sibling layers)
+            os.kill(int(pid), 0)
+        except ProcessLookupError:   # its owner is gone
             shutil.rmtree(folder, ignore_errors=True)
+        except PermissionError:      # alive, another user's
+            pass
 
 
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared",
