@@ -12,7 +12,8 @@ command, the final objective, recall, the largest staleness against its bound an
 T_sequential / T_carrier ("never": the run ended above the threshold).
 
     python benchmarks/one_machine.py [--n 2000] [--p 8192] [--s 256] [--workers 1 2]
-                                     [--repeat 5] [--epochs 3] [--mpi] [--seeds 0]
+                                     [--repeat 5] [--epochs 3] [--mpi] [--mpi-messages]
+                                     [--seeds 0]
                                      [--pipeline auto:auto 2:16]
     python benchmarks/one_machine.py --scale /tmp/asyos-scale --n 1000 --p 1000000 \
                                      -s 100 --epochs 1 --repeat 5 --workers 2
@@ -53,6 +54,24 @@ def time_to(result: dict, threshold: float) -> float:
     return NEVER
 
 
+def bytes_per_push(asy: dict) -> float:
+    """Bytes the server rank sent and received per push (MPI), else NaN."""
+    traffic = asy.get("server_bytes")
+    if not traffic or not traffic["pushes"]:
+        return float("nan")
+    return (traffic["sent"] + traffic["received"]) / traffic["pushes"]
+
+
+def communicate_per_step(asy: dict) -> float:
+    """The workers' time outside their kernel per feature step, in µs (NaN for
+    sequential OS)."""
+    workers = asy.get("workers") or []
+    steps = sum(w.get("steps", 0) for w in workers)
+    if not steps:
+        return float("nan")
+    return 1e6 * sum(w.get("communicate_seconds", 0.0) for w in workers) / steps
+
+
 def problem_files(args, seed: int, tmp: Path) -> tuple:
     """(data, labels, true support, extra flags) of one problem: ``make_regression``
     written feature-major, or with ``--scale`` scale.py's dense file (float32)."""
@@ -81,6 +100,9 @@ def main():
     parser.add_argument("--seeds", type=int, nargs="+", default=[0],
                         help="problems (one per seed), each with --repeat repetitions")
     parser.add_argument("--mpi", action="store_true", help="also mpiexec -n q+1")
+    parser.add_argument("--mpi-messages", action="store_true", help="also mpiexec -n "
+                        "q+1 --ranks-per-node 1: every n-vector in a message, not "
+                        "through the node's shared window")
     parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
                         metavar="WINDOW:BATCH", help="--workers pipelines to run for "
                         "each q (asyos run --window/--batch)")
@@ -110,6 +132,9 @@ def main():
                                             "--batch", batch]
                 if args.mpi:
                     commands[f"mpiexec -n {q + 1}"] = [mpiexec, "-n", str(q + 1), *job]
+                if args.mpi_messages:
+                    commands[f"mpiexec -n {q + 1} messages"] = [
+                        mpiexec, "-n", str(q + 1), *job, "--ranks-per-node", "1"]
             for rep in range(args.repeat):
                 names = list(commands)[::-1 if rep % 2 else 1]
                 results = {name: run(commands[name], tmp / "r.json") for name in names}
@@ -130,13 +155,15 @@ def main():
                         "stale": (stale.get("max", 0), stale.get("bound", 0)),
                         "u_check": asy.get("u_check_max_abs_diff", 0.0) /
                         max(1.0, np.abs(result["objective"])),
+                        "bytes": bytes_per_push(asy),
+                        "communicate": communicate_per_step(asy),
                     })
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs, seeds "
           f"{args.seeds}, {args.repeat} repetitions each (order alternating); "
           "threshold 1.05 x sequential OS's final objective")
     print(f"{'run':>22} {'speedup median':>15} {'worst':>6} {'wall median':>12} "
           f"{'worst':>6} {'objective':>10} {'recall':>7} {'gap mean/worst':>15} "
-          f"{'max stale/bound':>16} {'Σ-check':>8}")
+          f"{'max stale/bound':>16} {'Σ-check':>8} {'B/push':>7} {'µs/step':>8}")
     for name, values in rows.items():
         speed = np.array([v["speedup"] for v in values])
         wall = np.array([v["wall"] for v in values])
@@ -148,7 +175,9 @@ def main():
               f"{np.mean([v['recall'] for v in values]):7.3f} "
               f"{gaps.mean():7.3f}/{gaps.max():.3f} "
               f"{stale[0]:>8}/{stale[1]!s:<7} "
-              f"{max(v['u_check'] for v in values):8.1e}")
+              f"{max(v['u_check'] for v in values):8.1e} "
+              f"{np.median([v['bytes'] for v in values]):7.0f} "
+              f"{np.median([v['communicate'] for v in values]):8.1f}")
 
 
 if __name__ == "__main__":

@@ -185,7 +185,7 @@ def run_server(args) -> FitResult:
         if secret is not None:
             secret.unlink(missing_ok=True)
     result = finish(args, result, source=source, n_samples=len(y),
-                    n_features=server.server.monitor.n_features, s=s, loss=loss,
+                    n_features=server.session.server.monitor.n_features, s=s, loss=loss,
                     truth=truth, classes=classes)
     lost = result.asy["lost_shards"]
     if lost:

@@ -95,6 +95,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     asy.add_argument("--blas-threads", type=int, metavar="K", help="BLAS threads per "
                      "process (default 1; under mpirun, the node's cores shared "
                      "among its ranks)")
+    asy.add_argument("--ranks-per-node", type=int, metavar="K", help="under mpirun: "
+                     "the ranks that share u_C with the server's rank through an MPI-3 "
+                     "shared window instead of messages are those on its machine "
+                     "(default), or among its group of K consecutive ranks (1: every "
+                     "vector in messages)")
     sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
     sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
                      "over the server state machine, with simulated staleness")
@@ -203,9 +208,12 @@ def run_mpi(args) -> FitResult | None:
     try:
         refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
         check_path_flags(args)
+        ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
+            check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
         result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
                                 record_order=args.record_order,
-                                threads=blas_threads(args.blas_threads))
+                                threads=blas_threads(args.blas_threads),
+                                ranks_per_node=ranks_per_node)
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
@@ -279,6 +287,8 @@ def run(args) -> FitResult | None:
             raise InputError("--simulate runs in one process; start it without mpirun")
     if launched_by_mpi():
         return run_mpi(args)
+    if args.ranks_per_node is not None:
+        raise InputError("--ranks-per-node groups MPI ranks: run under mpiexec")
     if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
     check_path_flags(args)

@@ -14,6 +14,7 @@ from ..core.server_state import (
     DuplicatePush,
     NotARequest,
     OutOfOrderPush,
+    SentView,
     ServerState,
     all_finite,
 )
@@ -107,6 +108,24 @@ class AsyServer:
     def done(self) -> bool:
         return self.state.done
 
+    @property
+    def clock(self) -> int:
+        """Updates applied to u_C so far: its version."""
+        return self.state.clock
+
+    @property
+    def u(self) -> np.ndarray:
+        """u_C itself, not a copy (a carrier copies it out at once)."""
+        return self.state.u
+
+    def finished(self, worker: int) -> bool:
+        """Whether ``worker``'s final report was applied."""
+        return self.state.workers[worker].finished
+
+    def pushes_applied(self) -> list[int]:
+        """Each worker's pushes applied to u_C (its last sequence number)."""
+        return [record.messages for record in self.state.workers]
+
     # -- requests ---------------------------------------------------------------------
     def handle(self, worker: int, message) -> list[tuple[int, object]]:
         """Apply one request of ``worker``; the replies to send, in order.
@@ -174,6 +193,40 @@ class AsyServer:
     def lose(self, worker: int) -> list[tuple[int, messages.View]]:
         """``worker`` is gone: its credit is revoked; the views now grantable."""
         return self.views(self.state.lose(worker))
+
+    # -- a simulated delivery (solvers/simulator.py) -----------------------------------
+    def offer(self, workers) -> int:
+        """Record the current u_C as a view each of ``workers`` may act on, without
+        credit or budget (the simulator offers every version and schedules which one
+        a worker reads); returns the oldest version any of them may still name."""
+        for t in workers:
+            self.state.view(t, grant=False)
+        return min((self.state.workers[t].sent[0].version for t in workers),
+                   default=self.state.clock)
+
+    def aged_view(self, worker: int, age: int, last_read: int) -> tuple[int, int, int]:
+        """The view ``worker`` reads when it reads u_C as it was ``age`` updates ago:
+        the newest offered version at least that old that it may still use (never
+        older than ``last_read``, nor than the credit it spends; else the oldest it
+        may), with the budget granted now (recorded as a view it may act on).
+        Returns (version, its own pushes in it, budget granted)."""
+        record = self.state.workers[worker]
+        floor = max(record.grants[0].version, last_read)
+        usable = [v for v in record.sent if v.version >= floor and v.budget is None]
+        target = self.state.clock - age
+        chosen = usable[0]
+        for sent in usable:
+            if sent.version <= target:
+                chosen = sent
+        granted = self.state.grant_budget(worker) if self.config.adaptive else 0
+        if granted:   # granted now: recorded as a view it may act on (held budgets)
+            record.sent.append(SentView(self.state.clock, record.pushes, granted))
+        return chosen.version, chosen.own, granted
+
+    def rejoin(self, worker: int) -> None:
+        """``worker`` (a replacement, or the same one resynchronised) takes over from
+        its record, holding no credit until it asks for a view."""
+        self.state.rejoin(worker)
 
     # -- the end ----------------------------------------------------------------------
     def result(self, transport: str) -> FitResult:

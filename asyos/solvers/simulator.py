@@ -25,7 +25,6 @@ import numpy as np
 
 from ..core.losses import Loss
 from ..core.projection import group_constraint
-from ..core.server_state import SentView
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
@@ -110,7 +109,6 @@ class _Simulation:
         self.config = config
         self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         self.server.start(n_features, *eta_m)
-        self.state = self.server.state
         self.drivers = [WorkerDriver(worker_loop(shards[t], y, config.capacities[t],
                                                  config.loss, *eta_m, config.epochs, 1,
                                                  groups=groups[t], rule=config.rule,
@@ -141,31 +139,17 @@ class _Simulation:
     def _publish(self) -> None:
         """A new version of u_C, offered to every running worker; versions no worker
         may read any more are forgotten."""
-        self.history[self.state.clock] = self.state.u.copy()
-        for t in self.active:
-            self.state.view(t, grant=False)
-        oldest = min((self.state.workers[t].sent[0].version for t in self.active),
-                     default=self.state.clock)
+        self.history[self.server.clock] = self.server.u.copy()
+        oldest = self.server.offer(self.active)
         for version in [v for v in self.history if v < oldest]:
             del self.history[version]
 
     def _read(self, t: int, age: int) -> None:
         """Deliver to worker t the newest version at least ``age`` updates old that it
-        may still use (never older than its last, nor than the credit it spends)."""
-        record = self.state.workers[t]
-        floor = max(record.grants[0].version, self.drivers[t].view.version)
-        usable = [v for v in record.sent if v.version >= floor and v.budget is None]
-        target = self.state.clock - age
-        chosen = usable[0]
-        for sent in usable:
-            if sent.version <= target:
-                chosen = sent
-        granted = self.state.grant_budget(t) if self.config.adaptive else 0
-        if granted:   # granted now: recorded as a view it may act on (held budgets)
-            self.state.workers[t].sent.append(
-                SentView(self.state.clock, record.pushes, granted))
-        self.drivers[t].receive(messages.View(self.history[chosen.version],
-                                              chosen.version, chosen.own,
+        may still use (``AsyServer.aged_view``)."""
+        version, own, granted = self.server.aged_view(t, age,
+                                                      self.drivers[t].view.version)
+        self.drivers[t].receive(messages.View(self.history[version], version, own,
                                               self.credit[t], granted,
                                               self.server.step_size))
 
@@ -175,7 +159,7 @@ class _Simulation:
         push = driver.advance()
         self._deliver(self.server.handle(t, push))
         self.kept[t] = push.selected.size
-        self.started[t] = self.state.clock
+        self.started[t] = self.server.clock
         if driver.ending:   # its last step: Final
             driver.advance()
             self._deliver(self.server.handle(t, driver.final_message()))
@@ -192,7 +176,7 @@ class _Simulation:
                 t = next(schedule, None)
                 if t not in active:
                     raise InputError(f"the schedule names {t!r} at step "
-                                     f"{self.state.clock + 1}, but the workers with "
+                                     f"{self.server.clock + 1}, but the workers with "
                                      f"steps left are {active}")
             elif order == "random":
                 t = active[int(rng.integers(len(active)))]
@@ -206,12 +190,12 @@ class _Simulation:
     def run_clocked(self, a: float, c_comm: float) -> None:
         """Event order by virtual finish time; each pull reads the version current at
         its start (the one published after the worker's previous push)."""
-        n = self.state.u.size
+        n = self.server.u.size
         finish = {t: a * n * 2 + c_comm for t in self.active}
         while self.active:
             t = min(self.active, key=lambda w: (finish[w], w))
             self.now = finish[t]
-            self._read(t, self.state.clock - self.started[t])
+            self._read(t, self.server.clock - self.started[t])
             self._step(t)
             finish[t] = self.now + a * n * (self.kept[t] + 2) + c_comm
 

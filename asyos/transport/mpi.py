@@ -15,6 +15,7 @@ import os
 import sys
 import time
 from collections import deque
+from dataclasses import replace
 
 import numpy as np
 from mpi4py import MPI
@@ -39,6 +40,7 @@ from .base import (
     failure_report,
     reported_failure,
 )
+from .node_memory import LeanLink, NodeVectors
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 
@@ -58,14 +60,18 @@ class Link:
     messages are still on their way.
     """
 
-    def __init__(self, comm, limits: wire.Limits, share: NodeShare, in_flight: int):
+    def __init__(self, comm, limits: wire.Limits, share: NodeShare, in_flight: int,
+                 lean=frozenset()):
         self.comm, self.limits, self.share = comm, limits, share
         self.in_flight = in_flight
+        self.lean, self._lean_limits = lean, replace(limits, n=0)
+        self.sent = self.received = 0   # bytes
         self._busy: deque = deque()          # (request, buffer), oldest first
         self._status = MPI.Status()
 
     def send(self, message, dest: int, worker: int) -> None:
         buffer = wire.join(wire.encode(message, worker))
+        self.sent += len(buffer)
         while self._busy and (len(self._busy) >= self.in_flight or
                               self._busy[0][0].Test()):
             _wait(self._busy.popleft()[0], self.share)
@@ -82,12 +88,14 @@ class Link:
         source, tag = status.Get_source(), status.Get_tag()
         buffer = bytearray(status.Get_count(MPI.BYTE))
         self.comm.Recv([buffer, MPI.BYTE], source=source, tag=tag)
+        self.received += len(buffer)
         if tag == ERROR_TAG:
             raise reported_failure(f"worker {source - 1} (rank {source})", buffer)
         if tag != MESSAGE_TAG:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
         try:
-            return source, wire.decode(wire.split(buffer), self.limits)
+            limits = self._lean_limits if source in self.lean else self.limits
+            return source, wire.decode(wire.split(buffer), limits)
         except wire.WireError as exc:
             raise WorkerFailed(f"rank {source} sent a malformed message: {exc}") \
                 from None
@@ -145,50 +153,115 @@ def _limits(config: AsyConfig, n: int) -> wire.Limits:
     return wire.Limits(n, max(config.capacities), config.batch)
 
 
-def serve(comm, server: AsyServer, share: NodeShare) -> FitResult:
-    """Rank 0: carry the server's messages until every worker has finished."""
+def serve(comm, server: AsyServer, share: NodeShare,
+          vectors: NodeVectors | None = None) -> FitResult:
+    """Rank 0: carry the server's messages until every worker has finished.
+    ``vectors``: the n-vectors of the workers on this node, through its shared window
+    (their messages carry none)."""
     cpu_start = time.process_time()
     config = server.config
+    lean = frozenset() if vectors is None else frozenset(t + 1 for t in vectors.rows)
     link = Link(comm, _limits(config, server.y.shape[0]), share,
-                in_flight=config.n_workers * (config.depth + 1) + 1)
+                in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean)
     while not server.done:
         source, envelope = link.wait()
         worker = source - 1
         if envelope.worker != worker:
             raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
+        body = envelope.body if source not in lean else \
+            vectors.incoming(worker, envelope.body)
         try:
-            replies = server.handle(worker, envelope.body)
+            replies = server.handle(worker, body)
         except NonFiniteUpdate:
             raise   # the user's to fix: exit 2
         except ProtocolError as exc:
             raise WorkerFailed(f"worker {worker} (rank {source}): {exc}") from None
+        if source in lean:
+            vectors.applied(worker, body)
         for target, reply in replies:
+            if target + 1 in lean:
+                reply = vectors.outgoing(reply, server)
             link.send(reply, target + 1, target)
     link.drain()
     result = server.result("mpi")
     result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
+    result.asy["shared_window_workers"] = [] if vectors is None else sorted(vectors.rows)
+    result.asy["server_bytes"] = {
+        "sent": link.sent, "received": link.received,
+        "pushes": sum(server.pushes_applied())}
     return result
 
 
 def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
-         share: NodeShare) -> None:
-    """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back."""
-    link = Link(comm, _limits(config, n), share, in_flight=config.depth + 1)
-    carry_worker(link, driver, comm.Get_rank() - 1)
+         share: NodeShare, vectors: NodeVectors | None = None) -> None:
+    """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back, its
+    n-vectors through ``vectors`` when it shares the server's node."""
+    worker = comm.Get_rank() - 1
+    limits = _limits(config, 0 if vectors is not None else n)
+    link = Link(comm, limits, share, in_flight=config.depth + 1)
+    if vectors is not None:
+        link = LeanLink(link, vectors, worker, n)
+    carry_worker(link, driver, worker)
+
+
+class ServerNode:
+    """The ranks that share memory with the server's rank, and their n-vectors in an
+    MPI-3 shared window (``Win.Allocate_shared`` on ``Comm.Split_type``'s node),
+    allocated by rank 0 and mapped by the others.  ``ranks_per_node`` splits each
+    node further into groups of that many consecutive ranks (several "nodes" on one
+    machine, for tests and for comparing with messages: 1 shares nothing).
+    Collective on ``comm``."""
+
+    def __init__(self, comm, node, n: int, config: AsyConfig, share: NodeShare,
+                 ranks_per_node: int | None = None):
+        rank = comm.Get_rank()
+        group = node.Split(rank // ranks_per_node, rank) if ranks_per_node \
+            else node.Dup()
+        with_server = bool(group.allreduce(int(rank == 0), op=MPI.SUM))
+        sharing = [r - 1 for r, flag in enumerate(comm.allgather(with_server))
+                   if flag and r]
+        self.window, self.vectors = None, None
+        if with_server and sharing:
+            ring = config.depth // config.batch + 2
+            nbytes = NodeVectors.nbytes(n, config.n_workers, len(sharing), ring)
+            self.window = MPI.Win.Allocate_shared(nbytes if rank == 0 else 0, 8,
+                                                  comm=group)
+            buffer, _ = self.window.Shared_query(0)
+            if rank == 0:
+                np.frombuffer(buffer, np.uint8)[:] = 0
+            _wait(group.Ibarrier(), share)   # zeroed before any rank uses it
+            self.vectors = NodeVectors(buffer, n, config.n_workers, sharing, ring)
+        group.Free()
+
+    def mine(self, rank: int) -> NodeVectors | None:
+        """The vectors rank ``rank`` exchanges through the window, or None."""
+        if self.vectors is None or (rank and not self.vectors.shares(rank - 1)):
+            return None
+        return self.vectors
+
+    def free(self) -> None:
+        """Collective on the window's ranks; MPI releases its memory."""
+        if self.window is not None:
+            self.window.Free()
+            self.window = self.vectors = None
 
 
 def run(comm, open_job, config_factory, record_order: bool = False,
-        threads: int | None = None) -> FitResult | None:
+        threads: int | None = None, ranks_per_node: int | None = None
+        ) -> FitResult | None:
     """Run Asy-OS on ``comm``; returns the result on rank 0, None elsewhere.
 
     Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
     being checked compact group ids or None, and rank 0's "stream" anything with
     ``n_features`` (``io.describe.FeatureShape``: the server reads no column);
-    ``config_factory(q, n_features)`` → AsyConfig.  A worker takes its shard and group budget from ``worker_shard``, as
-    the simulator does; the server keeps the labels to check ≤ s2 groups at the end.
-    Setup errors on any rank end every rank with InputError (exit 2); a failure
-    while running aborts the job from rank 0.  ``threads``: BLAS threads per rank
-    (default: the node's cores shared among its ranks, ``NodeShare``).
+    ``config_factory(q, n_features)`` → AsyConfig.  A worker takes its shard and
+    group budget from ``worker_shard``, as the simulator does; the server keeps the
+    labels to check ≤ s2 groups at the end.  Workers on the server's node exchange
+    their n-vectors through a shared window (``ServerNode``; ``ranks_per_node``
+    splits nodes further), the others in their messages.  Setup errors on any rank
+    end every rank with InputError (exit 2); a failure while running aborts the job
+    from rank 0.  ``threads``: BLAS threads per rank (default: the node's cores
+    shared among its ranks, ``NodeShare``).
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
@@ -210,29 +283,36 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         error = str(exc)
     warm = None if shard is None else (lambda: warm_worker(shard, config, groups))
     error = _warm_node(node, rank, size, warm, share) or error
-    node.Free()
     error, nu = _agree(comm, error, nu)
     if error is not None:
+        node.Free()
         raise InputError(error)
-    eta, m = config.eta_and_m(y.shape[0], nu)
+    n = y.shape[0]
+    eta, m = config.eta_and_m(n, nu)
+    server_node = ServerNode(comm, node, n, config, share, ranks_per_node)
+    node.Free()
+    vectors = server_node.mine(rank)
     if rank != 0:
         try:
             loop = worker_steps(config, rank - 1, shard, y, eta, m, groups)
-            work(comm, WorkerDriver(loop, y.shape[0]), config, y.shape[0], share)
+            work(comm, WorkerDriver(loop, n), config, n, share, vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
                   share)
+        server_node.free()
         return None
     try:
         server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         server.start(stream.n_features, eta, m)
-        return serve(comm, server, share)
+        result = serve(comm, server, share, vectors)
     except Exception as exc:
         bad_input = isinstance(exc, InputError) or \
             (isinstance(exc, WorkerFailed) and exc.bad_input)
         abort(comm, 2 if bad_input else 1, str(exc))
+    server_node.free()
+    return result
 
 
 def abort(comm, code: int, message: str) -> None:

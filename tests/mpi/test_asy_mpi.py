@@ -21,7 +21,7 @@ Q = COMM.Get_size() - 1
 
 def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
          record_order=False, window="auto", batch="auto", budget="fixed",
-         rule="magnitude"):
+         rule="magnitude", ranks_per_node=None):
     """Asy-OS over MPI; the paper's rule by default, as the replays here are."""
     stream = ArrayStream(X, block_size=16)
 
@@ -31,7 +31,7 @@ def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
                                n_features=p, budget=budget, rule=rule)
 
     return transport.run(COMM, lambda: (stream, y, None), config,
-                         record_order=record_order)
+                         record_order=record_order, ranks_per_node=ranks_per_node)
 
 
 def _small(seed=0, n=60, p=90, s=8):
@@ -151,14 +151,19 @@ def test_one_pipelined_worker_is_still_sequential_os(window, batch, budget, stal
 
 
 @pytest.mark.mpi(min_size=3)
-@pytest.mark.parametrize("window, batch", [("auto", "auto"), (2, 3)])
-def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch):
+@pytest.mark.parametrize("window, batch, ranks_per_node", [
+    ("auto", "auto", None), (2, 3, None), ("auto", "auto", 1), (2, 3, 2)])
+def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch,
+                                                               ranks_per_node):
     """τ = 0 serialises the workers' steps, pipelined or not: each step sees every
     step applied before it (a worker's credit is granted only while nobody else
-    holds any)."""
+    holds any).  Exactly so whether the n-vectors go through the node's shared window
+    (None: every rank on this machine), in messages (1), or both (2: worker 0 shares
+    the server's window, the others send messages)."""
     X, y = _small(seed=2)
     s = max(8, Q)
-    payload = _run(X, y, s, staleness=0, record_order=True, window=window, batch=batch)
+    payload = _run(X, y, s, staleness=0, record_order=True, window=window, batch=batch,
+                   ranks_per_node=ranks_per_node)
     if COMM.Get_rank() != 0:
         return
     config = AsyConfig.build(s, Q, eta=0.3, m=1.0, epochs=2)
@@ -175,6 +180,31 @@ def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch):
     np.testing.assert_array_equal(payload.selected, selected[order])
     np.testing.assert_allclose(payload.weights, weights[order], rtol=0, atol=1e-12)
     assert payload.asy["staleness"]["max"] == 0
+    assert payload.asy["shared_window_workers"] == {
+        None: list(range(Q)), 1: [], 2: [0]}[ranks_per_node]
+
+
+@pytest.mark.mpi(min_size=2)
+@pytest.mark.parametrize("ranks_per_node", [None, 1, 2, 3])
+def test_several_nodes_on_one_machine_keep_every_invariant(ranks_per_node):
+    """Ranks split into "nodes" of ``ranks_per_node``: the workers in the server's
+    node share its window, the others send their vectors; the bound, the exact
+    Σ-invariant and the objective of the assembled w hold either way."""
+    X, y = _small(seed=4)
+    s = max(8, Q)
+    payload = _run(X, y, s, staleness=2, budget="adaptive",
+                   ranks_per_node=ranks_per_node)
+    if COMM.Get_rank() != 0:
+        return
+    asy = payload.asy
+    sharing = list(range(Q)) if ranks_per_node is None else \
+        list(range(min(Q, ranks_per_node - 1)))
+    assert asy["shared_window_workers"] == sharing
+    assert asy["u_check_max_abs_diff"] <= 1e-10
+    assert asy["staleness"]["max"] <= 2
+    assert sum(asy["staleness"]["histogram"]) == 2 * 90 == payload.n_steps
+    u = X[:, payload.selected] @ payload.weights
+    assert payload.objective == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
 
 
 @pytest.mark.mpi(min_size=5)

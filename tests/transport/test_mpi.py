@@ -46,6 +46,13 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
     assert asy["n_workers"] == 2 and asy["budgets"] == [15, 15]
     assert asy["staleness"]["max"] <= 2 and asy["staleness"]["bound"] == 2
     assert asy["u_check_max_abs_diff"] < 1e-9
+    # both workers share the server's node: their vectors go through its window,
+    # and no message carries one (a push's Δu and its view's u_C alone would be
+    # 2 · 8n = 4800 bytes; the kept set a push reports is at most 3 · 8 · 15)
+    assert asy["shared_window_workers"] == [0, 1]
+    traffic = asy["server_bytes"]
+    assert traffic["pushes"] > 10
+    assert traffic["sent"] + traffic["received"] < 1000 * traffic["pushes"]
     assert len(result["selected"]) <= 30 and result["truth"]["recall"] > 0.6
     cores = len(os.sched_getaffinity(0))
     for worker in asy["workers"]:
@@ -141,7 +148,8 @@ def test_setup_errors_exit_2_with_one_message(tmp_path):
                     "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
     assert proc.returncode == 2 and "n = 9" in proc.stderr
     for bad, problem in ((["--staleness", "-1"], "staleness must be ≥ 0, got -1"),
-                         (["--window", "0"], "window must be ≥ 1, got 0")):
+                         (["--window", "0"], "window must be ≥ 1, got 0"),
+                         (["--ranks-per-node", "0"], "ranks-per-node must be ≥ 1")):
         proc = _mpiexec(3, "-m", "asyos.run", "-p", "100", "-s", "4", *bad, "--quiet")
         assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
         assert problem in proc.stderr

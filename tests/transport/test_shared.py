@@ -185,6 +185,7 @@ def test_cli_workers_runs_the_embedded_default(tmp_path):
     (["--workers", "200", "-s", "100"], "200"),
     (["--workers", "2", "--standardize"], "--standardize"),
     (["--workers", "2", "-s", "auto"], "auto"),
+    (["--workers", "2", "--ranks-per-node", "2"], "run under mpiexec"),
 ])
 def test_cli_workers_refuses_bad_input(args, message):
     proc = _run(*args, "--quiet")

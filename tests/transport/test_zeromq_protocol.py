@@ -146,7 +146,8 @@ def test_an_oversized_message_is_cut_off_without_harm(server):
 def test_a_push_from_before_a_reconfiguration_is_dropped(server):
     sock = _socket(server)
     run_id, tag = _joined(server, sock)
-    server._send_config(0)            # e.g. a resynchronisation: a new tag
+    server.session.send_config(0)     # e.g. a resynchronisation: a new tag
+    server._flush()
     assert sock.poll(5000)
     config = decode(sock.recv_multipart(), Limits(N, 10, 10))
     assert config.kind == Kind.CONFIG and config.tag != tag
@@ -399,7 +400,7 @@ def test_after_a_resume_a_stranger_who_knows_the_run_id_learns_and_moves_nothing
         assert refusal.kind == Kind.REFUSE and "not authorised" in refusal.body.reason
         assert [r.kind for r in _exchange(resumed, stranger, pull)] == [Kind.INTRODUCE]
         np.testing.assert_array_equal(resumed.state.u, u)
-        assert resumed.identity == [None]
+        assert resumed.session.identity == [None]
         worker = _socket(resumed)
         [config] = _exchange(resumed, worker, _hello())
         assert config.kind == Kind.CONFIG and config.run_id == joined[0]

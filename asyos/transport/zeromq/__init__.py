@@ -21,7 +21,8 @@ Reliability, all in terms of the state machine:
 that percentage of incoming messages at random.
 """
 
-from .common import Timeouts, make_keys
+from ...solvers.session import Timeouts
+from .common import make_keys
 from .server import ZmqServer
 from .worker import ServerGone, ZmqWorker
 

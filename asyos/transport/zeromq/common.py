@@ -9,7 +9,6 @@ import shutil
 import socket
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 from ...errors import InputError
@@ -19,17 +18,6 @@ log = logging.getLogger("asyos.zeromq")
 
 
 LOOPBACK_HOSTS = ("127.0.0.1", "localhost", "[::1]", "::1")
-
-
-@dataclass
-class Timeouts:
-    """Seconds; the defaults suit a LAN, tests shorten them."""
-
-    heartbeat_every: float = 1.0       # a worker says it is alive at least this often
-    heartbeat_timeout: float = 10.0    # ... and is declared lost after this silence
-    replace_timeout: float = 30.0      # a lost shard not replaced by then: run ends
-    resend_after: float = 0.5          # unacknowledged messages are sent again
-    server_timeout: float = 120.0      # a worker gives up on a silent server
 
 
 class Dropper:

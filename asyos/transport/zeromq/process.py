@@ -9,9 +9,9 @@ import sys
 from pathlib import Path
 
 from ...errors import InputError
+from ...solvers.session import Timeouts
 from ...streams import NpyStream
 from ..base import NodeShare, die_with_parent
-from .common import Timeouts
 from .worker import ServerGone, ZmqWorker
 
 

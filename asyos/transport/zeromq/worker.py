@@ -22,13 +22,13 @@ from ...solvers.asy import (
     group_fingerprint,
     worker_shard,
 )
+from ...solvers.session import Timeouts
 from ...solvers.worker_loop import WorkerDriver, worker_loop
 from ..base import blas_threads_in_use
 from ..wire import PARAMS, Limits, WireError, decode, encode
 from .common import (
     Dropper,
     LogLimit,
-    Timeouts,
     client_key_name,
     load_keys,
     load_server_public,

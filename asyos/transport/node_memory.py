@@ -1,0 +1,168 @@
+"""The n-vectors of Asy-OS through memory a node shares, never through a message.
+
+Workers that share memory with the server's process (forked from it on one machine,
+or MPI ranks on its node under an MPI-3 shared window) exchange u_C, Δu and X_S w_S
+through one block of memory, carved by ``NodeVectors``:
+
+* u_C is published by the server's process under a sequence lock: a worker reads it
+  when a view arrives, so a VIEW message carries only its version, credit, budget
+  and η;
+* each such worker writes its Δu (and at the end X_S w_S) into its own ring of
+  slots, and its PUSH says which push it is: the server applies the slot and counts
+  it consumed, so a slot is never overwritten before it was applied.  The server
+  keeps each worker's applied sum apart, so u_C = Σ_t X_S(t) w_S(t) exactly.
+
+The messages stay ``transport.wire``'s frames, with the n-vectors left empty (tens of
+bytes): the protocol, its checks and its staleness gate are unchanged.  A worker reads
+u_C when the view's message arrives, which may be newer than the view's version: its
+steps are then less stale than the server records, never more.
+"""
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from ..solvers import messages
+from .base import Backoff
+
+EMPTY = np.zeros(0)
+
+
+class Carver:
+    """Consecutive float64 and int64 arrays over one writable buffer (an anonymous
+    mapping, an MPI shared window)."""
+
+    def __init__(self, buffer):
+        self.buffer, self.at = buffer, 0
+
+    def take(self, shape, dtype) -> np.ndarray:
+        count = int(np.prod(shape))
+        array = np.frombuffer(self.buffer, dtype=dtype, count=count, offset=self.at)
+        self.at += count * np.dtype(dtype).itemsize
+        return array.reshape(shape)
+
+
+class NodeVectors:
+    """u_C as last published, and a ring of n-vector slots for each worker in
+    ``workers`` (the workers that share this memory; others send their vectors in
+    messages).  ``host_gone()``: whether the server's process has died, asked while a
+    worker waits on memory it alone updates (the worker then exits)."""
+
+    def __init__(self, buffer, n: int, q: int, workers: Sequence[int], ring: int,
+                 host_gone: Callable[[], bool] = lambda: False):
+        self.rows = {t: row for row, t in enumerate(workers)}
+        self.ring, self.host_gone = ring, host_gone
+        memory = Carver(buffer)
+        self.sequence = memory.take(1, np.int64)
+        self.through = memory.take(q, np.int64)
+        self.consumed = memory.take(len(workers), np.int64)
+        self.u = memory.take(n, np.float64)
+        self.slots = memory.take((len(workers), ring, n), np.float64)
+        self.published = -1
+
+    @staticmethod
+    def nbytes(n: int, q: int, sharing: int, ring: int) -> int:
+        return 8 * (1 + q + sharing + n + sharing * ring * n)
+
+    def shares(self, worker: int) -> bool:
+        return worker in self.rows
+
+    def _slot(self, worker: int, number: int) -> np.ndarray:
+        return self.slots[self.rows[worker], number % self.ring]
+
+    # -- the server's side ------------------------------------------------------------
+    def outgoing(self, reply, server):
+        """``reply`` to a sharing worker as sent: a view's u_C is published (once
+        per server clock) and left out of the message.  ``server``: the
+        ``AsyServer`` that answered."""
+        if not isinstance(reply, messages.View):
+            return reply
+        if self.published != server.clock:
+            self.sequence[0] += 1   # odd: a reader retries
+            self.u[:] = server.u
+            self.through[:] = server.pushes_applied()
+            self.sequence[0] += 1
+            self.published = server.clock
+        return replace(reply, u=EMPTY)
+
+    def incoming(self, worker: int, body):
+        """A sharing worker's message with its n-vector read from its slot."""
+        if isinstance(body, messages.Push):
+            return replace(body, delta=self._slot(worker, body.seq))
+        if isinstance(body, messages.Final):
+            return replace(body, contribution=self._slot(worker, body.seq + 1))
+        return body
+
+    def applied(self, worker: int, body) -> None:
+        """The server has applied ``body``: its slot may be written again."""
+        if isinstance(body, messages.Push):
+            self.consumed[self.rows[worker]] = body.seq
+        elif isinstance(body, messages.Final):
+            self.consumed[self.rows[worker]] = body.seq + 1
+
+    # -- a worker's side --------------------------------------------------------------
+    def park(self, worker: int, message):
+        """``message`` as sent: its n-vector written into its slot, once the server
+        consumed the push that slot held, and left out of the message."""
+        if isinstance(message, messages.Push):
+            number, field = message.seq, "delta"
+        elif isinstance(message, messages.Final):
+            number, field = message.seq + 1, "contribution"
+        else:
+            return message
+        row, backoff = self.rows[worker], Backoff(spin=5e-5)
+        while self.consumed[row] < number - self.ring:
+            if self.host_gone():
+                raise SystemExit(1)
+            backoff.sleep()
+        self._slot(worker, number)[:] = getattr(message, field)
+        return replace(message, **{field: EMPTY})
+
+    def read_view(self, worker: int, body, into: np.ndarray):
+        """A view with u_C copied into ``into`` from the published vector, and the
+        pushes of ``worker`` it includes.  A sequence lock: the writer makes the
+        counter odd, writes, makes it even; a reader retries when the counter was odd
+        or moved (stores are not reordered with stores on x86-64, nor loads with
+        loads)."""
+        if not isinstance(body, messages.View):
+            return body
+        tries = 0
+        while True:
+            before = int(self.sequence[0])
+            if before % 2 == 0:
+                into[:] = self.u
+                through = int(self.through[worker])
+                if int(self.sequence[0]) == before:
+                    return replace(body, u=into, through=through)
+            tries += 1
+            if tries % 4096 == 0 and self.host_gone():
+                raise SystemExit(1)
+
+
+class LeanLink:
+    """A worker's link (``carry_worker``'s interface) whose n-vectors go through
+    ``NodeVectors`` and whose messages carry none."""
+
+    def __init__(self, link, vectors: NodeVectors, worker: int, n: int):
+        self.link, self.vectors, self.worker = link, vectors, worker
+        self._u = np.zeros(n)
+
+    def send(self, message, dest: int, worker: int) -> None:
+        self.link.send(self.vectors.park(self.worker, message), dest, worker)
+
+    def _view(self, received):
+        if received is None:
+            return None
+        source, envelope = received
+        body = self.vectors.read_view(self.worker, envelope.body, self._u)
+        return source, replace(envelope, body=body)
+
+    def poll(self, source=0):
+        return self._view(self.link.poll(source))
+
+    def wait(self, source=0):
+        return self._view(self.link.wait(source))
+
+    def drain(self) -> None:
+        self.link.drain()
