@@ -5,6 +5,8 @@ turns it into a one-line message and exit status 2.  It is always raised *before
 state is changed.
 """
 
+import warnings
+
 
 class AsyosError(Exception):
     """Base class of every error asyos raises on purpose."""
@@ -27,6 +29,13 @@ class ConvergenceWarning(UserWarning):
     scikit-learn, so this is asyos's own class; the scikit-learn estimators pass
     ``sklearn.exceptions.ConvergenceWarning`` as the solvers' ``convergence_warning``
     instead, and any solver takes ``convergence_warning=None`` to stay silent."""
+
+
+def warn_unconverged(category, message: str, stacklevel: int = 3) -> None:
+    """A solver's ``convergence_warning`` (``category``) with ``message``, at the
+    caller of the solver that calls this; None stays silent."""
+    if category is not None:
+        warnings.warn(message, category, stacklevel=stacklevel)
 
 
 class StallWarning(UserWarning):

@@ -29,12 +29,12 @@ not lower f ends the run.  Selection = supp(x).
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from ..core.iterates import Iterates
 from ..core.projection import check_groups
 from ..core.selection import Selection
 from ..core.validate import check_at_least, check_int, check_problem
@@ -49,15 +49,12 @@ KINK = 1.0 - 1e-6
 
 
 @dataclass
-class DCPath:
+class DCPath(Iterates):
     """The final iterate, f after every accepted DC step (f(0) first), the DC steps
     and ADMM iterations run, and whether f stopped falling before ``max_outer``."""
 
-    w: np.ndarray
-    objective: list = field(default_factory=list)
     n_outer: int = 0
     n_admm: int = 0
-    converged: bool = False
 
 
 def truncated_counts(w, group_of, tau: float) -> tuple[float, float]:
@@ -83,26 +80,31 @@ def _simplex_threshold(a, radius):
 
 
 @njit(cache=True)
-def _project_l1(v, free, radius, out):
-    """out = the projection of v onto {Σ_{j not free} |x_j| ≤ radius}."""
-    p = v.shape[0]
-    count = 0
+def _ball_threshold(magnitudes, free, radius):
+    """θ that shrinks the magnitudes not ``free`` onto {Σ ≤ radius}: 0 when they lie
+    inside it already (the projection then changes nothing)."""
     total = 0.0
-    for j in range(p):
-        if not free[j]:
+    count = 0
+    for i in range(magnitudes.shape[0]):
+        if not free[i]:
+            total += magnitudes[i]
             count += 1
-            total += abs(v[j])
     if total <= radius:
-        out[:] = v
-        return
+        return 0.0
     a = np.empty(count)
     k = 0
-    for j in range(p):
-        if not free[j]:
-            a[k] = abs(v[j])
+    for i in range(magnitudes.shape[0]):
+        if not free[i]:
+            a[k] = magnitudes[i]
             k += 1
-    theta = _simplex_threshold(a, radius)
-    for j in range(p):
+    return _simplex_threshold(a, radius)
+
+
+@njit(cache=True)
+def _project_l1(v, free, radius, out):
+    """out = the projection of v onto {Σ_{j not free} |x_j| ≤ radius}."""
+    theta = _ball_threshold(np.abs(v), free, radius)
+    for j in range(v.shape[0]):
         if free[j]:
             out[j] = v[j]
         else:
@@ -117,22 +119,7 @@ def _project_groups(v, group_of, n_groups, free, radius, out):
     for j in range(v.shape[0]):
         norms[group_of[j]] += v[j] * v[j]
     norms = np.sqrt(norms)
-    total = 0.0
-    count = 0
-    for g in range(n_groups):
-        if not free[g]:
-            total += norms[g]
-            count += 1
-    if total <= radius:
-        out[:] = v
-        return
-    a = np.empty(count)
-    k = 0
-    for g in range(n_groups):
-        if not free[g]:
-            a[k] = norms[g]
-            k += 1
-    theta = _simplex_threshold(a, radius)
+    theta = _ball_threshold(norms, free, radius)
     scale = np.ones(n_groups)
     for g in range(n_groups):
         if not free[g]:
@@ -219,12 +206,9 @@ def dc_solve(X, y, s1, groups, s2, tau: float = 0.5, max_outer: int = 50,
         if f - f_new <= tol * max(f, np.finfo(float).tiny):
             path.converged = True
             break
-    path.w = w
-    if not path.converged and convergence_warning is not None:
-        warnings.warn(f"DC stopped at max_outer={int(max_outer)} steps with the "
-                      f"objective still falling; raise max_outer",
-                      convergence_warning, stacklevel=2)
-    return path
+    return path.finish(w, convergence_warning, f"DC stopped at max_outer="
+                       f"{int(max_outer)} steps with the objective still falling; "
+                       "raise max_outer")
 
 
 def fit_dc(X, y, s1, groups, s2, tau: float = 0.5, max_outer: int = 50,

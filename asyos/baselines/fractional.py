@@ -27,11 +27,11 @@ supp(x).
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.iterates import Iterates
 from ..core.projection import check_groups
 from ..core.prox import soft_threshold, spectral_norm_sq
 from ..core.selection import Selection
@@ -45,15 +45,12 @@ INNER = (1, 2)   # q of frac(1,2) and frac(2,1)
 
 
 @dataclass
-class FracPath:
+class FracPath(Iterates):
     """The final iterate, F_ε after every accepted solve (the convex start first;
     non-increasing after it), the solves run and whether F_ε stopped falling
     (relative change ≤ tol, or none) before ``max_reweight``."""
 
-    w: np.ndarray
-    objective: list = field(default_factory=list)
     n_reweight: int = 0
-    converged: bool = False
 
 
 def _group_norms(w, group_of, n_groups, q):
@@ -120,12 +117,9 @@ def frac_solve(X, y, groups, lam: float, q: int, eps: float = 1e-3,
         if change <= tol * max(abs(f_new), 1e-300):
             path.converged = True
             break
-    path.w = w
-    if not path.converged and convergence_warning is not None:
-        warnings.warn(f"frac({q},{3 - q}) stopped at max_reweight={int(max_reweight)} "
-                      f"reweightings with the objective still falling; raise "
-                      f"max_reweight", convergence_warning, stacklevel=2)
-    return path
+    return path.finish(w, convergence_warning, f"frac({q},{3 - q}) stopped at "
+                       f"max_reweight={int(max_reweight)} reweightings with the "
+                       "objective still falling; raise max_reweight")
 
 
 def fit_frac(X, y, groups, lam: float, q: int, eps: float = 1e-3,

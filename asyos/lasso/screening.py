@@ -227,14 +227,18 @@ def bounded_scores(M, rho, lam, gptr, w, unit_norm, bounds, fresh):
 
 
 @njit(cache=True)
-def penalty(beta, gptr, w, units, n_units):
-    """Σ_g w_g‖β_g‖ over units[:n_units] (β is zero on every other unit)."""
+def penalty(beta, gptr, w, units, n_units, packed=False):
+    """Σ_g w_g‖β_g‖ over units[:n_units]: β full (zero on every other unit), or
+    ``packed``, the units' coefficients one after another (Anderson's history)."""
     total = 0.0
+    m = 0
     for k in range(n_units):
         g = units[k]
         acc = 0.0
         for j in range(gptr[g], gptr[g + 1]):
-            acc += beta[j] * beta[j]
+            value = beta[m] if packed else beta[j]
+            acc += value * value
+            m += 1
         total += w[g] * math.sqrt(acc)
     return total
 
@@ -305,15 +309,7 @@ def anderson_step(M, y, beta, r, lam, gptr, w, units, n_units, hist_b, hist_r, c
     for i in range(c.shape[0]):
         b_acc += c[i] * hist_b[i + 1, :m]
     r_acc = c @ hist_r[1:]
-    pen_acc = 0.0
-    m = 0
-    for k in range(n_units):
-        g = units[k]
-        acc = 0.0
-        for j in range(gptr[g], gptr[g + 1]):
-            acc += b_acc[m] * b_acc[m]
-            m += 1
-        pen_acc += w[g] * math.sqrt(acc)
+    pen_acc = penalty(b_acc, gptr, w, units, n_units, True)
     if (0.5 * np.dot(r_acc, r_acc) + lam * pen_acc
             < 0.5 * np.dot(r, r) + lam * penalty(beta, gptr, w, units, n_units)):
         m = 0
@@ -343,21 +339,27 @@ def dual_point(M, y, r, lam, gptr, w, units, n_units, score, spare, dual, n_chec
     for i in range(past.shape[0] - 1):
         past[i] = past[i + 1]
     past[-1] = r
-    top = unit_scores(M, r, gptr, w, units, n_units, spare)
-    value = dual_value(y, r, lam, max(lam, top))
-    if value > best:
-        best, scale = value, max(lam, top)
-        rho[:] = r
-        score[:n_units] = spare[:n_units]
+    best, scale = _keep_if_better(M, y, r, lam, gptr, w, units, n_units, score, spare,
+                                  rho, best, scale)
     c = np.empty(past.shape[0] - 1)
     if n_checks + 1 >= past.shape[0] and extrapolation_weights(past, c):
         acc = c @ past[:-1]       # Celer combines the K oldest residuals
-        top = unit_scores(M, acc, gptr, w, units, n_units, spare)
-        value = dual_value(y, acc, lam, max(lam, top))
-        if value > best:
-            best, scale = value, max(lam, top)
-            rho[:] = acc
-            score[:n_units] = spare[:n_units]
+        best, scale = _keep_if_better(M, y, acc, lam, gptr, w, units, n_units, score,
+                                      spare, rho, best, scale)
+    return best, scale
+
+
+@njit(cache=True)
+def _keep_if_better(M, y, candidate, lam, gptr, w, units, n_units, score, spare, rho,
+                    best, scale):
+    """The dual point the residual ``candidate`` scales to, kept in ``rho`` (its
+    scores in ``score``) when its dual value beats ``best``.  Returns (best, scale)."""
+    top = unit_scores(M, candidate, gptr, w, units, n_units, spare)
+    value = dual_value(y, candidate, lam, max(lam, top))
+    if value > best:
+        best, scale = value, max(lam, top)
+        rho[:] = candidate
+        score[:n_units] = spare[:n_units]
     return best, scale
 
 

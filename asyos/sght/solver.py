@@ -23,11 +23,11 @@ decrease ≤ tol, at a plain step that no longer decreases f, or at ``max_iter``
 from __future__ import annotations
 
 import math
-import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
+from ..core.iterates import Iterates
 from ..core.losses import loss_grad, loss_value
 from ..core.projection import bilevel_keep_compact, group_constraint
 from ..core.selection import Selection
@@ -44,16 +44,13 @@ MAX_BACKTRACKS = 100  # η = 2: L grows by 2^100, far past any Lipschitz constan
 
 
 @dataclass
-class SGHTPath:
+class SGHTPath(Iterates):
     """The final iterate, the objective after every accepted iteration, the
     iterations run (rejected FISTA steps included), whether the solver converged
     (``False``: it stopped at ``max_iter``), the last relative decrease of f and the
     number of momentum restarts."""
 
-    w: np.ndarray
-    objective: list = field(default_factory=list)
     n_iter: int = 0
-    converged: bool = False
     change: float = math.inf
     restarts: int = 0
 
@@ -185,15 +182,11 @@ def sght_solve(X, y, s1, groups, s2, loss="squared", variant="ISTA-L", eta=2.0,
         if path.change <= tol or f <= tol * path.objective[0]:
             path.converged = True
             break
-    path.w = w
-    if not path.converged and convergence_warning is not None:
-        warnings.warn(f"SGHT ({variant}) stopped at max_iter={int(max_iter)} "
-                      f"iterations with the objective still falling by "
-                      f"{path.change:.2g} per iteration (relative; tol={tol:g}); "
-                      f"raise max_iter, or scale the columns of X to ‖x‖²/n ≈ 1 "
-                      f"(the step sizes start from L = 1)",
-                      convergence_warning, stacklevel=2)
-    return path
+    return path.finish(w, convergence_warning, f"SGHT ({variant}) stopped at "
+                       f"max_iter={int(max_iter)} iterations with the objective still "
+                       f"falling by {path.change:.2g} per iteration (relative; "
+                       f"tol={tol:g}); raise max_iter, or scale the columns of X to "
+                       "‖x‖²/n ≈ 1 (the step sizes start from L = 1)")
 
 
 def start_point(name: str, X, y) -> np.ndarray | None:

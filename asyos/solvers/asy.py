@@ -21,7 +21,7 @@ from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
 from .result import FitResult
-from .worker_loop import worker_loop
+from .worker_loop import WorkerDriver, worker_loop
 
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
@@ -244,15 +244,16 @@ def worker_shard(stream, q: int, t: int, group_of=None):
     return GroupShard(stream, owner, t)
 
 
-def worker_steps(config: AsyConfig, t: int, shard, y, eta: float, m: float,
-                 groups=None):
-    """Worker t's ``worker_loop`` under ``config``, as the real carriers run it (its
-    push size adapts when it has peers: ``worker_loop.PushSize``).  ``groups``:
-    ``config.groups(t, group_of)``."""
-    return worker_loop(shard, y, config.capacities[t], config.loss, eta, m,
-                       config.epochs, config.batch, groups=groups, rule=config.rule,
-                       damping=config.damping, ridge=config.ridge,
-                       adaptive=config.n_workers > 1)
+def worker_driver(config: AsyConfig, t: int, shard, y, eta: float, m: float,
+                  groups=None) -> WorkerDriver:
+    """Worker t's ``worker_loop`` under ``config`` in its driver, as the real carriers
+    run it (its push size adapts when it has peers: ``worker_loop.PushSize``).
+    ``groups``: ``config.groups(t, group_of)``."""
+    return WorkerDriver(worker_loop(shard, y, config.capacities[t], config.loss, eta,
+                                    m, config.epochs, config.batch, groups=groups,
+                                    rule=config.rule, damping=config.damping,
+                                    ridge=config.ridge, adaptive=config.n_workers > 1),
+                        y.shape[0])
 
 
 def warm_worker(shard, config: AsyConfig, groups=None) -> None:

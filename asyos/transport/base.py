@@ -8,6 +8,7 @@ import signal
 import time
 from dataclasses import dataclass
 
+from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import AsyosError, InputError
 from ..solvers import messages
 
@@ -25,6 +26,19 @@ class WorkerFailed(AsyosError):
     @property
     def exit_status(self) -> int:
         return 2 if self.bad_input else 1
+
+
+def handle_request(server, worker: int, message, who: str) -> list:
+    """``AsyServer.handle`` on a carrier that loses nothing and keeps order (MPI,
+    shared memory): a request that breaks the protocol can only come from a faulty
+    worker, which ends the run (``WorkerFailed`` naming ``who``).  A non-finite
+    update passes through: the data's, for the user to fix (exit status 2)."""
+    try:
+        return server.handle(worker, message)
+    except NonFiniteUpdate:
+        raise
+    except ProtocolError as exc:
+        raise WorkerFailed(f"{who}: {exc}") from None
 
 
 PR_SET_PDEATHSIG = 1   # prctl(2)

@@ -20,14 +20,13 @@ from dataclasses import replace
 import numpy as np
 from mpi4py import MPI
 
-from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers.asy import (
     AsyConfig,
     first_block_nu,
     warm_worker,
+    worker_driver,
     worker_shard,
-    worker_steps,
 )
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
@@ -38,6 +37,7 @@ from .base import (
     WorkerFailed,
     carry_worker,
     failure_report,
+    handle_request,
     reported_failure,
 )
 from .node_memory import LeanLink, NodeVectors
@@ -131,24 +131,6 @@ def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
     return error or "setup failed", 0.0
 
 
-def _warm_node(node, rank: int, size: int, warm, share: NodeShare) -> str | None:
-    """Collective on the node: its first worker warms up first (on a first run it
-    compiles, and numba caches the kernels on disk), then the others, which load
-    them; a node of q workers compiling the same kernels at once would take q times
-    the CPU.  ``warm``: this rank's warm-up, None for the server or a rank whose
-    setup failed.  Returns an error message or None."""
-    first = node.allreduce(rank if warm is not None else size, op=MPI.MIN)
-    error = None
-    for leader in (True, False):
-        if warm is not None and (rank == first) == leader:
-            try:
-                warm()
-            except Exception as exc:   # reported by _agree, like a setup error
-                error = f"{type(exc).__name__}: {exc}"
-        _wait(node.Ibarrier(), share)   # polled: a blocking barrier spins a core
-    return error
-
-
 def _limits(config: AsyConfig, n: int) -> wire.Limits:
     return wire.Limits(n, max(config.capacities), config.batch)
 
@@ -170,12 +152,7 @@ def serve(comm, server: AsyServer, share: NodeShare,
             raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
         body = envelope.body if source not in lean else \
             vectors.incoming(worker, envelope.body)
-        try:
-            replies = server.handle(worker, body)
-        except NonFiniteUpdate:
-            raise   # the user's to fix: exit 2
-        except ProtocolError as exc:
-            raise WorkerFailed(f"worker {worker} (rank {source}): {exc}") from None
+        replies = handle_request(server, worker, body, f"worker {worker} (rank {source})")
         if source in lean:
             vectors.applied(worker, body)
         for target, reply in replies:
@@ -281,8 +258,11 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             nu = first_block_nu(shard)
     except InputError as exc:
         error = str(exc)
-    warm = None if shard is None else (lambda: warm_worker(shard, config, groups))
-    error = _warm_node(node, rank, size, warm, share) or error
+    if shard is not None:   # one rank of the machine compiles, on a cold cache; the
+        try:                # others wait and load its kernels (core/compile_notice)
+            warm_worker(shard, config, groups)
+        except Exception as exc:   # reported by _agree, like a setup error
+            error = f"{type(exc).__name__}: {exc}"
     error, nu = _agree(comm, error, nu)
     if error is not None:
         node.Free()
@@ -294,8 +274,8 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     vectors = server_node.mine(rank)
     if rank != 0:
         try:
-            loop = worker_steps(config, rank - 1, shard, y, eta, m, groups)
-            work(comm, WorkerDriver(loop, n), config, n, share, vectors)
+            driver = worker_driver(config, rank - 1, shard, y, eta, m, groups)
+            work(comm, driver, config, n, share, vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)

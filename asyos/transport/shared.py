@@ -26,25 +26,24 @@ import signal
 import time
 import warnings
 
-from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers import messages
 from ..solvers.asy import (
     AsyConfig,
     first_block_nu,
     warm_worker,
+    worker_driver,
     worker_shard,
-    worker_steps,
 )
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
-from ..solvers.worker_loop import WorkerDriver
 from . import wire
 from .base import (
     NodeShare,
     WorkerFailed,
     carry_worker,
     failure_report,
+    handle_request,
     reported_failure,
 )
 from .node_memory import LeanLink, NodeVectors
@@ -87,10 +86,10 @@ def _worker_main(t: int, conn, others, shard, y, config: AsyConfig, eta: float,
     for other in others:
         other.close()
     try:
-        loop = worker_steps(config, t, shard, y, eta, m, groups)
+        driver = worker_driver(config, t, shard, y, eta, m, groups)
         limits = wire.Limits(0, max(config.capacities), config.batch)
         link = LeanLink(PipeLink(conn, limits), vectors, t, y.shape[0])
-        carry_worker(link, WorkerDriver(loop, y.shape[0]), t)
+        carry_worker(link, driver, t)
     except SystemExit:
         raise
     except BaseException as exc:   # the server reports it and ends the run
@@ -135,13 +134,7 @@ class _Host:
                 pass
 
     def handle(self, t: int, message) -> None:
-        try:
-            replies = self.server.handle(t, message)
-        except NonFiniteUpdate:
-            raise
-        except ProtocolError as exc:
-            raise WorkerFailed(f"worker {t}: {exc}") from None
-        self.deliver(replies)
+        self.deliver(handle_request(self.server, t, message, f"worker {t}"))
         if self.progress is not None and isinstance(message, messages.Push):
             self.progress(message.features.size)
 
@@ -257,8 +250,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                 process.start()
                 pairs[t][1].close()
                 processes.append(process)
-        driver = WorkerDriver(worker_steps(config, 0, shards[0], y, eta, m,
-                                           groups[0]), n)
+        driver = worker_driver(config, 0, shards[0], y, eta, m, groups[0])
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, vectors,
                      limits, progress)
         with _terminate_on(signal.SIGTERM):

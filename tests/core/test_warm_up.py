@@ -1,6 +1,7 @@
 """Warm-up compiles what a run needs, no more, and says so when compiling is slow."""
 
 import logging
+import os
 import subprocess
 import sys
 import time
@@ -50,18 +51,50 @@ def test_warm_up_loads_only_the_kernels_of_its_kept_set(kind, asy, expected):
     assert compiled == expected
 
 
-def test_a_slow_compile_is_announced_once_with_its_time(caplog):
-    with caplog.at_level(logging.WARNING, logger="asyos.compile"):
-        with compile_notice(after=0.05):
-            time.sleep(0.3)
-    messages = [record.getMessage() for record in caplog.records]
-    assert messages[0] == MESSAGE
-    assert messages[1].startswith("kernels compiled in") and len(messages) == 2
+def test_a_compile_is_announced_at_once_with_its_time_and_a_warm_call_says_nothing(
+        caplog):
+    from numba import njit
 
+    @njit   # not cached: it compiles in this process, whatever the cache holds
+    def twice(x):
+        return 2.0 * x
 
-def test_a_quick_warm_up_says_nothing(caplog):
     with caplog.at_level(logging.WARNING, logger="asyos.compile"):
-        with compile_notice(after=0.5):
-            pass
-        time.sleep(0.6)   # the timer was cancelled, not merely late
+        with compile_notice(lock=False):
+            assert twice(1.5) == 3.0
+        messages = [record.getMessage() for record in caplog.records]
+        assert messages[0] == MESSAGE
+        assert messages[1].startswith("kernels compiled in") and len(messages) == 2
+        caplog.clear()
+        with compile_notice(lock=False):
+            assert twice(2.0) == 4.0   # compiled already
+            time.sleep(0.3)            # slow (a loaded machine), yet nothing compiles
     assert caplog.records == []
+
+
+WARM = """
+import sys, time
+import numpy as np
+from asyos.core.kept_set import KeptSet, warm_up
+start = time.perf_counter()
+warm_up(KeptSet(5, 2))
+print(f"{time.perf_counter() - start:.3f}")
+"""
+
+
+def test_processes_that_start_together_compile_once(tmp_path):
+    """Three processes warm up at once on an empty cache: one compiles, the others
+    wait for it and load its kernels (one compile notice, not three)."""
+    env = {**os.environ, "ASYOS_KERNEL_CACHE": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", WARM], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+             for _ in range(3)]
+    outputs = [proc.communicate(timeout=600) for proc in procs]
+    assert all(proc.returncode == 0 for proc in procs), outputs
+    errors = "".join(err for _, err in outputs)
+    assert errors.count("kernels compiled in") == 1, errors
+    assert errors.count(MESSAGE) == 1
+    assert list(tmp_path.glob("asyos-kernels/*/.compile.lock"))
+    again = subprocess.run([sys.executable, "-c", WARM], capture_output=True,
+                           text=True, env=env, timeout=600)
+    assert again.returncode == 0 and "compil" not in again.stderr, again.stderr
