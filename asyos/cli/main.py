@@ -10,7 +10,7 @@ import sys
 
 from .. import experiments
 from .._version import PROTOCOL_VERSION, __version__
-from . import cluster, convert, results
+from . import cluster, convert, make, results
 from . import run as run_command
 from .options import add_common, guarded, parse
 
@@ -34,6 +34,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict]:
         "convert": ("row-major data to the feature-major .npy or the sparse .csc "
                     "(bounded memory)",
                     convert.add_convert_arguments),
+        "make": ("write the synthetic problem with a known answer to files (X.npy "
+                 "y.npy, data.csv, train.svm, X.csc)", make.add_make_arguments),
         "experiments": ("the paper's experiments (python -m asyos.experiments)",
                         experiments.add_arguments),
         "plot": ("draw a results JSON: objective vs steps and time, per-worker "
@@ -66,6 +68,7 @@ def main(argv=None) -> int:
         "worker": lambda: cluster.run_worker(args),
         "keys": lambda: cluster.make_keys(args),
         "convert": lambda: convert.run_convert(args),
+        "make": lambda: make.run_make(args),
         "plot": lambda: results.run_plot(args),
         "inspect": lambda: results.run_inspect(args),
     }

@@ -1,6 +1,6 @@
 """Figures of the experiments (matplotlib, Agg backend): mean ± standard error.
 
-matplotlib is an optional dependency (``pip install 'asyos[experiments]'``), imported
+matplotlib is an optional dependency (the ``plot`` and ``experiments`` extras), imported
 only when a figure is drawn.
 """
 
@@ -27,8 +27,9 @@ def pyplot():
     try:
         import matplotlib
     except ImportError as exc:
-        raise InputError("the experiments draw with matplotlib: "
-                         "pip install 'asyos[experiments]'") from exc
+        raise InputError("drawing needs matplotlib: in a checkout, .venv/bin/pip "
+                         "install -e '.[plot]' ('.[experiments]' for the paper's "
+                         "experiments)") from exc
     matplotlib.use("Agg", force=True)
     import matplotlib.pyplot as plt
 
