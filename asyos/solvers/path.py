@@ -34,6 +34,7 @@ from .sequential import blas_limit, passes
 
 CRITERIA = ("sic", "ebic")
 PATH_POINTS = 20   # sizes on the default path
+PAST_BEST = 3      # a path's continuation stops this many sizes past its best
 
 
 def criterion_value(name: str, loss: Loss, objective: float, n: int, p: int,
@@ -48,6 +49,14 @@ def criterion_value(name: str, loss: Loss, objective: float, n: int, p: int,
         return fit + s * math.log(p) * math.log(max(math.log(n), 1.0))
     log_choose = math.lgamma(p + 1) - math.lgamma(s + 1) - math.lgamma(p - s + 1)
     return fit + s * math.log(n) + 2.0 * log_choose
+
+
+def _continuation(sizes: list[int], ceiling: int) -> list[int]:
+    """Sizes past the end of a path: its last spacing, up to twice its largest size
+    (at most ``ceiling``)."""
+    spacing = max(1, sizes[-1] - sizes[-2])
+    top = min(2 * sizes[-1], ceiling)
+    return list(range(sizes[-1] + spacing, top + 1, spacing))
 
 
 def default_sizes(n: int, p: int, largest: int | None = None) -> list[int]:
@@ -88,13 +97,17 @@ class PathResult:
 def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
              max_features=None, epochs="auto", rule="auto", ridge=None,
              standardize=False, progress=None, intercept=False,
-             blas_threads: int | None = 1) -> PathResult:
+             blas_threads: int | None = 1, extend: bool = True) -> PathResult:
     """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
     ``max_features``), each warm-started from the last, and the size ``criterion``
     ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
     default rule's (the path is the fitted rule's home: "auto" runs it on dense data).
     ``blas_threads``: as ``fit_os`` (one by default: the kernels' products are too
     small for more, and idle BLAS threads that spin slow a loaded machine down).
+    ``extend``: when the default path's criterion is lowest at its largest size, go
+    on past it (the same spacing, up to twice as far each time, warm-started) until a
+    size beats the ones after it or s reaches min(p, n − 1); a path that still ends at
+    its best size warns (``PathEdgeWarning``).
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
@@ -103,6 +116,7 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     n, p = stream.n_samples, stream.n_features
     y = check_labels(y, loss, n)
     check_choice("criterion", criterion, CRITERIA)
+    extend = extend and sizes is None and max_features is None
     if sizes is None:
         if max_features is not None:
             max_features = check_sparsity(max_features, p)
@@ -117,28 +131,49 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
     ridge = check_ridge(ridge)
     if blas_threads is not None:
         blas_threads = check_at_least("blas_threads", blas_threads, 1, integer=True)
-    step = StepSize()
-    largest = sizes[-1]
-    m = step.block_factor(n, largest)
-    kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss,
-                            intercept=bool(intercept))
-    warm_up(kept)
-    state = step.state(loss, n, largest)
     fits, values = [], []
-    for size in sizes:
-        kept.set_limit(size)
-        with blas_limit(blas_threads):
-            fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted", p,
-                         progress)
-        if intercept:
-            fit.intercept = kept.intercept
-        if standardize:
-            mean, scale = stream.stats(fit.selected)
-            fit.standardization = {"mean": mean, "scale": scale}
-        fits.append(fit)
-        values.append(criterion_value(criterion, loss, fit.objective, n, p,
-                                      len(fit.selected)))
+
+    def run(part: list[int], start=None) -> list[int]:
+        """OS at each size of ``part`` on one kept set of room for the largest,
+        warm-started from the fit ``start`` (the path's last so far) if given; a
+        continuation (``start``) stops once ``PAST_BEST`` sizes in a row are worse
+        than the best.  Returns the sizes run."""
+        step = StepSize()
+        largest = part[-1]
+        m = step.block_factor(n, largest)
+        kept, blocks = kept_set(stream, largest, None, rule, ridge=ridge, loss=loss,
+                                intercept=bool(intercept))
+        warm_up(kept)
+        if start is not None and start.selected.size:
+            kept.load(start.selected, stream.columns(start.selected), start.weights)
+        state = step.state(loss, n, largest)
+        for size in part:
+            kept.set_limit(size)
+            with blas_limit(blas_threads):
+                fit = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
+                             p, progress)
+            if intercept:
+                fit.intercept = kept.intercept
+            if standardize:
+                mean, scale = stream.stats(fit.selected)
+                fit.standardization = {"mean": mean, "scale": scale}
+            fits.append(fit)
+            values.append(criterion_value(criterion, loss, fit.objective, n, p,
+                                          len(fit.selected)))
+            if start is not None and len(values) - 1 - int(np.argmin(values)) >= \
+                    PAST_BEST:
+                return part[:part.index(size) + 1]
+        return part
+
+    run(sizes)
     chosen = int(np.argmin(values))
+    while extend and chosen == len(sizes) - 1 and len(sizes) > 1:
+        # the default path ended at its best size: the best may lie beyond it
+        more = _continuation(sizes, min(p, n - 1))
+        if not more:
+            break
+        sizes = sizes + run(more, start=fits[-1])
+        chosen = int(np.argmin(values))
     if chosen == len(sizes) - 1 and len(sizes) > 1:
         warnings.warn(f"{criterion} picked s = {sizes[-1]}, the largest size on the "
                       "path: the best size may be larger (raise max_features)",

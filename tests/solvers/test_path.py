@@ -1,13 +1,14 @@
 """The path over s (solvers/path.py): warm-started sizes, and the size a criterion picks."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 
 from asyos.core.losses import Loss
 from asyos.datasets import make_regression
-from asyos.errors import InputError
+from asyos.errors import InputError, PathEdgeWarning
 from asyos.metrics import recall
 from asyos.solvers.path import criterion_value, default_sizes, fit_path
 
@@ -68,3 +69,25 @@ def test_bad_paths_are_refused(kwargs, message):
     pb = make_regression(p=50, s=3, n=40, seed=0)
     with pytest.raises(InputError, match=message):
         fit_path(pb.X, pb.y, **kwargs)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_default_path_that_ends_at_its_best_size_goes_on(seed):
+    """p = 500, s = 30 true features: abess's default largest size is 29, below the
+    truth, and sic is lowest there.  The path continues past it, warm-started, and
+    stops a few sizes past its best; no warning, and the truth is found."""
+    from asyos.solvers.path import PAST_BEST
+
+    pb = make_regression(p=500, s=30, seed=seed)
+    default = default_sizes(*pb.X.shape)
+    assert default[-1] < 30
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", PathEdgeWarning)
+        path = fit_path(pb.X, pb.y)
+    assert path.sizes[:len(default)] == default and path.sizes[-1] > default[-1]
+    assert len(path.sizes) - 1 - path.chosen == PAST_BEST   # stopped past its best
+    assert recall(path.best.selected, pb.support) >= 0.95
+    # a path the user bounded stays bounded, and says so
+    with pytest.warns(PathEdgeWarning):
+        bounded = fit_path(pb.X, pb.y, max_features=default[-1])
+    assert bounded.sizes == default
