@@ -32,6 +32,8 @@ def add_convert_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--block-mb", type=int, default=BLOCK_BYTES >> 20,
                         help="memory for one block of columns or rows, in MiB "
                         f"(default {BLOCK_BYTES >> 20})")
+    parser.add_argument("--force", action="store_true", help="replace outputs that "
+                        "exist (a directory that is not a .csc never is)")
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -54,7 +56,7 @@ def run_convert(args) -> dict:
     try:
         info = convert(args.input, args.output, dtype=args.dtype, layout=args.layout,
                        labels_out=args.labels_out, label_column=args.label_column,
-                       block_bytes=args.block_mb << 20,
+                       block_bytes=args.block_mb << 20, replace=args.force,
                        progress=None if args.quiet else progress)
     finally:
         for bar in bars:

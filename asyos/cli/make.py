@@ -97,10 +97,8 @@ def _write_npy_or_csc(stream, data: Path, kind: str, force: bool) -> None:
     X.flush()
     del X
     if kind == "csc":
-        if force and data.exists():
-            shutil.rmtree(data)
         try:
-            convert(str(target), str(data), layout="sparse")
+            convert(str(target), str(data), layout="sparse", replace=force)
         finally:
             shutil.rmtree(target.parent)
 

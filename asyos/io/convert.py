@@ -77,7 +77,7 @@ Progress = Callable[[str, "int | None", str], Callable[[int], None]]
 
 def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
             label_column=None, block_bytes: int = BLOCK_BYTES,
-            progress: Progress | None = None) -> dict:
+            progress: Progress | None = None, replace: bool = False) -> dict:
     """Write ``source`` in a column layout at ``output``.
 
     ``layout``: "dense" (a Fortran-order ``.npy``), "sparse" (a ``.csc`` directory) or
@@ -91,7 +91,9 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     a ``.csc`` directory's); a ``.npy`` output whose input carries labels gets them
     beside it, as ``NAME.labels.npy``, when it is not given.
     ``progress(stage, total, unit)``: called as each pass starts, returns the
-    function told how many units were done.  Returns {"n_samples", "n_features",
+    function told how many units were done.  ``replace``: write over outputs that
+    exist (else they are refused before any work; a directory that is not a ``.csc``
+    is never replaced).  Returns {"n_samples", "n_features",
     "dtype", "layout", "nnz", "density", "output", "labels"} (nnz and density None
     where not counted).
     """
@@ -107,8 +109,13 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     if source.resolve() in {_named(output, way).resolve() for way in LAYOUTS[1:]}:
         raise InputError(f"{output}: the output must not overwrite the input")
     _check_folder(output)
+    if labels_out is not None:
+        _check_new(Path(labels_out), replace)
     job = _Job(source, kind, np.dtype(DTYPES[dtype]), label_column, block_bytes,
                progress)
+    job.replace = replace
+    job.labels_beside = labels_out is None and (kind in ("svmlight", "csc") or
+                                                label_column is not None)
     try:
         info = job.run(output, chosen)
     except OSError as exc:
@@ -168,12 +175,23 @@ def _check_folder(output: Path) -> None:
         raise InputError(f"{output}: cannot write in {folder} (permission denied)")
 
 
-def _check_target(output: Path, layout: str) -> None:
-    """Refuse an output path that must not be replaced by this layout."""
+def _check_target(output: Path, layout: str, replace: bool,
+                  labels_beside: bool) -> None:
+    """Refuse an output path that must not be replaced by this layout, or that exists
+    when ``replace`` is not given (with the ``NAME.labels.npy`` a dense output writes
+    beside it when ``labels_beside``)."""
     if layout == "sparse":
         check_replaceable(output)
     elif output.is_dir():
         raise InputError(f"{output}: is a directory")
+    _check_new(output, replace)
+    if layout == "dense" and labels_beside:
+        _check_new(output.with_name(output.stem + ".labels.npy"), replace)
+
+
+def _check_new(path: Path, replace: bool) -> None:
+    if not replace and (path.exists() or path.is_symlink()):
+        raise InputError(f"{path} exists; give --force to replace it")
 
 
 # -- the passes ---------------------------------------------------------------------
@@ -213,6 +231,7 @@ class _Job:
         self.progress = progress
         self.labels: np.ndarray | None = None
         self.base = 0   # svmlight: 1 for one-based indices
+        self.replace, self.labels_beside = False, False   # set by ``convert``
 
     def bar(self, stage: str, total: int | None, unit: str) -> Callable[[int], None]:
         if self.progress is None:
@@ -225,13 +244,15 @@ class _Job:
         if chosen == "sparse" and self.kind == "csc":
             raise InputError(f"{self.source}: already a .csc directory")
         if chosen is not None:
-            _check_target(_named(output, chosen), chosen)
+            _check_target(_named(output, chosen), chosen, self.replace,
+                          self.labels_beside)
         count = None
         if chosen != "dense" or self.kind == "svmlight":   # svmlight: p, the base
             count = self.count()
         if chosen is None:
             chosen = "sparse" if count.density() < SPARSE_BELOW else "dense"
-            _check_target(_named(output, chosen), chosen)
+            _check_target(_named(output, chosen), chosen, self.replace,
+                          self.labels_beside)
         output = _named(output, chosen)
         if chosen == "sparse":
             self.write_sparse(output, count)
