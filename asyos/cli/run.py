@@ -219,6 +219,7 @@ def run_mpi(args) -> FitResult | None:
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
         if MPI.COMM_WORLD.Get_rank() == 0:
             transport.abort(MPI.COMM_WORLD, 2, str(exc))
+        transport.release_node_memory()   # this rank's node, if rank 0 is on another
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if result is None else finish_job(args, job, result)

@@ -141,7 +141,13 @@ def test_the_server_reads_only_the_shape_and_labels_of_a_table(tmp_path):
     assert {"x0", "x1*x4"} <= set(result["feature_names"])
 
 
+def _mpich_files() -> set:
+    """MPICH's shared-memory files in /dev/shm (one per node and job while it runs)."""
+    return set(Path("/dev/shm").glob("mpich_shm_*"))
+
+
 def test_setup_errors_exit_2_with_one_message(tmp_path):
+    before = _mpich_files()
     proc = _mpiexec(5, "-m", "asyos.run", "-p", "100", "-s", "3", "--quiet")
     assert proc.returncode == 2
     assert proc.stderr.count("asyos: error:") == 1
@@ -157,6 +163,8 @@ def test_setup_errors_exit_2_with_one_message(tmp_path):
         proc = _mpiexec(3, "-m", "asyos.run", "-p", "100", "-s", "4", *bad, "--quiet")
         assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1
         assert problem in proc.stderr
+    # MPI_Abort skips MPI_Finalize, which removes MPICH's file: the ranks remove it
+    assert _mpich_files() <= before
 
 
 def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):
@@ -165,10 +173,14 @@ def test_a_failing_worker_aborts_the_job_with_its_message(tmp_path):
     X[4, 650] = np.inf                        # in a later block: found while running
     np.save(tmp_path / "X.npy", X)
     np.save(tmp_path / "y.npy", rng.standard_normal(30))
-    proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
-                    "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet")
-    assert proc.returncode != 0
-    assert "feature 650 contains NaN or inf" in proc.stderr
+    before = _mpich_files()
+    for node in ([], ["--ranks-per-node", "2"]):   # the failing rank on rank 0's node,
+        proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
+                        "--labels", str(tmp_path / "y.npy"), "-s", "4", "--quiet",
+                        *node)                     # or on a "node" of its own
+        assert proc.returncode == 2, proc.stderr
+        assert "feature 650 contains NaN or inf" in proc.stderr
+    assert _mpich_files() <= before
 
 
 def test_launch_script_runs_sequential_and_mpi():
