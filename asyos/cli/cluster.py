@@ -147,7 +147,9 @@ def run_server(args) -> FitResult:
     if args.labels is not None:
         if args.sparsity is None:
             raise InputError("-s/--sparsity is required with --labels")
-        y, s, source = load_labels(args.labels), args.sparsity, str(args.labels)
+        # the workers read the features; the server knows only the labels' file
+        y, s, source = load_labels(args.labels), args.sparsity, \
+            f"the labels {args.labels} (features read by the workers)"
         loss = Loss.parse(args.loss or "squared")
     else:
         s = 100 if args.sparsity is None else args.sparsity

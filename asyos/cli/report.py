@@ -34,7 +34,10 @@ def report(result: FitResult | None, out=None) -> None:
         return
     out = sys.stdout if out is None else out
     config, data = result.config, result.data
-    print(f"OS on {data['source']}: n = {data['n_samples']}, "
+    asy = result.asy or {}
+    algorithm = "OS" if not asy else \
+        f"Asy-OS ({asy.get('transport', '?')}, {asy.get('n_workers', '?')} workers)"
+    print(f"{algorithm} on {data['source']}: n = {data['n_samples']}, "
           f"p = {data['n_features']}, s = {config['s']}, "
           f"loss = {config['loss']}, epochs = {config['epochs']}", file=out)
     mapping = label_mapping(config)

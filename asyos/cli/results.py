@@ -276,8 +276,11 @@ def summary(result: FitResult, top: int = 20) -> str:
         rows.append(("carrier", "sequential (one process)"))
     if asy:
         stale = asy["staleness"]
-        rows += [("Asy-OS", f"{asy['n_workers']} workers ({carrier(result)}),"
-                            f" budgets {asy['budgets']}"),
+        kept = [w.get("kept") for w in asy["workers"]]
+        budgets = f"budgets {asy['budgets']}" if asy.get("budget") != "adaptive" else \
+            f"budgets adaptive (first {asy['budgets']}, kept at the end {kept})"
+        rows += [("Asy-OS", f"{asy['n_workers']} workers ({carrier(result)}), "
+                            f"{budgets}"),
                  ("steps per worker", ", ".join(str(w["steps"]) for w in asy["workers"])),
                  ("staleness", f"max {stale['max']}, mean {stale['mean']:.3g}"
                                + _bound(asy)),

@@ -354,10 +354,10 @@ class _OnlineSubstitution(BaseEstimator):
                 self.coef_, self.intercept_ = self.coef_[0], float(self.intercept_[0])
                 self.history_ = self.history_[0]
         self._warn_unconverged([fit[3] for fit in fits], classes if len(fits) > 1
-                               else None)
+                               else None, self.epochs)
 
     @staticmethod
-    def _warn_unconverged(histories, classes) -> None:
+    def _warn_unconverged(histories, classes, epochs) -> None:
         """ConvergenceWarning for each OS run whose last epoch still substituted and
         lowered the loss (sequential OS only: an Asy-OS run does not count its substitutions)."""
         for k, history in enumerate(histories):
@@ -366,8 +366,10 @@ class _OnlineSubstitution(BaseEstimator):
             if counts and counts[-1] > 0 and not (len(objectives) > 1 and
                                                   stalled(objectives)):
                 where = "" if classes is None else f"class {classes[k]} vs rest: "
+                limit = f"epochs={len(counts)}" if epochs != "auto" else \
+                    f"epochs='auto' stops at {len(counts)}"
                 warnings.warn(f"{where}OS still substituted {counts[-1]} features in "
-                              f"its last epoch (epochs={len(counts)}); raise epochs",
+                              f"its last epoch ({limit}); give more epochs",
                               ConvergenceWarning, stacklevel=5)
 
     def fit_stream(self, source, y=None):

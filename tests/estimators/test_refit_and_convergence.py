@@ -218,7 +218,7 @@ def test_one_epoch_that_substitutes_warns_with_the_count():
     X, y = _regression(noise=0.0)
     model = OnlineSubstitutionRegressor(3, epochs=1)
     with pytest.warns(ConvergenceWarning, match=r"OS still substituted (\d+) features "
-                      r"in its last epoch \(epochs=1\); raise epochs") as record:
+                      r"in its last epoch \(epochs=1\); give more epochs") as record:
         model.fit(X, y)
     assert model.n_iter_ == 1 and isinstance(model.n_iter_, int)
     count = model.history_["substitutions_per_epoch"][-1]

@@ -89,6 +89,7 @@ class ZmqWorker:
         # a DEALER blocks sending while no server is connected: never wait forever
         self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
         self.socket.identity = f"shard-{t}-{random.getrandbits(32):08x}".encode()
+        self.keys = keys
         if keys is not None:
             public, secret = load_keys(keys, client_key_name(keys, t))
             server_public, _ = load_server_public(keys)
@@ -147,8 +148,11 @@ class ZmqWorker:
     def _check_server(self) -> None:
         silent = time.monotonic() - self.last_heard
         if silent > self.timeouts.server_timeout:
+            hint = "" if self.keys is None else (
+                "; with --keys, a server that does not hold this worker's public key "
+                "in its KEYS/clients/ never answers it: check the keys")
             raise ServerGone(f"no answer from the server at {self.endpoint} for "
-                             f"{silent:.0f} s")
+                             f"{silent:.0f} s{hint}")
 
     # -- the run --------------------------------------------------------------------------
     def run(self) -> None:
