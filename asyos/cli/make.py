@@ -88,7 +88,8 @@ def run_make(args) -> dict:
 def _write_npy_or_csc(stream, data: Path, kind: str, force: bool) -> None:
     """The columns into a feature-major .npy (one block of columns at a time); a .csc
     is converted from it."""
-    target = data if kind == "npy" else Path(tempfile.mkdtemp(dir=data.parent)) / "X.npy"
+    target = data if kind == "npy" else \
+        Path(tempfile.mkdtemp(dir=data.parent)) / "X.npy"
     X = np.lib.format.open_memmap(target, mode="w+", dtype=np.float64,
                                   shape=(stream.n_samples, stream.n_features),
                                   fortran_order=True)

@@ -56,7 +56,8 @@ def _one_compiler(folder: str | None, wait_after: float):
     import fcntl  # POSIX only: elsewhere ``compile_notice`` takes no lock
 
     try:
-        handle = open(Path(folder) / LOCK_NAME, "a+b") if folder else None  # noqa: SIM115
+        path = Path(folder) / LOCK_NAME if folder else None
+        handle = None if path is None else open(path, "a+b")  # noqa: SIM115
     except OSError:
         handle = None
     if handle is None:

@@ -495,41 +495,118 @@ def refit_on_support(columns, y, loss: Loss, fit_intercept: bool):
     return w, intercept - float(mean @ w)
 
 
+_PARAMETERS = """\
+    epochs : int or "auto", default="auto"
+        The most passes over the features; "auto": at most 10 under the fitted rule,
+        which stops after a pass without a swap or one that does not pay, else 2
+        (3 for Asy-OS).
+    rule : "auto", "fitted" or "magnitude", default="auto"
+        The substitution rule: "fitted", the newcomer's fitted weight against the
+        kept feature whose removal costs least; "magnitude", the paper's smallest
+        |w|; "auto": fitted.
+    ridge : float or None, default=None
+        The fitted rule's λ relative to the largest column's curvature; None: 10/n
+        for classification, 1e-10 for the squared loss.
+    criterion : "sic", "ebic" or "cv", default="sic"
+        With ``n_features_to_select="auto"``: what picks the size along the path
+        (abess's special information criterion, the extended BIC, or 5-fold
+        cross-validated loss).
+    max_features : int or None, default=None
+        With "auto": the path's largest size (None: n / (log log n · log p), and
+        the path goes on past it while the criterion still falls there).
+    eta, m : float or "auto", default="auto"
+        The paper's step size and block factor ("auto": ``asyos.core.step_size``).
+    fit_intercept : bool, default=True
+        Fit an intercept, exactly, by centring.
+    standardize : bool, default=False
+        Centre and scale each feature as it arrives.
+    refit : bool, default=False
+        False: OS's own coefficients; True: re-estimated on the selected columns,
+        with the intercept.
+    n_workers : int, default=1
+        1: sequential OS; more: Asy-OS with that many workers.
+    staleness : int or None, default=None
+        Asy-OS with ``backend="shared"`` or ``"zeromq"``: the bound τ the server
+        enforces (None: derived from the pipeline).
+    delay : int or None, default=None
+        ``backend="simulated"``: the age in updates of the view every step reads
+        (None: q, as in the paper).
+    budget : "auto", "adaptive" or "fixed", default="auto"
+        Asy-OS: "adaptive" (the server shares s by a global |w| threshold; "auto"),
+        or "fixed" s/q per worker (the paper).
+    backend : "shared", "simulated" or "zeromq", default="shared"
+        Asy-OS: ``n_workers`` processes on this machine sharing u in memory; one
+        process with simulated staleness; or a loopback ZeroMQ server and
+        ``n_workers`` worker processes.
+    timeout : float, default=300.0
+        Seconds a zeromq run may take.
+    random_state : int or None, default=None
+        None: the features in index order; else a seeded shuffled order.
+"""
+
+_ATTRIBUTES = """\
+    intercept_ : float or ndarray
+        The intercept (one per one-vs-rest run).
+    support_ : ndarray of shape (n_features,), dtype=bool
+        The selected features.
+    n_features_in_ : int
+        The number of features seen in ``fit``.
+    n_iter_ : int or ndarray
+        Epochs run (one per one-vs-rest run).
+    history_ : dict or list of dict
+        The objective and, for sequential OS, the substitutions per epoch; with
+        "auto", the path (its sizes, the criterion at each, the size chosen).
+"""
+
+
+def _documented(cls):
+    """Fill a class docstring's shared numpydoc sections (one text for all three
+    OS estimators)."""
+    cls.__doc__ = cls.__doc__.format(parameters=_PARAMETERS, attributes=_ATTRIBUTES)
+    return cls
+
+
+
+@_documented
 class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
-    """Sparse linear regression by Online Substitution: at most
-    ``n_features_to_select`` nonzero coefficients, found in one pass per epoch over
-    the features while holding O(n·s) of them (Yang et al. 2016, Algorithm 1).
+    """Sparse linear regression by Online Substitution.
 
-    Parameters: ``n_features_to_select`` (s; None = half the features, or a fraction),
-    ``loss`` ("squared"), ``epochs`` (at most this many passes; "auto": at most 10
-    under the fitted rule, which stops after a pass without a swap or one that does
-    not pay, else 2),
-    ``rule`` (the substitution rule: "fitted", the newcomer's fitted weight against
-    the kept feature whose removal costs least; "magnitude", the paper's; "auto":
-    fitted, on dense and sparse input), ``ridge`` (the fitted rule's λ relative to
-    the largest column's curvature; None: 10/n for classification, 1e-10 for the
-    squared loss), ``criterion``/``max_features`` (with
-    ``n_features_to_select="auto"``: the size picked along a path by "sic", "ebic"
-    or 5-fold "cv", up to ``max_features``), ``eta``/``m`` (step size and block factor;
-    "auto" = the rule of ``asyos.core.step_size``), ``fit_intercept`` (see the
-    module: exact by centring), ``standardize``, ``refit`` (False: OS's own
-    coefficients; True: re-estimated on the selected columns by least squares, with
-    the intercept), ``n_workers`` (1: sequential OS; more: Asy-OS),
-    ``staleness`` (``backend="shared"`` or ``"zeromq"``: the bound τ on the staleness
-    the server enforces, None = derived from the pipeline), ``delay``
-    (``backend="simulated"``: τ, the age in updates of the view every step reads,
-    None = q as in the paper; each is refused for the other backends), ``budget``
-    (Asy-OS: "auto" = "adaptive", the server shares s by a global |w| threshold;
-    "fixed" = s/q per worker, the paper), ``backend`` ("shared", the default:
-    ``n_workers`` processes on this machine sharing u in memory, no server process;
-    "simulated": one process, the staleness simulator; "zeromq": a loopback server
-    and ``n_workers`` worker processes), ``timeout`` (seconds, zeromq),
-    ``random_state`` (None: features in index order; else a seeded shuffled order).
+    At most ``n_features_to_select`` nonzero coefficients, found in one pass per epoch
+    over the features while holding O(n·s) of them (Yang, Fujimaki, Kusumura & Liu,
+    KDD 2016, Algorithm 1); with ``n_workers > 1``, Asy-OS (their Algorithm 2).
 
-    Fitted: ``coef_`` (p,), ``intercept_``, ``support_`` (bool mask of the selected
-    features), ``n_features_in_``, ``n_iter_`` (epochs run), ``history_`` (objective
-    and, for sequential OS, substitutions per epoch; steps).  A ``ConvergenceWarning``
-    says when the last epoch still substituted features (raise ``epochs``).
+    Parameters
+    ----------
+    n_features_to_select : int, float, "auto" or None, default=None
+        s, the most features kept: an int, a fraction of the features, None for
+        half of them, or "auto": the size ``criterion`` picks along a path.
+    loss : "squared", default="squared"
+        The loss of the fit.
+{parameters}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The weights; zero off the support.
+{attributes}
+    See Also
+    --------
+    OnlineSubstitutionClassifier : the same for two or more classes.
+    OnlineSubstitutionSelector : the selection alone, for a ``Pipeline``.
+
+    Notes
+    -----
+    A ``ConvergenceWarning`` says when the last epoch still substituted features
+    (give more ``epochs``).  The fitted rule is described in docs/algorithms.md,
+    "The fitted substitution rule".
+
+    Examples
+    --------
+    >>> from asyos import OnlineSubstitutionRegressor
+    >>> from asyos.datasets import make_regression
+    >>> problem = make_regression(p=200, s=5, seed=0)
+    >>> model = OnlineSubstitutionRegressor(n_features_to_select=5)
+    >>> model.fit(problem.X, problem.y).support_.sum()
+    np.int64(5)
     """
 
     _losses = ("squared",)
@@ -538,22 +615,38 @@ class OnlineSubstitutionRegressor(RegressorMixin, _OnlineSubstitution):
         return self._decision(X)
 
 
+@_documented
 class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
-    """Sparse linear classification by Online Substitution (squared hinge or
-    logistic loss).  Parameters as ``OnlineSubstitutionRegressor``; ``loss`` is
-    "squared_hinge" (default) or "logistic".
+    """Sparse linear classification by Online Substitution.
 
     Two classes (any two labels): one OS run on labels ±1 (−1 = ``classes_[0]``,
     +1 = ``classes_[1]``).  More classes: one-vs-rest, one OS run per class, each
     with its own at most ``n_features_to_select`` features; ``support_`` is their
-    union, so it can hold up to n_classes × s features.  ``refit=True``
-    re-estimates each run's coefficients and intercept on its own selected columns
-    (L-BFGS on the mean loss plus a 1e-8‖w‖² ridge).
-    Fitted: ``classes_``, ``coef_`` (n_classes or 1, p), ``intercept_``,
-    ``support_``, ``n_features_in_``, ``n_iter_`` (epochs run: an int for two
-    classes, an array per class for one-vs-rest), ``history_`` (one entry per OS
-    run).
+    union, so it can hold up to n_classes × s features.
 
+    Parameters
+    ----------
+    n_features_to_select : int, float, "auto" or None, default=None
+        s, the most features kept per OS run: an int, a fraction of the features,
+        None for half of them, or "auto": the size ``criterion`` picks along a path.
+    loss : "squared_hinge" or "logistic", default="squared_hinge"
+        The loss of the fit.
+{parameters}
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+        The labels, sorted.
+    coef_ : ndarray of shape (1, n_features) or (n_classes, n_features)
+        The weights of each OS run; zero off its support.
+{attributes}
+    See Also
+    --------
+    OnlineSubstitutionRegressor : the parameters' full story.
+
+    Notes
+    -----
+    ``refit=True`` re-estimates each run's coefficients and intercept on its own
+    selected columns (L-BFGS on the mean loss plus a 1e-8‖w‖² ridge).
     scikit-learn's ``check_classifiers_train`` asserts accuracy > 0.83 on two-feature
     blobs, and the default budget keeps one of the two features: the fitted rule's
     choice passes; the paper's rule's reaches 0.685 on its binary problem, so the
@@ -597,21 +690,33 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
         return positive / positive.sum(axis=1, keepdims=True)
 
 
+@_documented
 class OnlineSubstitutionSelector(SelectorMixin, _OnlineSubstitution):
-    """Feature selection by Online Substitution, for ``Pipeline`` and ``GridSearchCV``:
-    ``fit`` runs OS, ``get_support``/``transform`` keep the selected columns.
+    """Feature selection by Online Substitution, for ``Pipeline`` and ``GridSearchCV``.
 
-    Parameters as ``OnlineSubstitutionRegressor``; ``loss`` is "squared" (y numeric)
-    or "squared_hinge"/"logistic" (y of two or more classes).  Two classes: one OS
-    run (−1 = ``classes_[0]``, +1 = ``classes_[1]``); more: one-vs-rest as in
-    ``OnlineSubstitutionClassifier``, one OS run per class with up to
-    ``n_features_to_select`` features each, and ``support_`` is their union: up to
-    n_classes × s features, so ``transform`` may keep more than
+    ``fit`` runs OS, ``get_support``/``transform`` keep the selected columns.  Two
+    classes: one OS run (−1 = ``classes_[0]``, +1 = ``classes_[1]``); more:
+    one-vs-rest as in ``OnlineSubstitutionClassifier``, and ``support_`` is the union
+    of the runs' supports, so ``transform`` may keep more than
     ``n_features_to_select`` columns.
-    Fitted: ``support_``, ``coef_`` ((p,) for one OS run, (n_classes, p) for
-    one-vs-rest), ``intercept_`` (a float, or one per class), ``n_features_in_``,
-    ``n_iter_`` (an int, or one per class), ``history_`` (a dict, or a list of one per
-    class), and ``classes_`` for a classification loss.
+
+    Parameters
+    ----------
+    n_features_to_select : int, float, "auto" or None, default=None
+        s, the most features kept per OS run (as ``OnlineSubstitutionRegressor``).
+    loss : "squared", "squared_hinge" or "logistic", default="squared"
+        "squared" for a numeric y, a classification loss for classes.
+{parameters}
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,) or (n_classes, n_features)
+        The weights of the OS run, or of each one-vs-rest run.
+    classes_ : ndarray of shape (n_classes,)
+        The labels, with a classification loss.
+{attributes}
+    See Also
+    --------
+    OnlineSubstitutionRegressor : the parameters' full story.
     """
 
     def __sklearn_tags__(self):

@@ -27,7 +27,8 @@ else:   # pragma: no cover - Python 3.10
 from ..errors import InputError
 
 # the subcommands of ``asyos``: the tables a configuration file may hold
-TABLES = ("run", "server", "worker", "keys", "convert", "make", "experiments", "plot", "inspect")
+TABLES = ("run", "server", "worker", "keys", "convert", "make", "experiments", "plot",
+          "inspect")
 
 
 def load_toml(path) -> dict:

@@ -119,7 +119,7 @@ class Session:
         out, self.outbox = self.outbox, []
         return out
 
-    # -- checkpoints ----------------------------------------------------------------------
+    # -- checkpoints -------------------------------------------------------------------
     def snapshot(self) -> dict[str, np.ndarray] | None:
         """What a checkpoint holds (None before the run started): the server's state,
         what the run belongs to, its id and step, and the data's fingerprint."""
@@ -171,7 +171,7 @@ class Session:
         return {"fingerprint_labels": _digest(self.y.tobytes()),
                 "fingerprint_config": _digest(settings.encode())}
 
-    # -- sending --------------------------------------------------------------------------
+    # -- sending -----------------------------------------------------------------------
     def _send(self, worker: int, message) -> None:
         identity = self.identity[worker]
         if identity is not None:
@@ -219,7 +219,7 @@ class Session:
         self.refuse(identity, "this server runs another run (restarted without "
                     "--resume?): start the worker again to join it")
 
-    # -- admission ------------------------------------------------------------------------
+    # -- admission ---------------------------------------------------------------------
     def _hello(self, identity: bytes, t: int, hello: messages.Hello) -> None:
         if self.secret is not None and not hmac.compare_digest(
                 hello.token.encode("utf-8", "replace"), self.secret.encode()):
@@ -340,7 +340,7 @@ class Session:
             return "its CURVE key is not among the server's client keys"
         return f"its CURVE key serves shard {shard} only, not shard {t}"
 
-    # -- every message --------------------------------------------------------------------
+    # -- every message -----------------------------------------------------------------
     def receive(self, identity: bytes, envelope, now: float,
                 user: str | None = None) -> None:
         """One decoded message from the peer ``identity`` at time ``now``; ``user``:
@@ -399,7 +399,7 @@ class Session:
             self.refused += 1
             self.send_config(t)
 
-    # -- timers ---------------------------------------------------------------------------
+    # -- timers ------------------------------------------------------------------------
     def check_liveness(self, now: float) -> None:
         """Lose every shard of a started run (rejoined after a resume or not) whose
         worker has been silent past the heartbeat timeout."""
@@ -409,8 +409,8 @@ class Session:
                 continue
             if now - self.last_seen[t] > self.timeouts.heartbeat_timeout:
                 log.warning("worker of shard %d/%d lost (silent for %.1f s); start a "
-                            "replacement with --shard %d/%d", t, len(self.state.workers),
-                            now - self.last_seen[t], t, len(self.state.workers))
+                            "replacement with --shard %d/%d", t, self.config.n_workers,
+                            now - self.last_seen[t], t, self.config.n_workers)
                 self.lost_at[t] = now
                 self._send_all(self.server.lose(t))
 

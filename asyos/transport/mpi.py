@@ -153,7 +153,8 @@ def serve(comm, server: AsyServer, share: NodeShare,
             raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
         body = envelope.body if source not in lean else \
             vectors.incoming(worker, envelope.body)
-        replies = handle_request(server, worker, body, f"worker {worker} (rank {source})")
+        replies = handle_request(server, worker, body,
+                                 f"worker {worker} (rank {source})")
         if source in lean:
             vectors.applied(worker, body)
         for target, reply in replies:
@@ -163,7 +164,8 @@ def serve(comm, server: AsyServer, share: NodeShare,
     link.drain()
     result = server.result("mpi")
     result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
-    result.asy["shared_window_workers"] = [] if vectors is None else sorted(vectors.rows)
+    result.asy["shared_window_workers"] = \
+        [] if vectors is None else sorted(vectors.rows)
     result.asy["server_bytes"] = {
         "sent": link.sent, "received": link.received,
         "pushes": sum(server.pushes_applied())}

@@ -184,8 +184,8 @@ def test_bad_flags_exit_2_with_a_message(capsys):
     ("[run]\nsparsty = 3", "[run]: unknown key 'sparsty' for `asyos run` (known "
                            "keys: batch,"),
     ("[rnu]\nsparsity = 3", "unknown table [rnu] (known tables: [run], [server], "
-                            "[worker], [keys], [convert], [make], [experiments], [plot], "
-                            "[inspect]); did you mean [run]?"),
+                            "[worker], [keys], [convert], [make], [experiments], "
+                            "[plot], [inspect]); did you mean [run]?"),
     ("[worker.extra]\nx = 1", "unknown table [worker.extra] ([worker] holds `asyos "
                               "worker`'s flags, no tables)"),
     ("run = 3", "[run] is a table of `asyos run`'s settings, got the key run = 3"),

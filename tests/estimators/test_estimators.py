@@ -330,3 +330,35 @@ def test_bad_data_raises_input_error():
     with pytest.raises(InputError, match="n_features_to_select"):
         failed.fit(_problem()[0], np.arange(80) % 2)
     assert not hasattr(failed, "classes_") and not hasattr(failed, "coef_")
+
+
+@pytest.mark.parametrize("estimator", [OnlineSubstitutionRegressor,
+                                       OnlineSubstitutionClassifier,
+                                       OnlineSubstitutionSelector])
+def test_numpydoc_sections_name_every_parameter(estimator):
+    """The docstrings are numpydoc (as scikit-learn's): a Parameters section naming
+    every constructor argument, an Attributes section naming the fitted ones."""
+    import inspect
+    import re
+
+    doc = estimator.__doc__
+    for section in ("Parameters", "Attributes", "See Also"):
+        assert f"\n    {section}\n    {'-' * len(section)}\n" in doc, section
+    parameters = doc.split("    Parameters\n")[1].split("    Attributes\n")[0]
+    named = {name.strip() for line in re.findall(r"^    (\w[\w, ]*) :", parameters,
+                                                 re.M) for name in line.split(",")}
+    assert named == set(inspect.signature(estimator.__init__).parameters) - {"self"}
+    attributes = doc.split("    Attributes\n")[1]
+    for attribute in ("coef_", "intercept_", "support_", "n_features_in_",
+                      "n_iter_", "history_"):
+        assert f"    {attribute} :" in attributes
+
+
+def test_the_regressor_s_docstring_example_runs():
+    import doctest
+
+    finder = doctest.DocTestFinder()
+    [test] = [t for t in finder.find(OnlineSubstitutionRegressor) if t.examples]
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS)
+    runner.run(test)
+    assert runner.failures == 0 and runner.tries == len(test.examples)

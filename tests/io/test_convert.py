@@ -234,7 +234,8 @@ def test_the_layout_follows_the_name_or_the_data(tmp_path, data):
         convert(tmp_path / "X.csv", tmp_path / "a.npy")
     with pytest.raises(InputError, match="y.npy exists; give --force"):
         np.save(tmp_path / "y.npy", y)
-        convert(tmp_path / "X_one.svm", tmp_path / "z.csc", labels_out=tmp_path / "y.npy")
+        convert(tmp_path / "X_one.svm", tmp_path / "z.csc",
+                labels_out=tmp_path / "y.npy")
     (tmp_path / "y.npy").unlink()
     convert(tmp_path / "X_one.svm", tmp_path / "b.csc", replace=True)   # a .csc, forced
     np.testing.assert_allclose(_csc_matrix(tmp_path / "b.csc")[0], X, rtol=1e-15)

@@ -64,7 +64,8 @@ class ZmqServer:
                                                     + config.batch) + 4096)
         if keys is not None:
             public, secret_key = load_keys(keys, "server")
-            self.socket.curve_publickey, self.socket.curve_secretkey = public, secret_key
+            self.socket.curve_publickey = public
+            self.socket.curve_secretkey = secret_key
             self.socket.curve_server = True
         try:
             self.socket.bind(bind)
@@ -115,7 +116,7 @@ class ZmqServer:
         self._auth.configure_curve(domain="*", location=str(clients))
         return key_bindings(clients)
 
-    # -- checkpoints ----------------------------------------------------------------------
+    # -- checkpoints -------------------------------------------------------------------
     def _read_checkpoint(self) -> dict:
         path = self.checkpoint_path
         if path is None or not path.exists():
@@ -148,7 +149,7 @@ class ZmqServer:
             os.fsync(f.fileno())
         os.replace(tmp, path)
 
-    # -- the socket -----------------------------------------------------------------------
+    # -- the socket --------------------------------------------------------------------
     def _flush(self) -> None:
         """Send what the session answered; save a checkpoint it asked for."""
         for out in self.session.take():
@@ -170,7 +171,7 @@ class ZmqServer:
         finally:   # refusals go out even before an error ends the run
             self._flush()
 
-    # -- the loop -------------------------------------------------------------------------
+    # -- the loop ----------------------------------------------------------------------
     def serve(self, check=None) -> FitResult:
         """Run until done; returns the run's result (as MPI runs do).
 
