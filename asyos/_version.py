@@ -4,5 +4,6 @@ __version__ = "0.1.0"
 # the version of the wire format (transport/wire.py) every message carries; 3: credit
 # in VIEW, one codec for MPI; 4: HELLO carries the data's p; 5: CONFIG carries the
 # substitution rule and its ridge; 6: HELLO carries the data's fingerprint; 7: PUSH
-# carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO
-PROTOCOL_VERSION = 8
+# carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO;
+# 9: CONFIG carries the worker's plan, its integers as int64
+PROTOCOL_VERSION = 9

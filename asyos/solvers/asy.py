@@ -21,7 +21,7 @@ from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError
 from ..streams.base import GroupShard
 from .result import FitResult
-from .worker_loop import WorkerDriver, worker_loop
+from .worker_loop import WorkerDriver, WorkerPlan, worker_loop
 
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
@@ -172,6 +172,14 @@ class AsyConfig:
         """s2_t, Σ_t s2_t = s2, or None without groups."""
         return None if self.s2 is None else budget_split(self.s2, self.n_workers)
 
+    def plan(self, t: int, eta: float, m: float) -> WorkerPlan:
+        """Worker t's plan under this configuration, as the real carriers run it (its
+        push size adapts when it has peers: ``worker_loop.PushSize``)."""
+        return WorkerPlan(self.capacities[t], self.loss, eta, m, self.epochs,
+                          self.batch, self.rule, self.damping, self.ridge,
+                          adaptive_push=self.n_workers > 1,
+                          group_budget=0 if self.s2 is None else self.group_budgets[t])
+
     def groups(self, t: int, group_of) -> tuple | None:
         """``worker_loop``'s groups argument for worker t: (group_of, s2_t), or None."""
         if group_of is None:
@@ -246,13 +254,9 @@ def worker_shard(stream, q: int, t: int, group_of=None):
 
 def worker_driver(config: AsyConfig, t: int, shard, y, eta: float, m: float,
                   groups=None) -> WorkerDriver:
-    """Worker t's ``worker_loop`` under ``config`` in its driver, as the real carriers
-    run it (its push size adapts when it has peers: ``worker_loop.PushSize``).
-    ``groups``: ``config.groups(t, group_of)``."""
-    return WorkerDriver(worker_loop(shard, y, config.capacities[t], config.loss, eta,
-                                    m, config.epochs, config.batch, groups=groups,
-                                    rule=config.rule, damping=config.damping,
-                                    ridge=config.ridge, adaptive=config.n_workers > 1),
+    """Worker t's ``worker_loop`` under ``config.plan`` in its driver.  ``groups``:
+    ``config.groups(t, group_of)``."""
+    return WorkerDriver(worker_loop(shard, y, config.plan(t, eta, m), groups=groups),
                         y.shape[0])
 
 

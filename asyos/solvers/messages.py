@@ -108,7 +108,8 @@ class Config:
     """Server → worker (ZeroMQ): everything it needs besides its data, and the state
     to resume from (its last push, position and kept set)."""
 
-    params: np.ndarray       # float64, wire.PARAMS in order
+    plan_ints: np.ndarray    # int64: worker_loop.WorkerPlan.INTS, in order
+    plan_floats: np.ndarray  # float64: WorkerPlan.FLOATS, in order
     y: np.ndarray
     selected: np.ndarray = field(default_factory=_ints)
     weights: np.ndarray = field(default_factory=_floats)

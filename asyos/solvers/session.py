@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kept_set import RULES
 from ..core.server_state import (
     NonFiniteUpdate,
     NotARequest,
@@ -194,13 +193,8 @@ class Session:
         record has not changed, since no message with the new tag was accepted)."""
         self.config_sent[worker] = self.now
         record = self.state.workers[worker]
-        c = self.config
-        params = [int(c.loss), c.epochs, c.capacities[worker], c.batch,
-                  self.server.eta, self.server.m,
-                  -1 if c.staleness is None else c.staleness,
-                  0 if c.s2 is None else c.group_budgets[worker], c.adaptive,
-                  RULES.index(c.rule), 0.0 if c.ridge is None else c.ridge]
-        self._send(worker, messages.Config(np.array(params, dtype=np.float64), self.y,
+        plan = self.config.plan(worker, self.server.eta, self.server.m)
+        self._send(worker, messages.Config(plan.ints(), plan.floats(), self.y,
                                            record.selected, record.weights,
                                            last_push=record.messages,
                                            position=record.position))

@@ -21,6 +21,8 @@ same result.  Only the delivery of views is scheduled, deterministically for a s
   time, from which speedups on more cores than this machine has are modelled.
 """
 
+from dataclasses import replace
+
 import numpy as np
 
 from ..core.losses import Loss
@@ -109,11 +111,11 @@ class _Simulation:
         self.config = config
         self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         self.server.start(n_features, *eta_m)
-        self.drivers = [WorkerDriver(worker_loop(shards[t], y, config.capacities[t],
-                                                 config.loss, *eta_m, config.epochs, 1,
-                                                 groups=groups[t], rule=config.rule,
-                                                 damping=config.damping,
-                                                 ridge=config.ridge), n)
+        # the simulator schedules single steps, each push one step
+        plans = [replace(config.plan(t, *eta_m), batch=1, adaptive_push=False)
+                 for t in range(q)]
+        self.drivers = [WorkerDriver(worker_loop(shards[t], y, plans[t],
+                                                 groups=groups[t]), n)
                         for t in range(q)]
         self.credit = [0] * q                # the newest credit the server granted
         self.kept = [0] * q                  # |S(t)| after each worker's last step

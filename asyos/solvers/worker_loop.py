@@ -16,18 +16,78 @@ feature with gradients at û, push Δu = X_S(t) w_S(t) − (its previous contrib
 A push carries the sum of up to ``batch`` steps, as many as the worker's credit allows.
 """
 
+import math
 import time
 from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
 
-from ..core.kept_set import kept_set, warm_up
+from ..core.kept_set import RULES, kept_set, warm_up
 from ..core.losses import Loss
 from ..streams import FeatureStream
 from . import messages
 
 PULL = "pull"
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What one Asy-OS worker runs besides its shard and the labels: made once by
+    ``AsyConfig.plan`` for every carrier, and what ZeroMQ's CONFIG carries (integers
+    as int64, the rest as float64: ``ints``/``floats``, checked by ``received``).
+
+    ``capacity``: the most features its kept set holds; ``batch``: the most steps in
+    one push, ``adaptive_push``: fewer when a push's cost allows (``PushSize``: real
+    carriers with more than one worker); ``group_budget``: s2_t, the most groups it
+    keeps (0: not group-aware); ``damping``, ``ridge``: the fitted rule's
+    (``AsyConfig.damping``, ``fit_os``)."""
+
+    capacity: int
+    loss: Loss
+    eta: float
+    m: float
+    epochs: int
+    batch: int = 1
+    rule: str = "auto"
+    damping: float = 1.0
+    ridge: float | None = None
+    adaptive_push: bool = False
+    group_budget: int = 0
+
+    INTS = ("capacity", "loss", "epochs", "batch", "rule", "adaptive_push",
+            "group_budget")
+    FLOATS = ("eta", "m", "damping", "ridge")
+
+    def ints(self) -> np.ndarray:
+        return np.array([self.capacity, int(self.loss), self.epochs, self.batch,
+                         RULES.index(self.rule), int(self.adaptive_push),
+                         self.group_budget], dtype=np.int64)
+
+    def floats(self) -> np.ndarray:
+        return np.array([self.eta, self.m, self.damping,
+                         0.0 if self.ridge is None else self.ridge], dtype=np.float64)
+
+    @classmethod
+    def received(cls, ints, floats) -> "WorkerPlan":
+        """The plan a CONFIG carries; ValueError naming what is out of range."""
+        capacity, loss, epochs, batch, rule, adaptive, groups = (int(v) for v in ints)
+        eta, m, damping, ridge = (float(v) for v in floats)
+        if loss not in {int(code) for code in Loss}:
+            raise ValueError(f"CONFIG names loss {loss}")
+        if rule not in range(len(RULES)):
+            raise ValueError(f"CONFIG names substitution rule {rule}; known: "
+                             f"0..{len(RULES) - 1}")
+        if min(capacity, epochs, batch) < 1 or groups < 0 or adaptive not in (0, 1):
+            raise ValueError(f"CONFIG names capacity {capacity}, epochs {epochs}, "
+                             f"batch {batch}, group budget {groups}, adaptive "
+                             f"{adaptive}")
+        if not (eta > 0 and m >= 1 and 0 < damping <= 1 and ridge >= 0 and
+                all(math.isfinite(v) for v in (eta, m, ridge))):
+            raise ValueError(f"CONFIG names eta {eta!r}, m {m!r}, damping "
+                             f"{damping!r}, ridge {ridge!r}")
+        return cls(capacity, Loss(loss), eta, m, epochs, batch, RULES[rule], damping,
+                   None if ridge == 0.0 else ridge, bool(adaptive), groups)
 
 
 @dataclass
@@ -143,34 +203,31 @@ class PushSize:
         self.size = int(min(self.batch, max(1, np.ceil(wanted))))
 
 
-def worker_loop(stream: FeatureStream, y: np.ndarray, capacity: int, loss: Loss,
-                eta: float, m: float, epochs: int, batch: int = 1, resume=None,
-                groups=None, rule: str = "auto", damping: float = 1.0,
-                ridge: float | None = None, adaptive: bool = False):
-    """Run OS on ``stream`` (this worker's shard) with a kept set of ``capacity``.
+def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=None,
+                groups=None):
+    """Run OS on ``stream`` (this worker's shard) as ``plan`` says.
 
     Each pull is answered by (û, version, allowed, granted, η) and followed by up to
     min(``batch``, allowed) steps (one compiled call; after the first, each step also
-    sees this worker's own earlier steps) and one push of their sum; ``adaptive``:
-    fewer steps when a push's cost outside the kernel allows (``PushSize``: the real
-    carriers with more than one worker; a lone worker's views are its own steps, and
-    fresher ones would gain nothing).  ``granted`` > 0
+    sees this worker's own earlier steps) and one push of their sum;
+    ``adaptive_push``: fewer steps when a push's cost outside the kernel allows
+    (``PushSize``: the real carriers with more than one worker; a lone worker's views
+    are its own steps, and fresher ones would gain nothing).  ``granted`` > 0
     (a budget granted under adaptive budgets): keep at most that many features from
     now on, dropping the smallest at once when it was lowered (the change is part of
     the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step
     size from now on (it shrinks it when a push raised the loss), else ``eta``.
     ``resume``: (selected, weights, position) of a worker this one replaces.
     ``groups``: (group_of, s2_t) for group-aware OS, at most s2_t groups kept.
-    ``rule``: the substitution rule (``core.kept_set.resolve_rule``); ``damping``,
-    ``ridge``: the fitted rule's (``AsyConfig.damping``, ``fit_os``).
     """
     n = stream.n_samples
-    kept, blocks = kept_set(stream, capacity, groups, rule, ridge=ridge, loss=loss,
-                            damping=damping)
+    loss, eta, m, epochs = plan.loss, plan.eta, plan.m, plan.epochs
+    kept, blocks = kept_set(stream, plan.capacity, groups, plan.rule, ridge=plan.ridge,
+                            loss=loss, damping=plan.damping)
     warm_up(kept, asy=True)   # compiled before the first pull, not during it
     u_local, before = np.zeros(n), np.zeros(n)
     steps, compute, read = 0, 0.0, [0.0]
-    size, pushed = PushSize(batch, adaptive), None
+    size, pushed = PushSize(plan.batch, plan.adaptive_push), None
     first_epoch, skip = 0, 0
     if resume is not None:
         selected, weights, steps = resume

@@ -11,7 +11,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
 | HELLO     | w→s | shard size     | q (workers)| n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
-| CONFIG    | s→w | last push      | position   | n         | params (f8 ×11), y (f8 ×n), selected (i8), weights (f8) |
+| CONFIG    | s→w | last push      | position   | n         | plan (i8 ×7, f8 ×4), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8), importance (f8) |
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
@@ -24,8 +24,10 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
-fingerprint) of the data (``solvers.asy.data_fingerprint``).  The CONFIG params carry the
-worker's group budget s2_t (0: no groups) and whether budgets are adaptive.  A VIEW's
+fingerprint) of the data (``solvers.asy.data_fingerprint``).  A CONFIG carries the
+worker's ``solvers.worker_loop.WorkerPlan``: its integers (``INTS``: capacity, loss,
+epochs, batch, rule, adaptive push, group budget s2_t) as int64, then its reals
+(``FLOATS``: η, m, damping, ridge) as float64.  A VIEW's
 credit is cumulative: the steps the worker may have pushed in all.
 
 Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer); bits
@@ -44,14 +46,13 @@ import numpy as np
 from .._version import PROTOCOL_VERSION
 from ..errors import AsyosError
 from ..solvers import messages as m
+from ..solvers.worker_loop import WorkerPlan
 
 MAGIC = b"ASYO"
 PROTOCOL = PROTOCOL_VERSION   # asyos/_version.py keeps its history
 HEADER = struct.Struct("<4sHHIIQqqq")
 MORE = 1
 TAG_LIMIT = 1 << 31
-PARAMS = ("loss", "epochs", "budget", "batch", "eta", "m", "staleness",
-          "group_budget", "adaptive", "rule", "ridge")
 REASON_LIMIT = 4096
 TOKEN_LIMIT = 64    # a run secret: 32 random bytes in hex
 
@@ -139,7 +140,8 @@ def _fields(message) -> tuple[int, int, int, list]:
             message.token.encode()[:TOKEN_LIMIT], message.data]
     if isinstance(message, m.Config):
         return message.last_push, message.position, message.y.shape[0], [
-            message.params, message.y, message.selected, message.weights]
+            message.plan_ints, message.plan_floats, message.y, message.selected,
+            message.weights]
     if isinstance(message, m.Refuse):
         return 0, 0, 0, [message.reason.encode()[:REASON_LIMIT]]
     return 0, 0, 0, []
@@ -190,7 +192,7 @@ def split(buffer, most_frames: int = 8) -> list:
 
 
 # -- decoding ------------------------------------------------------------------------------
-KEPT_FRAMES = {Kind.CONFIG: (2, 3), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
+KEPT_FRAMES = {Kind.CONFIG: (3, 4), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
 
 
 @lru_cache(maxsize=64)
@@ -201,8 +203,9 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     layouts = {
         Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT),
                      (i8, 0, 2)],
-        Kind.CONFIG: [(f8, len(PARAMS), len(PARAMS)), (f8, n, n), (i8, 0, k),
-                      (f8, 0, k)],
+        Kind.CONFIG: [(i8, len(WorkerPlan.INTS), len(WorkerPlan.INTS)),
+                      (f8, len(WorkerPlan.FLOATS), len(WorkerPlan.FLOATS)),
+                      (f8, n, n), (i8, 0, k), (f8, 0, k)],
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
         Kind.INTRODUCE: [],
         Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k), (f8, 0, k)],

@@ -138,15 +138,16 @@ def _drive(loop, u, batch, stop_after=None):
 @pytest.mark.parametrize("batch", [1, 3])
 def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch, rule):
     from asyos.datasets import make_regression
-    from asyos.solvers.worker_loop import worker_loop
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
     from asyos.streams import ArrayStream
 
     problem = make_regression(p=120, s=6, n=50, seed=5)
     stream = ArrayStream(problem.X, block_size=16)
 
     def loop(resume=None):
-        return worker_loop(stream, problem.y, 6, Loss.SQUARED, 0.3, 1.5, 2, batch,
-                           resume=resume, rule=rule)
+        return worker_loop(stream, problem.y,
+                           WorkerPlan(6, Loss.SQUARED, 0.3, 1.5, 2, batch, rule),
+                           resume=resume)
 
     start = np.zeros(50)
     whole, _ = _drive(loop(), start, batch)

@@ -17,7 +17,8 @@ from asyos.core.shards import group_owners
 from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig, ServerMonitor, group_fingerprint
 from asyos.solvers.sequential import fit_os
-from asyos.transport.wire import PARAMS, Kind, encode
+from asyos.solvers.worker_loop import WorkerPlan
+from asyos.transport.wire import Kind, encode
 from asyos.transport.zeromq import ZmqServer
 
 
@@ -149,8 +150,8 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
         server.close()
     if refused is None:
         assert reply.kind == Kind.CONFIG
-        params = dict(zip(PARAMS, reply.body.params))
-        assert params["group_budget"] == 2 and params["budget"] == 4
+        plan = WorkerPlan.received(reply.body.plan_ints, reply.body.plan_floats)
+        assert plan.group_budget == 2 and plan.capacity == 4
     else:
         assert reply.kind == Kind.REFUSE and refused in reply.body.reason
 

@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from asyos.core.losses import Loss
 from asyos.solvers import messages as m
+from asyos.solvers.worker_loop import WorkerPlan
 from asyos.transport.wire import (
     HEADER,
     MAGIC,
@@ -58,8 +60,10 @@ MESSAGES = [
             np.array([0.1, 0.2, 0.3]), blas_threads=2),
     m.Hello(3, 40, 5, 1.25, np.array([12, 99], np.int64)),
     m.Hello(3, 40, 5, 0.5),
-    m.Config(np.arange(11.0), np.ones(5), np.array([4]), np.array([2.0]), last_push=6,
-             position=33),
+    m.Config(WorkerPlan(3, Loss.LOGISTIC, 0.5, 1.5, 2, 4, "magnitude", 0.5, 1e-3,
+                        True, 2).ints(),
+             WorkerPlan(3, Loss.LOGISTIC, 0.5, 1.5, 2, 4).floats(), np.ones(5),
+             np.array([4]), np.array([2.0]), last_push=6, position=33),
     m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
     m.Introduce(),
 ]
@@ -197,20 +201,37 @@ def test_header_size_is_fixed():
     assert HEADER.size == struct.calcsize("<4sHHIIQqqq") == 48
 
 
-def test_a_config_naming_an_unknown_substitution_rule_is_a_wire_error():
+def test_a_config_carries_the_worker_plan_integers_as_integers():
+    plan = WorkerPlan(3, Loss.SQUARED_HINGE, 0.25, 2.0, 5, 4, "magnitude", 0.5, 1e-3,
+                      True, 2)
+    config = m.Config(plan.ints(), plan.floats(), np.ones(5))
+    frames = encode(config, 0, run_id=77)
     from asyos.core.kept_set import RULES
-    from asyos.transport.zeromq.worker import _rule
 
-    assert [_rule(float(code)) for code in range(len(RULES))] == list(RULES)
-    for code in (len(RULES), -1.0, 0.5, float("nan")):
-        with pytest.raises(WireError, match="substitution rule"):
-            _rule(code)
+    assert np.frombuffer(frames[1], "<i8").tolist() == [
+        3, int(Loss.SQUARED_HINGE), 5, 4, RULES.index("magnitude"), 1, 2]
+    body = decode(_bytes(frames), LIMITS).body
+    assert WorkerPlan.received(body.plan_ints, body.plan_floats) == plan
+    assert WorkerPlan.received(plan.ints(), WorkerPlan(3, Loss.SQUARED, 0.25, 2.0,
+                                                       5).floats()).ridge is None
 
 
-def test_a_config_naming_a_bad_ridge_is_a_wire_error():
-    from asyos.transport.zeromq.worker import _ridge
+@pytest.mark.parametrize("field, value, problem", [
+    (4, 7, "substitution rule 7"), (1, 99, "loss 99"), (0, 0, "capacity 0"),
+    (5, 2, "adaptive 2"), (6, -1, "group budget -1"),
+])
+def test_a_plan_out_of_range_is_refused_naming_it(field, value, problem):
+    ints = WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).ints()
+    ints[field] = value
+    with pytest.raises(ValueError, match=problem):
+        WorkerPlan.received(ints, WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).floats())
 
-    assert _ridge(0.0) is None and _ridge(0.25) == 0.25
-    for value in (-1.0, float("nan"), float("inf")):
-        with pytest.raises(WireError, match="ridge"):
-            _ridge(value)
+
+@pytest.mark.parametrize("floats, problem", [
+    ([0.0, 1.0, 1.0, 0.0], "eta 0.0"), ([0.1, 1.0, 1.5, 0.0], "damping 1.5"),
+    ([0.1, 1.0, 1.0, float("nan")], "ridge nan"), ([0.1, 0.5, 1.0, 0.0], "m 0.5"),
+])
+def test_a_plan_with_bad_reals_is_refused(floats, problem):
+    with pytest.raises(ValueError, match=problem):
+        WorkerPlan.received(WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).ints(),
+                            np.array(floats))

@@ -95,7 +95,8 @@ def test_a_duplicated_push_is_applied_once(server):
 
 @pytest.mark.parametrize("make, refused", [
     (lambda run: [b"garbage bytes"], False),
-    (lambda run: [HEADER.pack(MAGIC, 9, int(Kind.PULL), 0, 0, run, 0, 0, 0)], False),
+    (lambda run: [HEADER.pack(MAGIC, PROTOCOL + 1, int(Kind.PULL), 0, 0, run, 0, 0,
+                              0)], False),
     (lambda run: [HEADER.pack(MAGIC, PROTOCOL, 77, 0, 0, run, 0, 0, 0)], False),
     (lambda run: encode(msg.Pull(), 0, run_id=run + 1), True),           # other run
     (lambda run: [HEADER.pack(MAGIC, PROTOCOL, int(Kind.PUSH), 0, 0, run, 1, 0, 0),

@@ -5,15 +5,13 @@ acknowledged, heartbeats, and resynchronising when the server reconfigures this
 worker; every step and push is the driver's.
 """
 
-import math
 import random
 import time
 
 import numpy as np
 import zmq
 
-from ...core.kept_set import RULES, kept_set, warm_up
-from ...core.losses import Loss
+from ...core.kept_set import kept_set, warm_up
 from ...errors import InputError
 from ...solvers import messages
 from ...solvers.asy import (
@@ -23,9 +21,9 @@ from ...solvers.asy import (
     worker_shard,
 )
 from ...solvers.session import Timeouts
-from ...solvers.worker_loop import WorkerDriver, worker_loop
+from ...solvers.worker_loop import WorkerDriver, WorkerPlan, worker_loop
 from ..base import blas_threads_in_use
-from ..wire import PARAMS, Limits, WireError, decode, encode
+from ..wire import Limits, WireError, decode, encode
 from .common import (
     Dropper,
     LogLimit,
@@ -36,21 +34,6 @@ from .common import (
     read_secret,
     receive,
 )
-
-
-def _ridge(value: float) -> float | None:
-    """The fitted rule's ridge a CONFIG names: 0 for the default."""
-    if not (value >= 0.0 and math.isfinite(value)):
-        raise WireError(f"CONFIG names ridge {value!r}; expected a number ≥ 0")
-    return None if value == 0.0 else value
-
-
-def _rule(code: float) -> str:
-    """The substitution rule a CONFIG names (its index in ``RULES``)."""
-    if code not in range(len(RULES)):
-        raise WireError(f"CONFIG names substitution rule {code:g}; known: "
-                        f"0..{len(RULES) - 1}")
-    return RULES[int(code)]
 
 
 class Resync(Exception):
@@ -192,18 +175,16 @@ class ZmqWorker:
     def _run_from(self, envelope) -> None:
         config = envelope.body
         self.run_id, self.tag = envelope.run_id, envelope.tag
-        params = dict(zip(PARAMS, config.params.tolist()))
-        capacity, batch = int(params["budget"]), int(params["batch"])
-        self.limits = Limits(self.n, capacity, batch, self.run_id)
+        try:
+            plan = WorkerPlan.received(config.plan_ints, config.plan_floats)
+        except ValueError as exc:
+            raise WireError(str(exc)) from None
+        self.limits = Limits(self.n, plan.capacity, plan.batch, self.run_id)
         y = np.array(config.y)
         resume = (np.array(config.selected), np.array(config.weights), config.position)
-        s2_t = int(params["group_budget"])
-        loop = worker_loop(self.shard, y, capacity, Loss(int(params["loss"])),
-                           params["eta"], params["m"], int(params["epochs"]), batch,
-                           resume=resume if config.last_push or config.position else None,
-                           groups=(self.group_of, s2_t) if s2_t else None,
-                           rule=_rule(params["rule"]), damping=1.0 / self.q,
-                           ridge=_ridge(params["ridge"]), adaptive=self.q > 1)
+        groups = (self.group_of, plan.group_budget) if plan.group_budget else None
+        loop = worker_loop(self.shard, y, plan, groups=groups,
+                           resume=resume if config.last_push or config.position else None)
         driver = WorkerDriver(loop, self.n, config.last_push, config.position)
         self.driver = driver
         self.unacked: dict[int, list] = {}
