@@ -214,6 +214,13 @@ def run_mpi(args) -> FitResult | None:
                                 record_order=args.record_order,
                                 threads=blas_threads(args.blas_threads),
                                 ranks_per_node=ranks_per_node)
+    except KeyboardInterrupt:
+        # ^C reaches every rank.  Ranks that exit on their own race mpiexec, which
+        # kills the slower ones (the job's status is then 9) before MPI_Finalize
+        # removes MPICH's files: one MPI_Abort ends the job with 130, rank 0 says so
+        rank = MPI.COMM_WORLD.Get_rank()
+        transport.abort(MPI.COMM_WORLD, transport.INTERRUPTED,
+                        "interrupted" if rank == 0 else None)
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).

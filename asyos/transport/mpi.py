@@ -44,6 +44,7 @@ from .base import (
 from .node_memory import LeanLink, NodeVectors
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
+INTERRUPTED = 130   # the exit status of a job stopped by ^C
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -316,15 +317,18 @@ def release_node_memory() -> None:
                 pass   # another rank of the node was first
 
 
-def abort(comm, code: int, message: str) -> None:
-    """End the whole job with ``code`` after one line on stderr.
+def abort(comm, code: int, message: str | None) -> None:
+    """End the whole job with ``code`` after one line on stderr (none for a
+    ``message`` of None: another rank says it).
 
     mpiexec forwards a rank's stderr through a pipe and stops forwarding when the job
     aborts: without the pause the line is sometimes lost, leaving a bare exit status.
     MPICH's Abort can return before the job is torn down; this rank must not go on
     (into a barrier that would release the other ranks to print the error again).
     """
-    print(f"asyos: error: {message}", file=sys.stderr, flush=True)
+    if message is not None:
+        print(f"asyos: {message}" if code == INTERRUPTED else f"asyos: error: {message}",
+              file=sys.stderr, flush=True)
     release_node_memory()
     time.sleep(0.2)
     comm.Abort(code)
