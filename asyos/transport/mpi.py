@@ -198,9 +198,12 @@ class ServerNode:
         rank = comm.Get_rank()
         group = node.Split(rank // ranks_per_node, rank) if ranks_per_node \
             else node.Dup()
-        with_server = bool(group.allreduce(int(rank == 0), op=MPI.SUM))
-        sharing = [r - 1 for r, flag in enumerate(comm.allgather(with_server))
-                   if flag and r]
+        here = np.array([rank == 0], np.int8)   # buffers, never pickled objects
+        group.Allreduce(MPI.IN_PLACE, here, op=MPI.MAX)
+        flags = np.zeros(comm.Get_size(), np.int8)
+        comm.Allgather(here, flags)
+        with_server = bool(here[0])
+        sharing = [r - 1 for r in np.flatnonzero(flags).tolist() if r]
         self.window, self.vectors = None, None
         if with_server and sharing:
             ring = config.depth // config.batch + 2
