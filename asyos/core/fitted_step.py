@@ -39,7 +39,7 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from .losses import hess_at, loss_and_grad
+from .losses import SQUARED, hess_at, loss_and_grad
 from .os_step import _FAST, _dot, vacate
 
 # Slots of ``FittedState.info``: the relative ridge; λ in force; the running
@@ -438,7 +438,7 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
                 last -= 1
         size = last + 1
         info[SINCE] += 1.0
-        if loss != 0 and info[SINCE] >= info[REFRESH_EVERY]:
+        if loss != SQUARED and info[SINCE] >= info[REFRESH_EVERY]:
             info[STALE] = 1.0
     else:
         dropped = -2
@@ -537,7 +537,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
     after = _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
     if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != 0 and info[ARRIVALS] >= capacity:
+        if loss != SQUARED and info[ARRIVALS] >= capacity:
             info[STALE] = 1.0   # the frozen curvature has drifted
         return size, not_kept
     size, dropped = _accept(cols, index, weights, k, j, span, grows, swap, sigma,

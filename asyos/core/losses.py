@@ -9,6 +9,7 @@ the per-sample loops.
 import math
 from enum import IntEnum
 
+import numpy as np
 from numba import njit
 
 from ..errors import InputError
@@ -40,6 +41,27 @@ class Loss(IntEnum):
             raise InputError(f"unknown loss {name!r}; expected one of: {known}") from None
 
 
+# The codes as plain integers, for the compiled kernels' branches (numba reads module
+# integers as constants; an IntEnum member would not compile in nopython mode).
+SQUARED, SQUARED_HINGE, LOGISTIC = (int(code) for code in Loss)
+
+
+def dual_loss_term(loss: Loss, r, y, C: float) -> float:
+    """h(α) = −C Σ_i L*(−α_i/C) of FGM's dual (Tan et al., JMLR 2014, Lemma 1), the
+    loss's conjugate at the dual point α read off r = −∂P/∂z (α = r for the squared
+    loss, α_i = r_i y_i for the classification losses).  A new loss adds its
+    conjugate here."""
+    if loss is Loss.SQUARED:
+        return float(r @ y - r @ r / (2.0 * C))
+    alpha = r * y
+    if loss is Loss.SQUARED_HINGE:
+        return float(alpha.sum() - alpha @ alpha / (2.0 * C))
+    if loss is Loss.LOGISTIC:
+        q = np.clip(alpha / C, 1e-300, 1.0 - 1e-16)
+        return float(-C * np.sum(q * np.log(q) + (1.0 - q) * np.log1p(-q)))
+    raise NotImplementedError(f"no conjugate written for the loss {loss.name}")
+
+
 @njit(cache=True, inline="always")
 def _log1p_exp(z):
     """log(1 + exp(z)) without overflow."""
@@ -64,10 +86,10 @@ def loss_at(loss, u, y):
     The per-sample formulas are written once, here, in ``grad_at`` and ``hess_at``; the vector
     functions below and the sparse kernel (which touches only some samples) use them.
     """
-    if loss == 0:
+    if loss == SQUARED:
         r = u - y
         return 0.5 * r * r
-    if loss == 1:
+    if loss == SQUARED_HINGE:
         h = 1.0 - y * u
         return 0.5 * h * h if h > 0.0 else 0.0
     return _log1p_exp(-y * u)
@@ -76,9 +98,9 @@ def loss_at(loss, u, y):
 @njit(cache=True, inline="always")
 def grad_at(loss, u, y):
     """n · dL/du for one sample."""
-    if loss == 0:
+    if loss == SQUARED:
         return u - y
-    if loss == 1:
+    if loss == SQUARED_HINGE:
         h = 1.0 - y * u
         return -h * y if h > 0.0 else 0.0
     return -y * _sigmoid(-y * u)
@@ -88,9 +110,9 @@ def grad_at(loss, u, y):
 def hess_at(loss, u, y):
     """n · d²L/du² for one sample (squared hinge: 1 on the active margin, its
     generalised second derivative)."""
-    if loss == 0:
+    if loss == SQUARED:
         return 1.0
-    if loss == 1:
+    if loss == SQUARED_HINGE:
         return 1.0 if y * u < 1.0 else 0.0
     p = _sigmoid(y * u)
     return p * (1.0 - p)
@@ -102,15 +124,15 @@ def loss_value(loss, u, y):
     n = u.shape[0]
     total = 0.0
     # one loop per code: the constant code lets each loop be vectorised
-    if loss == 0:
+    if loss == SQUARED:
         for i in range(n):
-            total += loss_at(0, u[i], y[i])
-    elif loss == 1:
+            total += loss_at(SQUARED, u[i], y[i])
+    elif loss == SQUARED_HINGE:
         for i in range(n):
-            total += loss_at(1, u[i], y[i])
+            total += loss_at(SQUARED_HINGE, u[i], y[i])
     else:
         for i in range(n):
-            total += loss_at(2, u[i], y[i])
+            total += loss_at(LOGISTIC, u[i], y[i])
     return total / n
 
 
@@ -131,13 +153,13 @@ def loss_grad(loss, u, y, out):
     """Write dL/du into ``out`` (length n) for the code ``loss``."""
     n = u.shape[0]
     inv_n = 1.0 / n
-    if loss == 0:
+    if loss == SQUARED:
         for i in range(n):
-            out[i] = grad_at(0, u[i], y[i]) * inv_n
-    elif loss == 1:
+            out[i] = grad_at(SQUARED, u[i], y[i]) * inv_n
+    elif loss == SQUARED_HINGE:
         for i in range(n):
-            out[i] = grad_at(1, u[i], y[i]) * inv_n
+            out[i] = grad_at(SQUARED_HINGE, u[i], y[i]) * inv_n
     else:
         for i in range(n):
-            out[i] = grad_at(2, u[i], y[i]) * inv_n
+            out[i] = grad_at(LOGISTIC, u[i], y[i]) * inv_n
     return out

@@ -51,7 +51,7 @@ from .fitted_step import (
     spd_inverse,
     worth_a_move,
 )
-from .losses import hess_at
+from .losses import SQUARED, hess_at
 from .os_step import _FAST
 
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
@@ -246,7 +246,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
                 st.trial[rows[e]] += delta * vals[e]
     after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
     if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != 0 and info[ARRIVALS] >= capacity:
+        if loss != SQUARED and info[ARRIVALS] >= capacity:
             info[STALE] = 1.0   # the frozen curvature has drifted
         return size, fill, not_kept
     for l in range(span):

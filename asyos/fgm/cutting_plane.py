@@ -21,7 +21,7 @@ from numbers import Integral
 import numpy as np
 from scipy.optimize import minimize_scalar
 
-from ..core.losses import Loss, loss_grad, loss_value
+from ..core.losses import Loss, dual_loss_term, loss_grad, loss_value
 from ..core.selection import Selection, selection
 from ..core.validate import (
     check_at_least,
@@ -76,14 +76,9 @@ class FGMResult:
 
 def dual_value(loss: Loss, r: np.ndarray, y: np.ndarray, C: float,
                top_sum: float) -> float:
-    """D(α) = h(α) − ½ top_B(c(α)²) (Tan et al., Lemma 1), α read off r = −∂P/∂z."""
-    if loss is Loss.SQUARED:
-        return float(r @ y - r @ r / (2.0 * C)) - 0.5 * top_sum
-    alpha = r * y
-    if loss is Loss.SQUARED_HINGE:
-        return float(alpha.sum() - alpha @ alpha / (2.0 * C)) - 0.5 * top_sum
-    q = np.clip(alpha / C, 1e-300, 1.0 - 1e-16)
-    return float(-C * np.sum(q * np.log(q) + (1.0 - q) * np.log1p(-q))) - 0.5 * top_sum
+    """D(α) = h(α) − ½ top_B(c(α)²) (Tan et al., Lemma 1), α read off r = −∂P/∂z
+    (h, the loss's part, is ``core.losses.dual_loss_term``)."""
+    return dual_loss_term(loss, r, y, C) - 0.5 * top_sum
 
 
 class _Cache:
