@@ -15,13 +15,12 @@ from pathlib import Path
 from ..core.losses import Loss
 from ..core.projection import check_groups, group_constraint
 from ..core.validate import check_at_least
-from ..datasets import stream_problem
 from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
-from .job import finish, map_labels
+from .job import finish, map_labels, synthetic_problem
 from .options import (
     LOSS_NAMES,
     add_algorithm_arguments,
@@ -153,11 +152,8 @@ def run_server(args) -> FitResult:
         loss = Loss.parse(args.loss or "squared")
     else:
         s = 100 if args.sparsity is None else args.sparsity
-        truth = stream_problem(args.synthetic, p=args.features, s=s, n=args.samples,
-                               seed=args.seed)
-        y, source = truth.y, f"synthetic {args.synthetic}"
-        loss = Loss.parse(args.loss or ("squared" if args.synthetic == "regression"
-                                        else "squared_hinge"))
+        truth, default_loss, source = synthetic_problem(args, s)
+        y, loss = truth.y, Loss.parse(args.loss or default_loss)
     # the server sends these labels to its workers: mapped to ±1 here, once
     y, classes = map_labels(y, loss, len(y))
     group_of, s2 = _groups(args.groups, args.group_sparsity,
@@ -217,11 +213,7 @@ def run_worker(args) -> None:
     t, q = _shard(args.shard)
     apply_blas_threads(args.blas_threads)
     if args.data is None:
-        if args.degree != 1:
-            raise InputError("--degree expands the columns of --data; give --data")
-        stream = stream_problem(args.synthetic, p=args.features, s=args.sparsity,
-                                n=args.samples, seed=args.seed, shuffle=args.shuffle,
-                                dtype=args.dtype).stream
+        stream = synthetic_problem(args, args.sparsity)[0].stream
     else:
         stream, _ = load_features(args.data, degree=args.degree, shuffle=args.shuffle,
                                   seed=args.seed, dtype=args.dtype)

@@ -52,23 +52,31 @@ def plain_label(value):
     return value
 
 
+def synthetic_problem(args, s: int):
+    """(problem, default loss, source) of ``--synthetic`` (regression when none is
+    named) with ``s`` true features: the one generator behind ``run``, ``server`` and
+    ``worker``, which must agree on it.  The server has no ``--degree``, ``--shuffle``
+    or ``--dtype`` (its labels do not depend on them)."""
+    if getattr(args, "degree", 1) != 1:
+        raise InputError("--degree expands the columns of --data; give --data")
+    kind = args.synthetic or "regression"
+    problem = stream_problem(kind, p=args.features, s=s, n=args.samples,
+                             seed=args.seed, shuffle=getattr(args, "shuffle", False),
+                             dtype=getattr(args, "dtype", "float64"))
+    default_loss = "squared" if kind == "regression" else "squared_hinge"
+    return problem, default_loss, f"synthetic {kind}"
+
+
 def load_job(args, features: bool = True) -> Job:
     """Open the data (or generate the synthetic problem) and validate the labels.
 
     ``features`` False (an Asy-OS server): the data file's shape and labels only
     (``io.describe``); its columns are the workers' to read."""
     if args.data is None:
-        if args.degree != 1:
-            raise InputError("--degree expands the columns of --data; give --data")
-        kind = args.synthetic or "regression"
         s = 100 if args.sparsity is None else args.sparsity
         # -s auto looks for the size of the default problem: 100 true features
-        problem = stream_problem(kind, p=args.features, s=100 if s == "auto" else s,
-                                 n=args.samples, seed=args.seed, shuffle=args.shuffle,
-                                 dtype=args.dtype)
-        stream = problem.stream
-        default_loss = "squared" if kind == "regression" else "squared_hinge"
-        y, truth, source = problem.y, problem, f"synthetic {kind}"
+        truth, default_loss, source = synthetic_problem(args, 100 if s == "auto" else s)
+        stream, y = truth.stream, truth.y
     else:
         if args.synthetic:
             raise InputError("give either --data or --synthetic, not both")
