@@ -201,11 +201,14 @@ def whole_run(reps: int) -> None:
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--n", type=int, default=1316)
-    parser.add_argument("--s", type=int, default=100)
-    parser.add_argument("--p", type=int, default=2000)
-    parser.add_argument("--steps", type=int, default=4000)
-    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--n", type=int, default=1316, help="samples (default: the "
+                        "paper's round(1.2·s·log2 p) at the defaults)")
+    parser.add_argument("--s", type=int, default=100, help="kept-set size")
+    parser.add_argument("--p", type=int, default=2000, help="features")
+    parser.add_argument("--steps", type=int, default=4000, help="OS steps timed per "
+                        "repetition")
+    parser.add_argument("--reps", type=int, default=5, help="repetitions; the "
+                        "median is reported")
     parser.add_argument("--whole-run", action="store_true",
                         help="whole fit_os runs against a fused-loop kernel")
     args = parser.parse_args()

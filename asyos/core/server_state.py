@@ -426,12 +426,13 @@ class ServerState:
             return {}
         # trial slots on top of s (``set_ends``) or, on short shards, within it
         top = max(self.s - self._settled() - (0 if self.ends else len(open_)), 0)
-        owners = np.concatenate([np.full(self.workers[t].importance.size, t)
-                                 for t in open_])
-        magnitudes = np.concatenate([self.workers[t].importance for t in open_])
+        importances = [self.workers[t].importance for t in open_]
+        owners = np.repeat(open_, [v.size for v in importances])
+        magnitudes = np.concatenate(importances)
         ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
+        counts = np.bincount(ranked, minlength=len(self.workers))
         spare = top - len(ranked)
-        return {t: int(np.sum(ranked == t)) + spare // len(open_)
+        return {t: int(counts[t]) + spare // len(open_)
                 + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
 
     def _committed(self, worker: int) -> int:

@@ -9,6 +9,7 @@ it for the run's result: the same ``FitResult`` whatever moved the bytes.
 import hashlib
 import time
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -252,19 +253,19 @@ def worker_shard(stream, q: int, t: int, group_of=None):
     return GroupShard(stream, owner, t)
 
 
-def worker_driver(config: AsyConfig, t: int, shard, y, eta: float, m: float,
-                  groups=None) -> WorkerDriver:
-    """Worker t's ``worker_loop`` under ``config.plan`` in its driver.  ``groups``:
-    ``config.groups(t, group_of)``."""
-    return WorkerDriver(worker_loop(shard, y, config.plan(t, eta, m), groups=groups),
-                        y.shape[0])
+def worker_driver(config: AsyConfig, t: int, shard: "WorkerShard", y, eta: float,
+                  m: float) -> WorkerDriver:
+    """Worker t's ``worker_loop`` on its ``shard`` (``shard_of``) under
+    ``config.plan``, in its driver."""
+    return WorkerDriver(worker_loop(shard.stream, y, config.plan(t, eta, m),
+                                    groups=shard.groups), y.shape[0])
 
 
-def warm_worker(shard, config: AsyConfig, groups=None) -> None:
+def warm_worker(shard: "WorkerShard", config: AsyConfig) -> None:
     """Compile (or load from numba's cache) the kernels a worker of ``config`` runs on
-    ``shard``, before its first pull: a worker compiling mid-run would hold the
-    others at the staleness bound.  ``groups``: ``config.groups(t, group_of)``."""
-    kept, _ = kept_set(shard, 1, groups, config.rule, ridge=config.ridge,
+    its ``shard``, before its first pull: a worker compiling mid-run would hold the
+    others at the staleness bound."""
+    kept, _ = kept_set(shard.stream, 1, shard.groups, config.rule, ridge=config.ridge,
                        loss=config.loss, damping=config.damping)
     warm_up(kept, asy=True)
 
@@ -296,6 +297,21 @@ def data_fingerprint(stream) -> np.ndarray:
                      _hash63(np.array([n, p], "<i8").tobytes(),
                              np.ascontiguousarray(columns, "<f8").tobytes())],
                     dtype=np.int64)
+
+
+class WorkerShard(NamedTuple):
+    """Worker t's features, its ``worker_loop`` groups argument, and ν of its first
+    block (the carriers agree on η from the largest, ``AsyConfig.eta_and_m``)."""
+    stream: object
+    groups: tuple | None
+    nu: float
+
+
+def shard_of(stream, config: AsyConfig, t: int, group_of=None) -> WorkerShard:
+    """Worker t's ``WorkerShard`` of ``stream``: what every carrier that knows the
+    configuration reads before the first pull (the simulator, shared memory, MPI)."""
+    shard = worker_shard(stream, config.n_workers, t, group_of)
+    return WorkerShard(shard, config.groups(t, group_of), first_block_nu(shard))
 
 
 def first_block_nu(stream) -> float:

@@ -31,7 +31,7 @@ from ..core.validate import check_at_least, check_labels
 from ..errors import InputError
 from ..streams import as_stream
 from . import messages
-from .asy import AsyConfig, first_block_nu, worker_shard
+from .asy import AsyConfig, shard_of
 from .asy_server import AsyServer
 from .result import FitResult
 from .worker_loop import WorkerDriver, worker_loop
@@ -80,10 +80,9 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=None, window=depth, batch=1, n_features=p,
                              s2=s2, budget=budget, rule=rule, ridge=ridge)
-    shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
-    groups = [config.groups(t, group_of) for t in range(q)]
-    eta_m = config.eta_and_m(n, max(first_block_nu(shard) for shard in shards))
-    sim = _Simulation(y, config, shards, eta_m, p, record_order, groups, group_of)
+    shards = [shard_of(stream, config, t, group_of) for t in range(q)]
+    eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
+    sim = _Simulation(y, config, shards, eta_m, p, record_order, group_of)
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
@@ -106,7 +105,7 @@ class _Simulation:
     """The server, the q worker drivers and the u_C versions they may read."""
 
     def __init__(self, y, config: AsyConfig, shards, eta_m, n_features, record_order,
-                 groups, group_of):
+                 group_of):
         n, q = y.shape[0], config.n_workers
         self.config = config
         self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
@@ -114,8 +113,8 @@ class _Simulation:
         # the simulator schedules single steps, each push one step
         plans = [replace(config.plan(t, *eta_m), batch=1, adaptive_push=False)
                  for t in range(q)]
-        self.drivers = [WorkerDriver(worker_loop(shards[t], y, plans[t],
-                                                 groups=groups[t]), n)
+        self.drivers = [WorkerDriver(worker_loop(shards[t].stream, y, plans[t],
+                                                 groups=shards[t].groups), n)
                         for t in range(q)]
         self.credit = [0] * q                # the newest credit the server granted
         self.kept = [0] * q                  # |S(t)| after each worker's last step

@@ -22,13 +22,7 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import InputError
-from ..solvers.asy import (
-    AsyConfig,
-    first_block_nu,
-    warm_worker,
-    worker_driver,
-    worker_shard,
-)
+from ..solvers.asy import AsyConfig, shard_of, warm_worker, worker_driver
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
@@ -36,12 +30,11 @@ from . import wire
 from .base import (
     NodeShare,
     WorkerFailed,
-    carry_worker,
     failure_report,
     handle_request,
     reported_failure,
 )
-from .node_memory import LeanLink, NodeVectors
+from .node_memory import NodeVectors, carry_on_node
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 INTERRUPTED = 130   # the exit status of a job stopped by ^C
@@ -179,10 +172,8 @@ def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
     n-vectors through ``vectors`` when it shares the server's node."""
     worker = comm.Get_rank() - 1
     limits = _limits(config, 0 if vectors is not None else n)
-    link = Link(comm, limits, share, in_flight=config.depth + 1)
-    if vectors is not None:
-        link = LeanLink(link, vectors, worker, n)
-    carry_worker(link, driver, worker)
+    carry_on_node(Link(comm, limits, share, in_flight=config.depth + 1), driver, worker,
+                  vectors, n)
 
 
 class ServerNode:
@@ -239,7 +230,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     being checked compact group ids or None, and rank 0's "stream" anything with
     ``n_features`` (``io.describe.FeatureShape``: the server reads no column);
     ``config_factory(q, n_features)`` → AsyConfig.  A worker takes its shard and
-    group budget from ``worker_shard``, as the simulator does; the server keeps the
+    group budget from ``shard_of``, as the simulator does; the server keeps the
     labels to check ≤ s2 groups at the end.  Workers on the server's node exchange
     their n-vectors through a shared window (``ServerNode``; ``ranks_per_node``
     splits nodes further), the others in their messages.  Setup errors on any rank
@@ -255,19 +246,18 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     share = NodeShare.of(node.Get_size(), threads)
     share.apply()
     q = size - 1
-    error, nu, shard, groups = None, 0.0, None, None
+    error, nu, shard = None, 0.0, None
     try:
         stream, y, group_of = open_job()
         config = config_factory(q, stream.n_features)
         if rank != 0:
-            shard = worker_shard(stream, q, rank - 1, group_of)
-            groups = config.groups(rank - 1, group_of)
-            nu = first_block_nu(shard)
+            shard = shard_of(stream, config, rank - 1, group_of)
+            nu = shard.nu
     except InputError as exc:
         error = str(exc)
     if shard is not None:   # one rank of the machine compiles, on a cold cache; the
         try:                # others wait and load its kernels (core/compile_notice)
-            warm_worker(shard, config, groups)
+            warm_worker(shard, config)
         except Exception as exc:   # reported by _agree, like a setup error
             error = f"{type(exc).__name__}: {exc}"
     error, nu = _agree(comm, error, nu)
@@ -281,7 +271,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     vectors = server_node.mine(rank)
     if rank != 0:
         try:
-            driver = worker_driver(config, rank - 1, shard, y, eta, m, groups)
+            driver = worker_driver(config, rank - 1, shard, y, eta, m)
             work(comm, driver, config, n, share, vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)

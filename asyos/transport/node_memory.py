@@ -24,7 +24,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..solvers import messages
-from .base import Backoff
+from .base import Backoff, carry_worker
 
 EMPTY = np.zeros(0)
 
@@ -166,3 +166,13 @@ class LeanLink:
 
     def drain(self) -> None:
         self.link.drain()
+
+
+def carry_on_node(link, driver, worker: int, vectors: "NodeVectors | None",
+                  n: int) -> None:
+    """``carry_worker`` for a worker on a node: its n-vectors through ``vectors``
+    (memory it shares with the server) when it has some, else in ``link``'s
+    messages."""
+    if vectors is not None:
+        link = LeanLink(link, vectors, worker, n)
+    carry_worker(link, driver, worker)

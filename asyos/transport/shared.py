@@ -28,25 +28,18 @@ import warnings
 
 from ..errors import InputError
 from ..solvers import messages
-from ..solvers.asy import (
-    AsyConfig,
-    first_block_nu,
-    warm_worker,
-    worker_driver,
-    worker_shard,
-)
+from ..solvers.asy import AsyConfig, WorkerShard, shard_of, warm_worker, worker_driver
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from . import wire
 from .base import (
     NodeShare,
     WorkerFailed,
-    carry_worker,
     failure_report,
     handle_request,
     reported_failure,
 )
-from .node_memory import LeanLink, NodeVectors
+from .node_memory import NodeVectors, carry_on_node
 
 MESSAGE, ERROR = b"M", b"E"   # the first byte of every message on a socket pair
 
@@ -79,17 +72,16 @@ class PipeLink:
         pass
 
 
-def _worker_main(t: int, conn, others, shard, y, config: AsyConfig, eta: float,
-                 m: float, groups, vectors: NodeVectors) -> None:
+def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
+                 eta: float, m: float, vectors: NodeVectors) -> None:
     """A forked worker: its shard's OS steps, carried by ``carry_worker``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server's process handles ^C
     for other in others:
         other.close()
     try:
-        driver = worker_driver(config, t, shard, y, eta, m, groups)
+        driver = worker_driver(config, t, shard, y, eta, m)
         limits = wire.Limits(0, max(config.capacities), config.batch)
-        link = LeanLink(PipeLink(conn, limits), vectors, t, y.shape[0])
-        carry_worker(link, driver, t)
+        carry_on_node(PipeLink(conn, limits), driver, t, vectors, y.shape[0])
     except SystemExit:
         raise
     except BaseException as exc:   # the server reports it and ends the run
@@ -209,7 +201,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     """Asy-OS with ``config.n_workers`` workers on this machine; the result has the
     lost workers in ``asy["lost_shards"]`` and ``asy["partial"]``.
 
-    ``stream``, ``y``: the whole data (each worker takes ``worker_shard``);
+    ``stream``, ``y``: the whole data (each worker takes ``shard_of``);
     ``group_of``: checked compact group ids, or None.  The step is agreed as on MPI
     (the largest ν of the workers' first blocks) unless ``eta_m`` is given.
     ``progress``: called with the steps of every push applied (a progress bar).
@@ -219,11 +211,10 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                          "simulator, or MPI")
     q, n = config.n_workers, y.shape[0]
     NodeShare(threads=1, spin_seconds=0.0).apply()   # q processes on the cores
-    shards = [worker_shard(stream, q, t, group_of) for t in range(q)]
-    groups = [config.groups(t, group_of) for t in range(q)]
-    warm_worker(shards[0], config, groups[0])   # compiled once, inherited by the fork
+    shards = [shard_of(stream, config, t, group_of) for t in range(q)]
+    warm_worker(shards[0], config)   # compiled once, inherited by the fork
     if eta_m is None:
-        eta_m = config.eta_and_m(n, max(first_block_nu(shard) for shard in shards))
+        eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
     eta, m = eta_m
     server = AsyServer(y, config, record_order=record_order, group_of=group_of)
     server.start(stream.n_features, eta, m)
@@ -246,11 +237,11 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                 process = context.Process(
                     target=_worker_main, daemon=True, name=f"asyos-worker-{t}",
                     args=(t, pairs[t][1], others, shards[t], y, config, eta, m,
-                          groups[t], vectors))
+                          vectors))
                 process.start()
                 pairs[t][1].close()
                 processes.append(process)
-        driver = worker_driver(config, 0, shards[0], y, eta, m, groups[0])
+        driver = worker_driver(config, 0, shards[0], y, eta, m)
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, vectors,
                      limits, progress)
         with _terminate_on(signal.SIGTERM):
