@@ -1,5 +1,6 @@
 """The layering of docs/architecture.md, enforced with import-linter."""
 
+import re
 import shutil
 import subprocess
 import sys
@@ -23,3 +24,18 @@ def test_a_missing_extra_is_named_with_its_install_command():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=120)
     assert "asyos.Lasso needs sklearn: pip install 'asyos[sklearn]'" in out.stdout, out
+
+
+def test_the_layer_diagram_names_only_modules_that_exist():
+    """Every ``asyos.pkg (a, b, ...)`` of docs/architecture.md's diagram is a module,
+    so the map a reader starts from cannot drift from the code."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    diagram = text.split("```", 2)[1]
+    named = re.findall(r"asyos\.(\w+) \(([^)]*)\)", diagram.replace("\n", " "))
+    assert len(named) >= 4, named
+    missing = [f"asyos.{package}.{name}"
+               for package, names in named
+               for name in re.split(r"[\s,·]+", names.strip())
+               if name and not (ROOT / "asyos" / package / f"{name}.py").exists()
+               and not (ROOT / "asyos" / package / name).is_dir()]
+    assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"

@@ -31,7 +31,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import AsyosError, InputError
-from .shards import budget_split
+from .budgets import AdaptiveBudgets
 
 
 @njit(cache=True)
@@ -139,10 +139,7 @@ class ServerState:
         self._waiting: deque[int] = deque()
         self._finished = 0
         self._lost = 0
-        self.s: int | None = None
-        self.granted: list[int] | None = None   # adaptive budgets, when switched on
-        self.final: list[int | None] = [None] * n_workers   # ... and final ones
-        self.ends: list[int] | None = None
+        self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -247,12 +244,12 @@ class ServerState:
         to ``worker`` now; records it as a view its pushes may name.
 
         u_C itself, not a copy: the carrier copies it into its message at once.
-        Under adaptive budgets the view grants a budget (``grant_budget``), unless
+        Under adaptive budgets the view grants a budget (``AdaptiveBudgets.grant``), unless
         ``grant`` is False (the simulator offers every version, granting at steps);
         else the budget is None.
         """
         record = self.workers[worker]
-        granted = self.grant_budget(worker) if self.granted is not None and grant \
+        granted = self.budgets.grant(worker) if self.budgets is not None and grant \
             else None
         record.sent.append(SentView(self.clock, record.pushes, granted))
         return self.u, self.clock, record.messages, record.credit, granted
@@ -261,7 +258,7 @@ class ServerState:
         """The view a push was computed from, checked, not trusted: sent to this
         worker, and no older than the grants whose credit the push spends (so the
         staleness bound covers it).  Nothing changes here."""
-        fewest = 0 if self.granted is not None else 1
+        fewest = 0 if self.budgets is not None else 1
         if not (isinstance(steps, (int, np.integer)) and fewest <= steps <= self.batch):
             raise ProtocolError(f"worker {worker} pushed {steps!r} steps in one message; "
                                 f"{fewest} to {self.batch} allowed")
@@ -327,9 +324,9 @@ class ServerState:
             raise NonFiniteUpdate(f"worker {worker}: weights contain NaN or inf (its "
                                   "steps diverged: try a smaller --eta, or "
                                   "--standardize)")
-        if self.granted is not None and selected.size > self.held(worker):
+        if self.budgets is not None and selected.size > self.budgets.held(worker):
             raise ProtocolError(f"worker {worker} keeps {selected.size} features, over "
-                                f"the {self.held(worker)} it may hold")
+                                f"the {self.budgets.held(worker)} it may hold")
         return selected, weights
 
     def _importance(self, worker: int, importance, selected) -> np.ndarray:
@@ -359,117 +356,15 @@ class ServerState:
         record.finished = True
         self._finished += 1
         self._release(worker, record)
-        if self.granted is not None:   # its unused slots go back to the others
-            self.granted[worker] = selected.size
+        if self.budgets is not None:   # its unused slots go back to the others
+            self.budgets.released(worker, selected.size)
         return self._grant()
 
     # -- adaptive budgets ---------------------------------------------------------------
     def adapt_budgets(self, s: int) -> None:
-        """Let the workers' budgets follow their weights: they start at s_t (the
-        paper's split) and are re-granted with every view by ``grant_budget``.
-
-        While it runs, a worker holds its share of the global top s plus one trial
-        slot.  After ``set_ends`` the trial slots lie on top of s, so the latest
-        budgets granted sum to at most s + q, and from the view that lets a worker
-        reach the end of its shard it keeps its final share of the top s, without the
-        trial slot: the features all workers end with number at most s.  Without it
-        (short shards: ``solvers.asy.trials_on_top``) they lie within s, and the
-        budgets any worker may be holding sum to at most s at every moment (``held``).
-        """
-        self.s = s
-        self.granted = budget_split(s, len(self.workers))
-
-    def set_ends(self, ends) -> None:
-        """The steps each worker takes in all (its shard's size times the epochs):
-        a view whose credit reaches them grants the worker its final budget."""
-        self.ends = [int(v) for v in ends]
-
-    def held(self, worker: int) -> int:
-        """The most features ``worker`` may hold now: its last pushed kept set, or any
-        budget sent with a view it may have acted on since (all of them before its
-        first push: its initial share counts too)."""
-        record = self.workers[worker]
-        if record.finished:
-            return record.selected.size
-        budgets = [v.budget for v in record.sent if v.budget is not None]
-        if record.messages == 0:
-            budgets.append(self.granted[worker])
-        return max([record.selected.size, *budgets])
-
-    def _settled(self) -> int:
-        """Slots of the top s taken for good: finished workers' kept sets, the final
-        budgets of workers in their last steps, and a lost worker's kept set (it can
-        drop nothing until it rejoins, and it will need at least one slot then; its
-        final budget, if it had one, holds)."""
-        return sum(max(r.selected.size, 1) if r.lost and self.final[t] is None
-                   else self._committed(t) for t, r in enumerate(self.workers)
-                   if r.finished or r.lost or self.final[t] is not None)
-
-    def shares(self) -> dict[int, int]:
-        """Each open worker's share (running, no final budget yet) of the slots of the
-        top s not settled: how many of the most important of the open workers' last
-        pushed kept features are its own (``KeptSet.importance``: |w| under the
-        paper's rule, the square root of the cost of dropping it under the fitted
-        rule, which does not depend on the column's scale), plus an even share of the slots no weight claims
-        yet.  ``grant_budget`` adds the trial slot.
-
-        The trial slot is where a worker tries its newcomers; once one ranks among the
-        global top it earns a slot, and a worker whose weights fall behind loses one:
-        the union of the kept sets approaches the global top s of sequential OS.  The
-        trial slots lie on top of the s: taken from the s, each worker's weakest
-        feature had to survive in its own slot, which cost 0.05–0.08 of recall at
-        q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
-        """
-        open_ = [t for t, r in enumerate(self.workers)
-                 if not (r.finished or r.lost) and self.final[t] is None]
-        if not open_:
-            return {}
-        # trial slots on top of s (``set_ends``) or, on short shards, within it
-        top = max(self.s - self._settled() - (0 if self.ends else len(open_)), 0)
-        importances = [self.workers[t].importance for t in open_]
-        owners = np.repeat(open_, [v.size for v in importances])
-        magnitudes = np.concatenate(importances)
-        ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
-        counts = np.bincount(ranked, minlength=len(self.workers))
-        spare = top - len(ranked)
-        return {t: int(counts[t]) + spare // len(open_)
-                + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
-
-    def _committed(self, worker: int) -> int:
-        """What ``worker`` was last granted (a finished one: what it kept)."""
-        record = self.workers[worker]
-        if record.finished:
-            return record.selected.size
-        return self.granted[worker] if self.final[worker] is None else self.final[worker]
-
-    def grant_budget(self, worker: int) -> int:
-        """``worker``'s budget from now on (sent with its view).
-
-        Trial slots within s: its share plus the trial slot, limited by what the
-        others may be holding.  On top of s (``set_ends``), an open worker gets its
-        share plus the trial slot; once its credit reaches the end of its shard, its
-        final share, fixed, and never so large that an open worker could not keep one
-        feature, so the final budgets sum to at most s.  There the latest grants sum
-        to at most s + q: a worker gets more than it had only from what the others'
-        grants leave, and never less because of them (a budget lowered drops features
-        for good, so only its own share may lower it).
-        """
-        if self.final[worker] is not None:
-            return self.final[worker]
-        shares = self.shares()
-        if self.ends is None:   # trial slots within s: Σ held ≤ s at every moment
-            others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
-            self.granted[worker] = max(1, min(shares[worker] + 1, self.s - others))
-            return self.granted[worker]
-        others = sum(self._committed(t) for t in range(len(self.workers)) if t != worker)
-        most = max(self.granted[worker], self.s + len(self.workers) - others)
-        if self.workers[worker].credit >= self.ends[worker]:
-            room = self.s - self._settled() - (len(shares) - 1)
-            self.final[worker] = self.granted[worker] = \
-                max(1, min(shares[worker], room, most))
-            return self.final[worker]
-        self.granted[worker] = max(1, min(shares[worker] + 1, most))
-        return self.granted[worker]
+        """Let the workers' budgets follow their weights (``core.budgets``): re-granted
+        with every view from the global top s of the importance they push."""
+        self.budgets = AdaptiveBudgets(s, self.workers)
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
     def lose(self, worker: int) -> list[int]:
@@ -557,11 +452,9 @@ class ServerState:
             "staleness_sizes": np.array([len(r.staleness) for r in records], np.int64),
             "staleness": np.concatenate([np.asarray(r.staleness, np.int64) for r in records]
                                         + [np.zeros(0, np.int64)]),
-            "granted": np.array(self.granted if self.granted is not None else [],
-                                dtype=np.int64),
-            "s": np.array(-1 if self.s is None else self.s, dtype=np.int64),
-            "final": np.array([-1 if f is None else f for f in self.final],
-                              dtype=np.int64),
+            **(self.budgets.snapshot() if self.budgets is not None else {
+                "s": np.array(-1, dtype=np.int64), "granted": np.zeros(0, np.int64),
+                "final": np.full(len(records), -1, np.int64)}),
         }
 
     @classmethod
@@ -590,7 +483,5 @@ class ServerState:
         state._finished = sum(r.finished for r in state.workers)
         state._lost = sum(r.lost for r in state.workers)
         if "s" in arrays and int(arrays["s"]) >= 0:
-            state.s = int(arrays["s"])
-            state.granted = [int(v) for v in arrays["granted"]]
-            state.final = [None if f < 0 else int(f) for f in arrays["final"]]
+            state.budgets = AdaptiveBudgets.restore(arrays, state.workers)
         return state

@@ -41,7 +41,7 @@ TRIAL_SHARD = 32         # adaptive budgets' trial slots lie on top of s from p/
 
 def trials_on_top(n_workers: int, n_features: int | None) -> bool:
     """Whether adaptive budgets give each worker its trial slot on top of s (and cut
-    back to s in each worker's last steps, ``ServerState.set_ends``) rather than
+    back to s in each worker's last steps, ``AdaptiveBudgets.set_ends``) rather than
     within s.  On top from p/q ≥ ``TRIAL_SHARD`` (and while p is unknown, for the
     capacities): within s each worker's weakest feature must hold its own slot, which
     cost 0.05–0.08 of recall at q = 8–11 on the paper's protocol; on short shards the
@@ -92,7 +92,7 @@ class AsyConfig:
         more than τ can feed.  ``s2``: the group budget of group-aware Asy-OS, already
         checked against the labels; each worker needs one group of it.  ``budget``:
         "fixed" (s_t = s/q, the paper), "adaptive" (the server re-grants budgets
-        from a global |w| threshold, ``ServerState.grant_budget``) or "auto":
+        from a global |w| threshold, ``AdaptiveBudgets.grant``) or "auto":
         adaptive, which is measured closer to sequential OS at every q
         (docs/results.md), except with groups, where only fixed budgets exist.
         ``rule``: the substitution rule every worker uses ("auto", "fitted",
@@ -159,7 +159,7 @@ class AsyConfig:
     @property
     def capacities(self) -> list[int]:
         """Each worker's kept-set size: s_t, or under adaptive budgets the most
-        ``ServerState.grant_budget`` can grant, all but one slot per other worker (each
+        ``AdaptiveBudgets.grant`` can grant, all but one slot per other worker (each
         always holds one) of s + q with the trial slots on top (s + 1), or of s
         (s − q + 1)."""
         if self.adaptive:
@@ -368,7 +368,8 @@ class ServerMonitor:
         """The run's result (what a sequential run has, plus Asy-OS statistics)."""
         selected, weights, difference = server.assemble()
         # a lost worker with its trial slot on top of s keeps it: partial runs only
-        slack = len(server.lost_workers) if server.ends else 0
+        slack = len(server.lost_workers) if server.budgets is not None and \
+            server.budgets.on_top else 0
         groups_kept = check_budgets(selected, self.config, self.group_of, slack)
         asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
                "budget": self.config.budget_rule, "staleness": server.staleness_stats(),

@@ -61,8 +61,8 @@ class AsyServer:
         self.eta, self.m = eta, m
         q = self.config.n_workers
         if self.config.adaptive and trials_on_top(q, n_features):   # shards: t::q
-            self.state.set_ends([shard_size(n_features, q, t) * self.config.epochs
-                                 for t in range(q)])
+            self.state.budgets.set_ends([shard_size(n_features, q, t) *
+                                         self.config.epochs for t in range(q)])
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)
@@ -188,7 +188,8 @@ class AsyServer:
     def _current_budget(self, t: int) -> int:
         """Worker ``t``'s budget as the results report it: s_t, or with adaptive
         budgets the most it may hold now."""
-        return self.state.held(t) if self.config.adaptive else self.config.budgets[t]
+        return self.state.budgets.held(t) if self.config.adaptive else \
+            self.config.budgets[t]
 
     def lose(self, worker: int) -> list[tuple[int, messages.View]]:
         """``worker`` is gone: its credit is revoked; the views now grantable."""
@@ -218,7 +219,7 @@ class AsyServer:
         for sent in usable:
             if sent.version <= target:
                 chosen = sent
-        granted = self.state.grant_budget(worker) if self.config.adaptive else 0
+        granted = self.state.budgets.grant(worker) if self.config.adaptive else 0
         if granted:   # granted now: recorded as a view it may act on (held budgets)
             record.sent.append(SentView(self.state.clock, record.pushes, granted))
         return chosen.version, chosen.own, granted

@@ -51,7 +51,7 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
     the order a real run recorded, ``result.asy["order"]``).  ``budget``: "fixed"
     (s_t = s/q each, the paper), "adaptive" (the server re-grants budgets from a
-    global magnitude threshold with every view, ``ServerState.grant_budget``) or
+    global magnitude threshold with every view, ``AdaptiveBudgets.grant``) or
     "auto" (adaptive; fixed with groups).
     ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
     group-aware Asy-OS: each worker's shard is a set of whole groups and its budgets

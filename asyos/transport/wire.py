@@ -13,7 +13,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | HELLO     | w→s | shard size     | q (workers)| n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
 | CONFIG    | s→w | last push      | position   | n         | plan (i8 ×7, f8 ×4), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
-| PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ budget), weights (f8), importance (f8) |
+| PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ capacity), weights (f8), importance (f8) |
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
@@ -94,7 +94,7 @@ class Limits:
     """What the handshake fixed; every frame is checked against it."""
 
     n: int                      # samples: length of Δu, u_C, y
-    budget: int = 1 << 20       # most kept features a worker may report
+    capacity: int = 1 << 20     # most kept features a worker may report
     batch: int = 1 << 20        # most steps in one push
     run_id: int = 0             # 0: not known yet (a worker before its CONFIG)
 
@@ -198,7 +198,7 @@ KEPT_FRAMES = {Kind.CONFIG: (3, 4), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
 @lru_cache(maxsize=64)
 def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     """(dtype, least, most) length of each frame after the header, for ``kind``."""
-    n, k, b = limits.n, limits.budget, limits.batch
+    n, k, b = limits.n, limits.capacity, limits.batch
     f8, i8 = "<f8", "<i8"
     layouts = {
         Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT),

@@ -385,10 +385,10 @@ def test_held_budgets_and_kept_sets_under_adaptive_budgets():
     until its first push); a push or FINAL over that is refused, the state untouched."""
     server = ServerState(3, 2, depth=2, batch=2)
     server.adapt_budgets(4)                       # starts at s_t = 2, 2
-    server.set_ends([100, 100])                   # no final budgets in this test
+    server.budgets.set_ends([100, 100])                   # no final budgets in this test
 
     def held():
-        return [server.held(t) for t in range(2)]
+        return [server.budgets.held(t) for t in range(2)]
 
     assert held() == [2, 2]
     assert server.request(0) == [0] and server.view(0)[4] == 3    # 2 of the top 4, + 1
@@ -397,12 +397,12 @@ def test_held_budgets_and_kept_sets_under_adaptive_budgets():
         server.push(0, np.ones(3), version=0, kept=([0, 2, 4, 6], [4.0, 3.0, 2, 1], 1))
     assert server.clock == 0 and server.workers[0].messages == 0
     server.push(0, np.ones(3), version=0, kept=([0, 2], [3.0, 2.0], 1))
-    assert server.shares() == {0: 3, 1: 1}   # worker 0's weights lead; 2 spare slots
+    assert server.budgets.shares() == {0: 3, 1: 1}   # worker 0's weights lead; 2 spare slots
     # worker 1's budget is lowered with its next view, but it may still act on the
     # view of budget 3 until a push names the new one: it holds 3
     assert server.request(1) == [1] and server.view(1)[4] == 2 and held() == [3, 3]
     assert server.request(0) == [0] and server.view(0)[4] == 4
-    assert server.granted == [4, 2]               # the latest grants: ≤ s + q = 6
+    assert server.budgets.granted == [4, 2]      # the latest grants: ≤ s + q = 6
     server.push(1, np.ones(3), version=1, kept=([1], [0.5], 1))   # view 0 expires
     assert held() == [4, 2]
     with pytest.raises(ProtocolError, match="keeps 5 features, over the 4"):
@@ -422,7 +422,7 @@ def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slo
     enough that every open worker keeps a slot; the final budgets sum to ≤ s."""
     server = ServerState(3, 3, depth=1, batch=1)
     server.adapt_budgets(6)
-    server.set_ends([2, 3, 3])
+    server.budgets.set_ends([2, 3, 3])
 
     def grant(t):
         assert server.request(t) == [t]
@@ -433,13 +433,13 @@ def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slo
     assert [budget for _, budget, _ in first] == [3, 3, 3]      # 2 of the top 6, + 1
     server.push(0, np.ones(3), version=0, kept=([0, 3, 6], [5.0, 4.0, 3.0], 1))
     server.push(1, np.ones(3), version=0, kept=([1], [0.1], 1))
-    assert server.shares() == {0: 4, 1: 2, 2: 0}   # 4 weights in the top 6; 2 spare
+    assert server.budgets.shares() == {0: 4, 1: 2, 2: 0}   # 4 weights in the top 6; 2 spare
     version, budget, credit = grant(0)
     # its end (credit 2): its share was 4, but the others' grants (3 + 3) left it
     # s + q − 6 = 3
-    assert credit == 2 and budget == 3 and server.final == [3, None, None]
+    assert credit == 2 and budget == 3 and server.budgets.final == [3, None, None]
     server.push(2, np.ones(3), version=0, kept=([2, 5], [9.0, 8.0], 1))
-    assert server.shares() == {1: 1, 2: 2}     # the top 6 − 3 of the open workers
+    assert server.budgets.shares() == {1: 1, 2: 2}     # the top 6 − 3 of the open workers
     assert server.view(0)[4] == 3              # fixed, whatever the weights do now
     server.push(0, np.ones(3), version=version, kept=([0, 3, 6], [5.0, 4.0, 3.0], 1))
     server.finish(0, [0, 3, 6], [5.0, 4.0, 3.0], np.ones(3))
@@ -448,7 +448,7 @@ def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slo
     server.push(1, np.ones(3), version=v1, kept=([1, 4], [0.1, 0.05], 1))
     server.push(2, np.ones(3), version=v2, kept=([2, 5, 8], [9.0, 8.0, 0.2], 1))
     assert [grant(t)[1] for t in (2, 1)] == [2, 1]   # their ends: 2 of 3 left, then 1
-    assert server.final == [3, 1, 2] and sum(server.final) == 6 and server.shares() == {}
+    assert server.budgets.final == [3, 1, 2] and server.budgets.shares() == {}
 
 
 def test_a_lost_workers_kept_set_is_settled_and_the_others_final_budgets_leave_it():
@@ -458,17 +458,17 @@ def test_a_lost_workers_kept_set_is_settled_and_the_others_final_budgets_leave_i
     partial run to s + 2 features.)"""
     server = ServerState(3, 2, depth=1, batch=1)
     server.adapt_budgets(4)
-    server.set_ends([100, 2])
+    server.budgets.set_ends([100, 2])
     for t in range(2):
         assert server.request(t) == [t] and server.view(t)[4] == 3   # 2 of 4, + 1
     server.push(0, np.ones(3), version=0, kept=([0, 2, 4], [1.0, 0.9, 0.8], 1))
     server.lose(0)
     server.push(1, np.ones(3), version=0, kept=([1, 3, 5], [9.0, 8.0, 7.0], 1))
-    assert server.shares() == {1: 1}              # the top 4 less worker 0's 3
+    assert server.budgets.shares() == {1: 1}              # the top 4 less worker 0's 3
     assert server.request(1) == [1] and server.view(1)[4] == 1    # its end: final
-    assert server.final == [None, 1] and server._settled() == 4
+    assert server.budgets.final == [None, 1] and server.budgets.settled() == 4
     server.rejoin(0)                              # open again
-    assert server._settled() == 1
+    assert server.budgets.settled() == 1
 
 
 @settings(max_examples=60, deadline=None)
@@ -487,7 +487,7 @@ def test_grants_stay_within_s_plus_q_and_the_final_kept_sets_within_s(q, extra, 
     inbox = [deque() for _ in range(q)]
     view = [None] * q                    # (version, budget) of the newest view
     credit, spent, left = [0] * q, [0] * q, [int(rng.integers(1, 8)) for _ in range(q)]
-    server.set_ends(left)
+    server.budgets.set_ends(left)
 
     def send(workers):
         for w in workers:
@@ -496,8 +496,8 @@ def test_grants_stay_within_s_plus_q_and_the_final_kept_sets_within_s(q, extra, 
             inbox[w].append((version, granted, budget))
 
     def check():
-        assert sum(server._committed(t) for t in range(q)) <= s + q
-        assert server._settled() <= s   # finished kept sets and final budgets
+        assert sum(server.budgets.committed(t) for t in range(q)) <= s + q
+        assert server.budgets.settled() <= s   # finished kept sets and final budgets
 
     for t in range(q):
         send(server.request(t))
@@ -625,7 +625,7 @@ class Carrier:
         self.server.start(q * steps, 0.1, 1.0)   # short shards: trial slots within s
         self.state = self.server.state
         if adaptive and on_top:   # as on long shards: on top of s, final budgets
-            self.state.set_ends([steps] * q)
+            self.state.budgets.set_ends([steps] * q)
         assert (self.state.tau, self.state.depth, self.state.batch) == \
             (tau, window * batch, batch)
         self.rng = np.random.default_rng(seed)
@@ -719,13 +719,13 @@ class Carrier:
         np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
-        if self.adaptive and state.ends:   # trial slots on top of s
-            assert sum(state._committed(t) for t in range(self.q)) <= self.s + self.q
+        if self.adaptive and state.budgets.on_top:   # trial slots on top of s
+            assert sum(state.budgets.committed(t) for t in range(self.q)) <= self.s + self.q
             # finished and lost kept sets, final budgets; a lost worker may hold
             # its trial slot
-            assert state._settled() <= self.s + len(state.lost_workers)
+            assert state.budgets.settled() <= self.s + len(state.lost_workers)
         elif self.adaptive:                  # within s
-            assert sum(state.held(t) for t in range(self.q)) <= self.s
+            assert sum(state.budgets.held(t) for t in range(self.q)) <= self.s
 
     def progress(self) -> tuple:
         return (self.state.clock, sum(r.finished for r in self.state.workers),

@@ -183,17 +183,17 @@ def test_granted_budgets_stay_within_s_plus_q(q, extra, seed, grants):
     s = q + extra
     state = ServerState(4, q)
     state.adapt_budgets(s)
-    state.set_ends([1 << 30] * q)   # trial slots on top of s; no final budgets
+    state.budgets.set_ends([1 << 30] * q)   # trial slots on top of s; no final budgets
     rng = np.random.default_rng(seed)
     for t in grants:
         t %= q
         size = int(rng.integers(0, s + 2))
         state.workers[t].importance = np.abs(rng.standard_normal(size))
-        before, share = state.granted[t], state.shares()[t]
-        granted = state.grant_budget(t)
+        before, share = state.budgets.granted[t], state.budgets.shares()[t]
+        granted = state.budgets.grant(t)
         assert granted >= min(before, share + 1) and granted >= 1
-        assert sum(state.granted) <= s + q
-    assert sum(state.shares().values()) == s
+        assert sum(state.budgets.granted) <= s + q
+    assert sum(state.budgets.shares().values()) == s
 
 
 def test_shares_follow_the_most_important_features():
@@ -209,14 +209,14 @@ def test_shares_follow_the_most_important_features():
 
     within = state()   # trial slots within s: the top 9 − 3 = 6 of all |w|: 5, 4, 3,
     # 2 (worker 0), 1 (worker 2), 0.2 (worker 1)
-    assert within.shares() == {0: 4, 1: 1, 2: 1}
-    assert [within.grant_budget(t) for t in (1, 2, 0)] == [2, 2, 5]   # Σ ≤ s = 9
+    assert within.budgets.shares() == {0: 4, 1: 1, 2: 1}
+    assert [within.budgets.grant(t) for t in (1, 2, 0)] == [2, 2, 5]   # Σ ≤ s = 9
     on_top = state()
-    on_top.set_ends([100] * 3)
+    on_top.budgets.set_ends([100] * 3)
     # on top: the top 9 of all |w| hold all 7; the 2 spare slots go to workers 0, 1
-    assert on_top.shares() == {0: 5, 1: 3, 2: 1}
+    assert on_top.budgets.shares() == {0: 5, 1: 3, 2: 1}
     # + a trial slot each, within s + q = 12 of what the others were granted
-    assert [on_top.grant_budget(t) for t in (1, 2, 0)] == [4, 2, 6]
+    assert [on_top.budgets.grant(t) for t in (1, 2, 0)] == [4, 2, 6]
 
 
 def test_a_lowered_budget_drops_the_smallest_and_keeps_u_exact():

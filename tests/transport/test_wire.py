@@ -25,7 +25,7 @@ from asyos.transport.wire import (
     split,
 )
 
-LIMITS = Limits(n=5, budget=3, batch=4, run_id=77)
+LIMITS = Limits(n=5, capacity=3, batch=4, run_id=77)
 
 
 def _bytes(frames):

@@ -1,0 +1,182 @@
+"""Adaptive budgets: how many features each Asy-OS worker may keep, re-granted from
+the weights all workers report.
+
+The paper splits s evenly (s_t = s/q, Yang et al., KDD 2016, Section 4); a shard that
+holds more of the strong features than s/q then loses some.  Here the server ranks
+the importance of every worker's kept features (``KeptSet.importance``) and grants
+each worker, with every view, its share of the global top s plus one trial slot for
+its newcomers (docs/architecture.md, "Adaptive budgets", says why the trial slots lie
+on top of s on long shards and within it on short ones).  Each worker's budget state
+is its own ``Budget``; ``AdaptiveBudgets`` reads the workers' records (what they
+pushed, whether they finished or were lost, the credit they hold) and never changes
+them.
+
+Words: a *budget* is how many features a worker may keep (s_t); *granted* is the
+latest budget sent with a view; *held* is the most it may be keeping now (a budget it
+may have acted on); a *final* budget is fixed once its credit reaches the *end* of its
+shard (its shard's size times the epochs).
+"""
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .shards import budget_split
+
+
+@dataclass
+class Budget:
+    """One worker's budget state."""
+
+    granted: int              # the latest budget granted (with a view)
+    final: int | None = None  # fixed once its credit reaches ``end``
+    end: int | None = None    # its steps in all (trial slots on top of s), else None
+
+
+class AdaptiveBudgets:
+    """The budgets of the workers whose records are ``workers`` (the server's
+    ``WorkerRecord`` list, read only), sharing ``s``.
+
+    They start at s_t (the paper's split) and are re-granted with every view by
+    ``grant``.  While it runs, a worker holds its share of the global top s plus one
+    trial slot.  After ``set_ends`` the trial slots lie on top of s, so the latest
+    budgets granted sum to at most s + q, and from the view that lets a worker reach
+    the end of its shard it keeps its final share of the top s, without the trial
+    slot: the features all workers end with number at most s.  Without it (short
+    shards: ``solvers.asy.trials_on_top``) they lie within s, and the budgets any
+    worker may be holding sum to at most s at every moment (``held``).
+    """
+
+    def __init__(self, s: int, workers: list):
+        self.s, self.workers = s, workers
+        self.of = [Budget(b) for b in budget_split(s, len(workers))]
+
+    @property
+    def granted(self) -> list[int]:
+        return [b.granted for b in self.of]
+
+    @property
+    def final(self) -> list[int | None]:
+        return [b.final for b in self.of]
+
+    @property
+    def on_top(self) -> bool:
+        """Whether the trial slots lie on top of s (``set_ends`` was called)."""
+        return self.of[0].end is not None
+
+    def set_ends(self, ends) -> None:
+        """The steps each worker takes in all (its shard's size times the epochs):
+        a view whose credit reaches them grants the worker its final budget."""
+        for budget, end in zip(self.of, ends, strict=True):
+            budget.end = int(end)
+
+    def held(self, worker: int) -> int:
+        """The most features ``worker`` may hold now: its last pushed kept set, or any
+        budget sent with a view it may have acted on since (all of them before its
+        first push: its initial share counts too)."""
+        record = self.workers[worker]
+        if record.finished:
+            return record.selected.size
+        budgets = [v.budget for v in record.sent if v.budget is not None]
+        if record.messages == 0:
+            budgets.append(self.of[worker].granted)
+        return max([record.selected.size, *budgets])
+
+    def released(self, worker: int, kept: int) -> None:
+        """``worker`` finished keeping ``kept`` features: its unused slots go back to
+        the others."""
+        self.of[worker].granted = kept
+
+    def settled(self) -> int:
+        """Slots of the top s taken for good: finished workers' kept sets, the final
+        budgets of workers in their last steps, and a lost worker's kept set (it can
+        drop nothing until it rejoins, and it will need at least one slot then; its
+        final budget, if it had one, holds)."""
+        return sum(max(r.selected.size, 1) if r.lost and self.of[t].final is None
+                   else self.committed(t) for t, r in enumerate(self.workers)
+                   if r.finished or r.lost or self.of[t].final is not None)
+
+    def shares(self) -> dict[int, int]:
+        """Each open worker's share (running, no final budget yet) of the slots of the
+        top s not settled: how many of the most important of the open workers' last
+        pushed kept features are its own (``KeptSet.importance``: |w| under the
+        paper's rule, the square root of the cost of dropping it under the fitted
+        rule, which does not depend on the column's scale), plus an even share of the
+        slots no weight claims yet.  ``grant`` adds the trial slot.
+
+        The trial slot is where a worker tries its newcomers; once one ranks among the
+        global top it earns a slot, and a worker whose weights fall behind loses one:
+        the union of the kept sets approaches the global top s of sequential OS.  The
+        trial slots lie on top of the s: taken from the s, each worker's weakest
+        feature had to survive in its own slot, which cost 0.05–0.08 of recall at
+        q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
+        """
+        open_ = [t for t, r in enumerate(self.workers)
+                 if not (r.finished or r.lost) and self.of[t].final is None]
+        if not open_:
+            return {}
+        # trial slots on top of s (``set_ends``) or, on short shards, within it
+        top = max(self.s - self.settled() - (0 if self.on_top else len(open_)), 0)
+        importances = [self.workers[t].importance for t in open_]
+        owners = np.repeat(open_, [v.size for v in importances])
+        magnitudes = np.concatenate(importances)
+        ranked = owners[np.lexsort((owners, -magnitudes))[:top]]
+        counts = np.bincount(ranked, minlength=len(self.workers))
+        spare = top - len(ranked)
+        return {t: int(counts[t]) + spare // len(open_)
+                + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
+
+    def committed(self, worker: int) -> int:
+        """What ``worker`` was last granted (a finished one: what it kept)."""
+        record, budget = self.workers[worker], self.of[worker]
+        if record.finished:
+            return record.selected.size
+        return budget.granted if budget.final is None else budget.final
+
+    def grant(self, worker: int) -> int:
+        """``worker``'s budget from now on (sent with its view).
+
+        Trial slots within s: its share plus the trial slot, limited by what the
+        others may be holding.  On top of s (``set_ends``), an open worker gets its
+        share plus the trial slot; once its credit reaches the end of its shard, its
+        final share, fixed, and never so large that an open worker could not keep one
+        feature, so the final budgets sum to at most s.  There the latest grants sum
+        to at most s + q: a worker gets more than it had only from what the others'
+        grants leave, and never less because of them (a budget lowered drops features
+        for good, so only its own share may lower it).
+        """
+        budget = self.of[worker]
+        if budget.final is not None:
+            return budget.final
+        shares = self.shares()
+        q = len(self.workers)
+        if not self.on_top:   # trial slots within s: Σ held ≤ s at every moment
+            others = sum(self.held(t) for t in range(q) if t != worker)
+            budget.granted = max(1, min(shares[worker] + 1, self.s - others))
+            return budget.granted
+        others = sum(self.committed(t) for t in range(q) if t != worker)
+        most = max(budget.granted, self.s + q - others)
+        if self.workers[worker].credit >= budget.end:
+            room = self.s - self.settled() - (len(shares) - 1)
+            budget.final = budget.granted = max(1, min(shares[worker], room, most))
+            return budget.final
+        budget.granted = max(1, min(shares[worker] + 1, most))
+        return budget.granted
+
+    # -- checkpoints ------------------------------------------------------------------
+    def snapshot(self) -> dict[str, np.ndarray]:
+        """Plain arrays for ``ServerState.snapshot`` (the ends are the server's to set
+        again at its start)."""
+        return {"s": np.array(self.s, dtype=np.int64),
+                "granted": np.array(self.granted, dtype=np.int64),
+                "final": np.array([-1 if f is None else f for f in self.final],
+                                  dtype=np.int64)}
+
+    @classmethod
+    def restore(cls, arrays, workers: list) -> "AdaptiveBudgets":
+        budgets = cls(int(arrays["s"]), workers)
+        for budget, granted, final in zip(budgets.of, arrays["granted"],
+                                          arrays["final"], strict=True):
+            budget.granted = int(granted)
+            budget.final = None if final < 0 else int(final)
+        return budgets
