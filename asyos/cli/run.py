@@ -232,51 +232,49 @@ def run_mpi(args) -> FitResult | None:
     return None if result is None else finish_job(args, job, result)
 
 
-def run_shared(args) -> FitResult:
-    """Asy-OS with --workers Q processes on this machine (transport.shared)."""
-    from ..transport import shared
+def run_on_this_machine(args, backend: str, q: int) -> FitResult:
+    """Asy-OS with Q workers on this machine: ``--workers Q`` (backend "shared") or
+    ``--simulate Q`` ("simulated"), through ``transport.backends``."""
+    from ..transport.backends import fit_asy, refuse_options
 
     if args.standardize:
-        raise InputError("--standardize is not supported with --workers yet")
-    q = check_at_least("workers", args.workers, 1, integer=True)
+        raise InputError(f"--standardize is not supported with {_spell('backend', backend)}"
+                         " yet")
+    refuse_options(backend, {name: value for name, value in (
+        ("staleness", args.staleness), ("window", args.window), ("batch", args.batch),
+        ("delay", args.delay), ("random_delay", args.random_delay or None))
+        if value not in ("auto", None)}, _spell)
+    q = check_at_least("workers" if backend == "shared" else "simulate", q, 1,
+                       integer=True)
     job = load_job(args)
-    p = job.stream.n_features
-    group_of, s2 = group_constraint(job.groups, args.group_sparsity, p) or (None, None)
-    config = asy_config(args, job, q, p, s2)
-    bar = ProgressBar(args.quiet, unit="feature", desc=f"Asy-OS, {q} workers",
-                      total=p * config.epochs)
+    epochs = resolve_epochs(args.epochs, resolve_rule(args.rule), asy=True)
+    bar = ProgressBar(args.quiet or backend == "simulated", unit="feature",
+                      desc=f"Asy-OS, {q} workers", total=job.stream.n_features * epochs)
     try:
-        fitted = shared.run(job.stream, job.y, config, group_of=group_of,
-                            record_order=args.record_order, progress=bar.update)
+        fitted = fit_asy(backend, job.stream, job.y, job.s, q, loss=job.loss,
+                         epochs=args.epochs, eta=args.eta, m=args.m, rule=args.rule,
+                         ridge=args.ridge, budget=args.budget, groups=job.groups,
+                         s2=args.group_sparsity, staleness=args.staleness,
+                         window=args.window, batch=args.batch, delay=args.delay,
+                         random_delay=args.random_delay, seed=args.seed,
+                         record_order=args.record_order, progress=bar.update,
+                         allow_partial=True)
     finally:
         bar.close()
     result = finish_job(args, job, fitted)
-    lost = result.asy["lost_shards"]
+    lost = result.asy.get("lost_shards")   # the simulator loses no worker
     if lost:
         raise PartialRun(f"workers {', '.join(lost)} died; the results use their last "
                          "pushed state and are marked partial")
     return result
 
 
-def run_simulated(args) -> FitResult:
-    """Asy-OS with --simulate Q virtual workers in this process (solvers.simulator)."""
-    from ..solvers.simulator import fit_simulated
-
-    if args.standardize:
-        raise InputError("--standardize is not supported with --simulate yet")
-    for name in ("staleness", "window", "batch"):
-        if getattr(args, name) != "auto":
-            raise InputError(f"--{name} is for real runs; --simulate sets the staleness "
-                             "with --delay")
-    job = load_job(args)
-    result = fit_simulated(job.stream, job.y, job.s, args.simulate, delay=args.delay,
-                            random_delay=args.random_delay, budget=args.budget,
-                            loss=job.loss,
-                            epochs=args.epochs, eta=args.eta, m=args.m, seed=args.seed,
-                            record_order=args.record_order, groups=job.groups,
-                            s2=args.group_sparsity, rule=args.rule,
-                            ridge=args.ridge)
-    return finish_job(args, job, result)
+def _spell(name: str, value) -> str:
+    """An option or a backend as this command's user types it."""
+    if name == "backend":
+        return {"shared": "--workers Q", "simulated": "--simulate Q",
+                "zeromq": "asyos server"}[value]
+    return "--" + name.replace("_", "-")
 
 
 def run(args) -> FitResult | None:
@@ -304,9 +302,9 @@ def run(args) -> FitResult | None:
         check_out(args.out)
     apply_blas_threads(args.blas_threads)
     if args.simulate is not None:
-        return run_simulated(args)
+        return run_on_this_machine(args, "simulated", args.simulate)
     if args.workers is not None:
-        return run_shared(args)
+        return run_on_this_machine(args, "shared", args.workers)
     return run_sequential(args)
 
 

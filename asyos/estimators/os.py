@@ -60,21 +60,23 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from ..core.kept_set import RULES, check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_grad, loss_value
 from ..core.validate import binary_labels, check_at_least, check_choice
-from ..errors import InputError, PartialRun
+from ..errors import InputError
 from ..io.data import load_features, load_labels
-from ..solvers.asy import BUDGETS, AsyConfig
+from ..solvers.asy import BUDGETS
 from ..solvers.path import CRITERIA as PATH_CRITERIA
 from ..solvers.path import fit_path
 from ..solvers.sequential import fit_os, stalled
-from ..solvers.simulator import fit_simulated
 from ..streams import FeatureStream, Standardized, as_stream
+from ..transport.backends import BACKENDS, fit_asy, refuse_options
 
-BACKENDS = ("shared", "simulated", "zeromq")
-_TAU = {"simulated": "the simulator's delay τ is `delay`",   # each backend's τ
-        "shared": "the server's staleness bound τ is `staleness`",
-        "zeromq": "the server's staleness bound τ is `staleness`"}
-_SERVED = ("shared", "zeromq")   # the backends whose server enforces `staleness`
 CRITERIA = (*PATH_CRITERIA, "cv")
+
+
+def _spell(name: str, value) -> str:
+    """A parameter or a backend as an estimator's user writes it."""
+    if name == "backend":
+        return f"backend={value!r}"
+    return f"`{name}`" if value is None else f"{name}={value!r}"
 CLASSIFICATION_LOSSES = ("squared_hinge", "logistic")
 REFIT_RIDGE = 1e-8   # λ‖w‖² of a classification refit: finite w on separable classes
 
@@ -146,15 +148,11 @@ class _OnlineSubstitution(BaseEstimator):
                              "path of sizes: use n_workers=1")
         check_at_least("timeout", self.timeout, 1e-3)
         check_choice("backend", self.backend, BACKENDS)
-        for name, backends in (("staleness", _SERVED), ("delay", ("simulated",))):
-            value = getattr(self, name)
-            if value is None:
-                continue
+        given = {name: getattr(self, name) for name in ("staleness", "delay")
+                 if getattr(self, name) is not None}
+        for name, value in given.items():
             check_at_least(name, value, 0, integer=True)
-            if self.backend not in backends:
-                raise InputError(f"{name}={value!r} is for backend="
-                                 f"{' or '.join(map(repr, backends))}; with "
-                                 f"backend={self.backend!r} {_TAU[self.backend]}")
+        refuse_options(self.backend, given, _spell)
         check_choice("budget", self.budget, BUDGETS)
         return Loss.parse(self.loss)
 
@@ -301,28 +299,12 @@ class _OnlineSubstitution(BaseEstimator):
                        rule=self.rule, ridge=self.ridge)
         if self.n_workers == 1:
             result = fit_os(stream, y, s, intercept=intercept, **options)
-        elif self.backend == "simulated":
-            result = fit_simulated(stream, y, s, self.n_workers, delay=self.delay,
-                                   seed=self._seed() or 0, budget=self.budget,
-                                   **options)
-        elif self.backend == "shared":
-            from ..transport import shared
-
-            config = AsyConfig.build(s, self.n_workers, staleness="auto"
-                                     if self.staleness is None else self.staleness,
-                                     budget=self.budget, n_features=stream.n_features,
-                                     **options)
-            result = shared.run(stream, y, config)
-            if result.asy["partial"]:
-                raise PartialRun(f"workers {', '.join(result.asy['lost_shards'])} "
-                                 "died during the fit")
         else:
-            from ..transport.local import fit_loopback
-
-            result = fit_loopback(stream, y, s, self.n_workers,
-                                  staleness="auto" if self.staleness is None
-                                  else self.staleness, budget=self.budget,
-                                  timeout=self.timeout, **options)
+            result = fit_asy(self.backend, stream, y, s, self.n_workers,
+                             budget=self.budget, delay=self.delay,
+                             seed=self._seed() or 0, timeout=self.timeout,
+                             staleness="auto" if self.staleness is None
+                             else self.staleness, **options)
         history = {"objective_per_epoch": result.objective_per_epoch,
                    "n_steps": result.n_steps}
         if result.substitutions_per_epoch is not None:   # sequential OS

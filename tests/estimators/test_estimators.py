@@ -225,7 +225,8 @@ def test_staleness_is_the_bound_the_zeromq_server_enforces(monkeypatch):
 
 @pytest.mark.parametrize("params, message", [
     ({"staleness": 2, "backend": "simulated"}, "staleness=2 is for backend='shared' "
-     "or 'zeromq'; with backend='simulated' the simulator's delay τ is `delay`"),
+     "or backend='zeromq'; with backend='simulated' the simulator's delay τ is "
+     "`delay`"),
     ({"delay": 2, "backend": "zeromq"}, "delay=2 is for backend='simulated'; with "
      "backend='zeromq' the server's staleness bound τ is `staleness`"),
     ({"delay": 2}, "delay=2 is for backend='simulated'; with backend='shared' the "
