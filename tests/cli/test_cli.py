@@ -207,3 +207,17 @@ def test_the_cli_formats_warnings_as_one_line_only_while_it_runs():
     before = warnings.formatwarning
     assert guarded(lambda: warnings.warn("said")) == 0
     assert warnings.formatwarning is before
+
+
+@pytest.mark.parametrize("flags, said", [
+    (["--simulate", "2", "--staleness", "3"], "--staleness is for --workers Q or "
+     "asyos server; with --simulate Q the simulator's delay τ is --delay"),
+    (["--simulate", "2", "--window", "2"], "--window is for --workers Q; with "
+     "--simulate Q the simulator's delay τ is --delay"),
+    (["--workers", "2", "--random-delay"], "--delay and --random-delay go with "
+     "--simulate Q"),
+])
+def test_an_option_its_backend_does_not_take_is_refused_in_the_cli_spelling(
+        flags, said, capsys):
+    assert main(["-p", "200", "-s", "5", "--quiet", *flags]) == 2
+    assert said in capsys.readouterr().err
