@@ -39,3 +39,20 @@ def test_the_layer_diagram_names_only_modules_that_exist():
                if name and not (ROOT / "asyos" / package / f"{name}.py").exists()
                and not (ROOT / "asyos" / package / name).is_dir()]
     assert not missing, f"docs/architecture.md names modules that do not exist: {missing}"
+
+
+def test_no_import_circle_among_the_modules():
+    """No module of asyos imports (directly or through others) a module that imports
+    it, deferred imports inside functions included: each part can be read, tested
+    and replaced on its own.  grimp is import-linter's graph."""
+    import grimp
+
+    graph = grimp.build_graph("asyos")
+    modules = [m for m in graph.modules if m.startswith("asyos")]
+    assert len(modules) > 50
+    circles = sorted({tuple(sorted((module, imported)))
+                      for module in modules
+                      for imported in graph.find_modules_directly_imported_by(module)
+                      if imported.startswith("asyos") and
+                      graph.find_shortest_chain(importer=imported, imported=module)})
+    assert not circles, f"import circles: {circles}"
