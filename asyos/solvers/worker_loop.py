@@ -279,6 +279,42 @@ def _timed(items, seconds: list):
         yield item
 
 
+class Unacknowledged:
+    """A worker's side of "nothing lost" over a carrier that may drop messages: its
+    pushes the server has not acknowledged, and its final message, resent in order on
+    a timeout until the server answers (it applies each push at most once, by its
+    sequence number, and ignores a FINAL it has).  What is kept is the carrier's
+    business (a message, or its encoded frames); this class only decides what is due.
+    """
+
+    def __init__(self):
+        self._pushes: dict[int, object] = {}
+        self.final = None
+
+    def sent(self, seq: int, item) -> None:
+        """Push ``seq`` went out as ``item``."""
+        self._pushes[seq] = item
+
+    def answered(self, message) -> None:
+        """A VIEW or an ACK acknowledges every push up to its ``through``."""
+        if isinstance(message, (messages.View, messages.Ack)):
+            for seq in [s for s in self._pushes if s <= message.through]:
+                del self._pushes[seq]
+
+    def __bool__(self) -> bool:
+        """Whether a push still waits for its acknowledgement."""
+        return bool(self._pushes)
+
+    def due(self, blocked: bool) -> list:
+        """What to send again after a timeout: the final message once it is out,
+        else the unacknowledged pushes in order and, when the worker is ``blocked``
+        (it needs credit), a PULL, whose answer brings a view and credit."""
+        if self.final is not None:
+            return [self.final]
+        return [self._pushes[seq] for seq in sorted(self._pushes)] + \
+            ([messages.Pull()] if blocked else [])
+
+
 class WorkerDriver:
     """One worker's side of the protocol, for every carrier: views in, requests out.
 

@@ -20,7 +20,7 @@ from asyos.core.server_state import (
 from asyos.solvers import messages
 from asyos.solvers.asy import AsyConfig
 from asyos.solvers.asy_server import AsyServer
-from asyos.solvers.worker_loop import LocalView
+from asyos.solvers.worker_loop import LocalView, Unacknowledged
 
 
 def _drive(n, q, tau, pushes_each, seed, depth=1, batch=1):
@@ -549,9 +549,7 @@ class FakeWorker:
         self.contribution = record.applied.copy() if resumed else np.zeros(n)
         self.selected = record.selected.copy() if resumed else np.zeros(0, np.int64)
         self.weights = record.weights.copy() if resumed else np.zeros(0)
-        self.unacked: dict[int, messages.Push] = {}
-        self.deltas: dict[int, np.ndarray] = {}
-        self.final = None
+        self.unacked = Unacknowledged()   # the real one, as the ZeroMQ worker's
         self.done = False
         self.outbox, self.inbox = deque([messages.Pull()]), deque()
 
@@ -575,14 +573,12 @@ class FakeWorker:
         push = messages.Push(seq, version, np.arange(steps, dtype=np.int64), delta,
                              self.selected, self.weights, np.abs(self.weights),
                              self.total - self.left, more=self.left > 0)
-        self.unacked[seq], self.deltas[seq] = push, delta
+        self.unacked.sent(seq, push)
         self.outbox.append(push)
         return True
 
     def receive(self, message) -> None:
-        if isinstance(message, (messages.View, messages.Ack)):
-            for seq in [s for s in self.unacked if s <= message.through]:
-                del self.unacked[seq]
+        self.unacked.answered(message)
         if isinstance(message, messages.View):
             self.view.answered(message)
         elif isinstance(message, messages.Done):
@@ -590,24 +586,18 @@ class FakeWorker:
 
     def finish(self) -> bool:
         """Its FINAL, once its last push is acknowledged."""
-        if self.left or self.unacked or self.final is not None:
+        if self.left or self.unacked or self.unacked.final is not None:
             return False
-        self.final = messages.Final(self.view.last_push, self.total, self.selected,
-                                    self.weights, self.contribution.copy())
-        self.outbox.append(self.final)
+        self.unacked.final = messages.Final(self.view.last_push, self.total,
+                                            self.selected, self.weights,
+                                            self.contribution.copy())
+        self.outbox.append(self.unacked.final)
         return True
 
     def resend(self) -> None:
-        """A timeout: everything unacknowledged, in order, and a pull when blocked."""
-        if self.done:
-            return
-        if self.final is not None:
-            self.outbox.append(self.final)
-            return
-        for seq in sorted(self.unacked):
-            self.outbox.append(self.unacked[seq])
-        if self.blocked:
-            self.outbox.append(messages.Pull())
+        """A timeout: what ``Unacknowledged`` says is due."""
+        if not self.done:
+            self.outbox.extend(self.unacked.due(self.blocked))
 
 
 class Carrier:

@@ -21,7 +21,12 @@ from ...solvers.asy import (
     worker_shard,
 )
 from ...solvers.session import Timeouts
-from ...solvers.worker_loop import WorkerDriver, WorkerPlan, worker_loop
+from ...solvers.worker_loop import (
+    Unacknowledged,
+    WorkerDriver,
+    WorkerPlan,
+    worker_loop,
+)
 from ..base import blas_threads_in_use
 from ..wire import Limits, WireError, decode, encode
 from .common import (
@@ -187,7 +192,7 @@ class ZmqWorker:
                            resume=resume if config.last_push or config.position else None)
         driver = WorkerDriver(loop, self.n, config.last_push, config.position)
         self.driver = driver
-        self.unacked: dict[int, list] = {}
+        self.unacked = Unacknowledged()
         self._send(driver.start())
         while True:
             start = time.perf_counter()
@@ -199,7 +204,7 @@ class ZmqWorker:
             self.communicate += time.perf_counter() - start
             push = driver.advance()
             start = time.perf_counter()
-            self.unacked[push.seq] = self._send(push)
+            self.unacked.sent(push.seq, self._send(push))
             self.communicate += time.perf_counter() - start
 
     def _absorb(self, wait_while) -> None:
@@ -234,9 +239,7 @@ class ZmqWorker:
                 raise Resync(envelope)
             return
         if isinstance(body, (messages.View, messages.Ack)):
-            through = body.through
-            for seq in [s for s in self.unacked if s <= through]:
-                del self.unacked[seq]
+            self.unacked.answered(body)
             self.driver.receive(body)
         elif isinstance(body, messages.Introduce):   # the server restarted
             self._hello()
@@ -244,18 +247,20 @@ class ZmqWorker:
             raise ServerGone("the server ended the run before this worker finished")
 
     def _resend(self) -> None:
-        """Everything unacknowledged, in order (the server ignores what it has), and
-        a pull, whose answer brings a view and credit (it waits for credit)."""
-        for seq in sorted(self.unacked):
-            self._transmit(self.unacked[seq])
-        if self.driver.blocked:
-            self._send(messages.Pull())
+        """What ``Unacknowledged`` says is due: pushes kept as their frames, a pull."""
+        for item in self.unacked.due(self.driver.blocked):
+            if isinstance(item, list):
+                self._transmit(item)
+            else:
+                self._send(item)
 
     def _finish(self) -> None:
         self._absorb(lambda: bool(self.unacked))
-        final = self.driver.final_message(self.communicate, blas_threads_in_use())
+        self.unacked.final = self.driver.final_message(self.communicate,
+                                                       blas_threads_in_use())
         while True:
-            self._send(final)
+            for item in self.unacked.due(blocked=False):
+                self._send(item)
             deadline = time.monotonic() + self.timeouts.resend_after
             while time.monotonic() < deadline:
                 envelope = self._receive(deadline - time.monotonic())
