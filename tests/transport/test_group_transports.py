@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from test_mpi import MPIEXEC, ROOT, _mpiexec
 from test_zeromq import _port, _wait
-from test_zeromq_protocol import NO_GROUPS, N, _exchange, _socket
+from test_zeromq_protocol import NO_GROUPS, SECRET, N, _exchange, _socket
 
 from asyos.core.server_state import ServerState
 from asyos.core.shards import group_owners
@@ -139,13 +139,13 @@ def test_a_hello_is_checked_against_the_servers_labels(fingerprint, refused):
     groups = np.repeat(np.arange(4), 3)
     config = AsyConfig.build(4, 1, eta=0.1, m=1.0, epochs=1, s2=2)
     server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                       group_of=groups)
+                       group_of=groups, secret=SECRET)
     frame = {None: NO_GROUPS, "same": group_fingerprint(groups),
              "other": group_fingerprint(groups[::-1].copy()),
              "short": np.array([4])}[fingerprint]
     try:
         [reply] = _exchange(server, _socket(server),
-                            encode(msg.Hello(1, 12, N, 1.0, frame, 12)))
+                            encode(msg.Hello(1, 12, N, 1.0, frame, 12, SECRET)))
     finally:
         server.close()
     if refused is None:

@@ -22,6 +22,7 @@ from asyos.transport.wire import (
     max_frames,
 )
 from asyos.transport.zeromq import Timeouts, ZmqServer
+from asyos.transport.zeromq.common import plain_client
 
 N = 6
 NO_GROUPS = np.zeros(0, np.int64)   # a HELLO's groups frame: none
@@ -38,9 +39,11 @@ def server():
     srv.close()
 
 
-def _socket(server):
+def _socket(server, secret=SECRET):
+    """A DEALER that passes the server's PLAIN handshake with ``secret``."""
     sock = zmq.Context.instance().socket(zmq.DEALER)
     sock.linger = 0
+    plain_client(sock, secret)
     sock.connect(server.endpoint)
     return sock
 
@@ -223,16 +226,16 @@ DATA = np.array([8, 12345], np.int64)    # (bytes per value, hash): worker 0's d
 
 
 @pytest.mark.parametrize("hello, problem", [
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=DATA), None),   # shard 0 of p = 6
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5, data=DATA),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=DATA), None),   # shard 0, p 6
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5, SECRET, data=DATA),
      "p = 5 features, the other workers 6"),
-    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6, data=DATA),
+    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6, SECRET, data=DATA),
      "2 features, but shard 1 of p = 6 has 3"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=np.array([8, 54321])),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=np.array([8, 54321])),
      "data differ from the other workers' (same shape, other values)"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, data=np.array([4, 54321])),
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=np.array([4, 54321])),
      "32-bit values, the other workers' 64-bit"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6), "data differ"),     # no fingerprint
+    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET), "data differ"),   # no fingerprint
 ])
 def test_workers_that_read_other_data_are_refused(hello, problem):
     """Worker 0 read p = 6; worker 1 must have read the same p and the same data (its
@@ -240,11 +243,11 @@ def test_workers_that_read_other_data_are_refused(hello, problem):
     config = AsyConfig.build(2, 2, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
                              staleness=None)
     server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                       timeouts=Timeouts(heartbeat_timeout=60))
+                       timeouts=Timeouts(heartbeat_timeout=60), secret=SECRET)
     try:
         first = _socket(server)
         assert _exchange(server, first, encode(msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6,
-                                                         data=DATA), 0)) == []
+                                                         SECRET, data=DATA), 0)) == []
         # (it waits for shard 1)
         replies = _exchange(server, _socket(server), encode(hello, 1))
     finally:
@@ -265,7 +268,8 @@ def test_a_checkpoint_is_written_at_start_and_resumes_only_its_own_run(tmp_path)
         config = AsyConfig.build(s, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
                                  staleness=None)
         return ZmqServer("tcp://127.0.0.1:0", labels, config, checkpoint=checkpoint,
-                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60))
+                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60),
+                         secret=SECRET)
 
     first = server()
     try:
@@ -315,7 +319,8 @@ def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_pa
         config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
                                  staleness=None)
         return ZmqServer("tcp://127.0.0.1:0", y, config, checkpoint=checkpoint,
-                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60))
+                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60),
+                         secret=SECRET)
 
     first = server()
     try:
@@ -340,19 +345,20 @@ def test_a_resumed_server_refuses_a_replacement_that_read_other_data(tmp_path):
         config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
                                  staleness=None)
         return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                         checkpoint=checkpoint, resume=resume,
+                         checkpoint=checkpoint, resume=resume, secret=SECRET,
                          timeouts=Timeouts(heartbeat_timeout=60))
 
     first = server()
     try:
-        hello = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, data=DATA)
+        hello = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, SECRET, data=DATA)
         assert [r.kind for r in _exchange(first, _socket(first), encode(hello, 0))] \
             == [Kind.CONFIG]   # started: the checkpoint is written
     finally:
         first.close()
     resumed = server(resume=True)
     try:
-        other = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, data=np.array([8, 54321]))
+        other = msg.Hello(1, 5, N, 1.0, NO_GROUPS, 5, SECRET,
+                          data=np.array([8, 54321]))
         [refusal] = _exchange(resumed, _socket(resumed), encode(other, 0))
         assert refusal.kind == Kind.REFUSE and "data differ" in refusal.body.reason
         [config] = _exchange(resumed, _socket(resumed), encode(hello, 0))

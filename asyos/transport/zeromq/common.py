@@ -91,6 +91,66 @@ def is_loopback(endpoint: str) -> bool:
     return host in LOOPBACK_HOSTS
 
 
+PLAIN_USER = "asyos"       # the PLAIN user name; the run secret is its password
+HANDSHAKE_SECONDS = 5.0    # a connection that has not proven itself by then is cut
+
+
+def plain_client(socket, secret: str) -> None:
+    """Make ``socket`` prove the run ``secret`` in ZMTP's PLAIN handshake (set before
+    it connects)."""
+    socket.plain_username = PLAIN_USER.encode()
+    socket.plain_password = secret.encode()
+
+
+class Gate:
+    """Who may talk to a server socket, checked by ZeroMQ's authenticator during the
+    handshake, before any message of the peer is read: with ``keys``, the CURVE
+    client keys in KEYS/clients (``bindings``: each key's shard); without (loopback),
+    ZMTP's PLAIN mechanism with the run secret as the password.  ZeroMQ buffers a
+    message whole before the server sees it, so a peer that could send unproven
+    frames could grow the server's memory without bound (docs/reliability.md, "Bad
+    and hostile peers"); here it is cut off at its greeting, and a connection that
+    has not proven itself within ``HANDSHAKE_SECONDS`` is closed.  Nobody is admitted
+    by PLAIN until the secret is known (``admit``)."""
+
+    def __init__(self, context, keys=None, secret: str | None = None):
+        from zmq.auth.thread import ThreadAuthenticator
+
+        self.keys, self.bindings = keys, None
+        if keys is not None:
+            clients = Path(keys) / "clients"
+            if not clients.is_dir():
+                raise InputError(f"{clients}: no directory of accepted client keys")
+            self.bindings = key_bindings(clients)
+        self.auth = ThreadAuthenticator(context)
+        self.auth.start()
+        if keys is not None:
+            self.auth.configure_curve(domain="*", location=str(clients))
+        self.admit(secret)
+
+    def admit(self, secret: str | None) -> None:
+        """Let PLAIN peers that prove ``secret`` in (no effect with keys)."""
+        if secret is not None and self.keys is None:
+            self.auth.configure_plain("*", {PLAIN_USER: secret})
+
+    def guard(self, socket) -> None:
+        """Put ``socket`` (the server's, before it binds) behind the gate."""
+        socket.handshake_ivl = int(1000 * HANDSHAKE_SECONDS)
+        if self.keys is not None:
+            socket.curve_publickey, socket.curve_secretkey = load_keys(self.keys,
+                                                                       "server")
+            socket.curve_server = True
+        else:
+            socket.plain_server = True
+
+    def user(self, frame) -> str | None:
+        """The CURVE key a message came with (its shard's binding), else None."""
+        return frame.get("User-Id") if self.keys is not None else None
+
+    def stop(self) -> None:
+        self.auth.stop()
+
+
 def secret_path(endpoint: str) -> Path:
     """Where the secret of the loopback run at ``endpoint`` lives: in a directory only
     its user can read (``$ASYOS_RUN_DIR``, default ``~/.asyos/runs``)."""

@@ -16,10 +16,9 @@ from ...solvers.session import Session, Timeouts
 from ..wire import ForeignRun, Limits, WireError, decode, encode
 from .common import (
     Dropper,
+    Gate,
     LogLimit,
     check_bind,
-    key_bindings,
-    load_keys,
     log,
     main_thread,
     receive,
@@ -30,27 +29,26 @@ class ZmqServer:
     """Carry a ``Session`` (admission, identities, liveness around ``AsyServer``) on
     a ROUTER socket until every shard finished or was lost.
 
-    What is ZeroMQ's own: the socket and its limits, CURVE authentication, polling,
-    the clock the session's timers read, signals, and the checkpoint file.
+    What is ZeroMQ's own: the socket and its limits, its ``Gate`` (CURVE or PLAIN),
+    polling, the clock the session's timers read, signals, and the checkpoint file.
     """
 
     def __init__(self, bind: str, y: np.ndarray, config: AsyConfig,
                  *, timeouts: Timeouts | None = None, keys=None,
                  checkpoint=None, checkpoint_every: float = 30.0, resume: bool = False,
                  record_order: bool = False, group_of=None, secret: str | None = None):
-        """``secret``: the run secret a worker's HELLO must carry (a loopback run
-        without CURVE keys); None accepts any HELLO."""
+        """``secret``: the run secret of a loopback run without CURVE ``keys``: the
+        password of ZMTP's PLAIN handshake, and what a worker's HELLO must carry; None:
+        nobody joins until it is set (``secret``, once the bound port names its
+        file)."""
         check_bind(bind, keys)
         self.checkpoint_path = Path(checkpoint) if checkpoint else None
         self.checkpoint_every = checkpoint_every
         self.bad = LogLimit(log)   # malformed or refused messages
-        self.context = zmq.Context.instance()
-        self._auth = None
-        bindings = None   # CURVE key → its shard
-        if keys is not None:
-            bindings = self._secure(keys)
+        self.context = zmq.Context()   # its own: one authenticator per context
+        self.gate = Gate(self.context, keys, secret)
         self.session = Session(y, config, timeouts=timeouts or Timeouts(),
-                               secret=secret, bindings=bindings,
+                               secret=secret, bindings=self.gate.bindings,
                                record_order=record_order, group_of=group_of,
                                saved=self._read_checkpoint() if resume else None,
                                source=str(self.checkpoint_path), warn=self.bad.warning)
@@ -62,11 +60,7 @@ class ZmqServer:
         self.socket.linger = 0
         self.socket.setsockopt(zmq.MAXMSGSIZE, 8 * (2 * n + 4 * max(config.capacities)
                                                     + config.batch) + 4096)
-        if keys is not None:
-            public, secret_key = load_keys(keys, "server")
-            self.socket.curve_publickey = public
-            self.socket.curve_secretkey = secret_key
-            self.socket.curve_server = True
+        self.gate.guard(self.socket)
         try:
             self.socket.bind(bind)
         except zmq.ZMQError as exc:
@@ -98,23 +92,11 @@ class ZmqServer:
     @secret.setter
     def secret(self, secret: str | None) -> None:
         self.session.secret = secret
+        self.gate.admit(secret)
 
     @property
     def refused(self) -> int:
         return self.session.refused
-
-    def _secure(self, keys) -> dict[str, int | None]:
-        """CURVE: ZeroMQ's authenticator admits the client keys in KEYS/clients;
-        returns each key's shard."""
-        from zmq.auth.thread import ThreadAuthenticator
-
-        clients = Path(keys) / "clients"
-        if not clients.is_dir():
-            raise InputError(f"{clients}: no directory of accepted client keys")
-        self._auth = ThreadAuthenticator(self.context)
-        self._auth.start()
-        self._auth.configure_curve(domain="*", location=str(clients))
-        return key_bindings(clients)
 
     # -- checkpoints -------------------------------------------------------------------
     def _read_checkpoint(self) -> dict:
@@ -223,7 +205,7 @@ class ZmqServer:
                 self.session.refused += 1
                 self.bad.warning("dropped a message with %s", oversized)
             elif not self.drop():
-                user = frames[0].get("User-Id") if self._auth is not None else None
+                user = self.gate.user(frames[0])
                 self._handle(bytes(frames[0].buffer), frames[1:], user)
 
     def _linger(self) -> None:
@@ -243,6 +225,6 @@ class ZmqServer:
 
     def close(self) -> None:
         self.socket.close(linger=0)
-        if self._auth is not None:
-            self._auth.stop()
+        self.gate.stop()
+        self.context.term()
 

@@ -36,6 +36,7 @@ from .common import (
     load_keys,
     load_server_public,
     log,
+    plain_client,
     read_secret,
     receive,
 )
@@ -72,24 +73,9 @@ class ZmqWorker:
         self.timeouts = timeouts or Timeouts()
         self.drop = Dropper()
         self.context = zmq.Context.instance()
-        self.socket = self.context.socket(zmq.DEALER)
-        self.socket.linger = 0
-        # a DEALER blocks sending while no server is connected: never wait forever
-        self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
-        self.socket.identity = f"shard-{t}-{random.getrandbits(32):08x}".encode()
-        self.keys = keys
-        if keys is not None:
-            public, secret = load_keys(keys, client_key_name(keys, t))
-            server_public, _ = load_server_public(keys)
-            self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
-            self.socket.curve_serverkey = server_public
-        try:
-            self.socket.connect(connect)
-        except zmq.ZMQError as exc:
-            self.socket.close(linger=0)
-            raise InputError(f"--connect {connect!r} is not a ZeroMQ endpoint ({exc}); "
-                             "e.g. tcp://192.0.2.10:5555") from None
-        self.endpoint = connect
+        self.keys, self.endpoint = keys, connect
+        self.socket, self.password = None, None
+        self._open(None if secret_file is None else read_secret(secret_file))
         self.limits = Limits(self.n)
         self.bad = LogLimit(log)
         self.run_id = 0
@@ -98,6 +84,44 @@ class ZmqWorker:
         self.communicate = 0.0
 
     # -- messages -------------------------------------------------------------------------
+    def _open(self, password: str | None) -> None:
+        """A fresh DEALER socket to the server: with CURVE keys, or proving the run
+        secret ``password`` in the PLAIN handshake (loopback; None: no secret yet, so
+        no server admits it until it reopens with one).  Its identity is new: a server
+        meets it as a stranger and asks for its HELLO (``INTRODUCE``)."""
+        if self.socket is not None:
+            self.socket.close(linger=0)
+        self.socket = self.context.socket(zmq.DEALER)
+        self.socket.linger = 0
+        # a DEALER blocks sending while no server is connected: never wait forever
+        self.socket.sndtimeo = max(1, int(1000 * self.timeouts.resend_after))
+        self.socket.identity = f"shard-{self.t}-{random.getrandbits(32):08x}".encode()
+        if self.keys is not None:
+            public, secret = load_keys(self.keys, client_key_name(self.keys, self.t))
+            server_public, _ = load_server_public(self.keys)
+            self.socket.curve_publickey, self.socket.curve_secretkey = public, secret
+            self.socket.curve_serverkey = server_public
+        elif password is not None:
+            plain_client(self.socket, password)
+        self.password = password
+        try:
+            self.socket.connect(self.endpoint)
+        except zmq.ZMQError as exc:
+            self.socket.close(linger=0)
+            raise InputError(f"--connect {self.endpoint!r} is not a ZeroMQ endpoint "
+                             f"({exc}); e.g. tcp://192.0.2.10:5555") from None
+
+    def _current_secret(self) -> str | None:
+        """The run secret as the server's file says now, the socket reopened when it
+        changed (a restarted server writes a new one, and its handshake refuses the
+        old one silently); None while there is no file."""
+        if self.secret_file is None:
+            return ""
+        token = read_secret(self.secret_file)
+        if token is not None and token != self.password:
+            self._open(token)
+        return token
+
     def _send(self, message) -> list:
         frames = encode(message, self.t, run_id=self.run_id, tag=self.tag)
         self._transmit(frames)
@@ -168,7 +192,7 @@ class ZmqWorker:
     def _hello(self) -> None:
         """Introduce this worker: its shard, its data, and the run's secret (on
         loopback: read afresh each time, since a restarted server writes a new one)."""
-        token = "" if self.secret_file is None else read_secret(self.secret_file)
+        token = self._current_secret()
         if token is None:   # no server yet: wait for it
             return
         groups = np.zeros(0, np.int64) if self.group_of is None else \
@@ -247,7 +271,10 @@ class ZmqWorker:
             raise ServerGone("the server ended the run before this worker finished")
 
     def _resend(self) -> None:
-        """What ``Unacknowledged`` says is due: pushes kept as their frames, a pull."""
+        """What ``Unacknowledged`` says is due: pushes kept as their frames, a pull
+        (through a socket reopened first if the server's secret changed: a restarted
+        server then introduces itself and resynchronises this worker)."""
+        self._current_secret()
         for item in self.unacked.due(self.driver.blocked):
             if isinstance(item, list):
                 self._transmit(item)
