@@ -260,16 +260,21 @@ def test_workers_that_read_other_data_are_refused(hello, problem):
         assert "run id" not in refusal.body.reason
 
 
+def _checkpointed(checkpoint, labels, s, resume, heartbeat_timeout=60.0):
+    """A one-worker server that checkpoints to ``checkpoint`` (or resumes from it)."""
+    config = AsyConfig.build(s, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                             staleness=None)
+    return ZmqServer("tcp://127.0.0.1:0", labels, config, checkpoint=checkpoint,
+                     resume=resume, secret=SECRET,
+                     timeouts=Timeouts(heartbeat_timeout=heartbeat_timeout))
+
+
 def test_a_checkpoint_is_written_at_start_and_resumes_only_its_own_run(tmp_path):
     checkpoint = tmp_path / "ck.npz"
     y = np.linspace(-1, 1, N)
 
     def server(s=2, labels=y, resume=False):
-        config = AsyConfig.build(s, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
-                                 staleness=None)
-        return ZmqServer("tcp://127.0.0.1:0", labels, config, checkpoint=checkpoint,
-                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60),
-                         secret=SECRET)
+        return _checkpointed(checkpoint, labels, s, resume)
 
     first = server()
     try:
@@ -316,11 +321,7 @@ def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_pa
     y = np.linspace(-1, 1, N)
 
     def server(resume=False):
-        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
-                                 staleness=None)
-        return ZmqServer("tcp://127.0.0.1:0", y, config, checkpoint=checkpoint,
-                         resume=resume, timeouts=Timeouts(heartbeat_timeout=60),
-                         secret=SECRET)
+        return _checkpointed(checkpoint, y, 2, resume)
 
     first = server()
     try:
@@ -342,11 +343,7 @@ def test_a_resumed_server_refuses_a_replacement_that_read_other_data(tmp_path):
     checkpoint = tmp_path / "ck.npz"
 
     def server(resume=False):
-        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
-                                 staleness=None)
-        return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                         checkpoint=checkpoint, resume=resume, secret=SECRET,
-                         timeouts=Timeouts(heartbeat_timeout=60))
+        return _checkpointed(checkpoint, np.linspace(-1, 1, N), 2, resume)
 
     first = server()
     try:
@@ -372,11 +369,8 @@ def _resumable(tmp_path, heartbeat_timeout=60.0):
     checkpoint = tmp_path / "ck.npz"
 
     def server(resume=False):
-        config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
-                                 staleness=None)
-        return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                         checkpoint=checkpoint, resume=resume, secret=SECRET,
-                         timeouts=Timeouts(heartbeat_timeout=heartbeat_timeout))
+        return _checkpointed(checkpoint, np.linspace(-1, 1, N), 2, resume,
+                             heartbeat_timeout)
 
     first = server()
     try:
