@@ -50,6 +50,16 @@ class DegenerateWarning(UserWarning):
     intercept only stands in for one."""
 
 
+def warn_constant_selected(indices, stacklevel: int = 3) -> None:
+    """The ``DegenerateWarning`` for selected constant columns ``indices`` (nonzero
+    weights), the same words for every solver that finds them."""
+    if len(indices):
+        warnings.warn(f"selected constant column(s) {list(map(int, indices))} with a "
+                      "nonzero weight: the model has no intercept, so a constant "
+                      "column stands in for one; centre y or standardize the columns "
+                      "to fit without it", DegenerateWarning, stacklevel=stacklevel + 1)
+
+
 class PathEdgeWarning(UserWarning):
     """A path over sizes s picked its largest size: the criterion was still falling
     there, so the best size may lie beyond the path (raise ``max_features``)."""

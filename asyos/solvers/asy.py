@@ -314,6 +314,17 @@ def shard_of(stream, config: AsyConfig, t: int, group_of=None) -> WorkerShard:
     return WorkerShard(shard, config.groups(t, group_of), first_block_nu(shard))
 
 
+def constant_selected(stream, selected, weights) -> np.ndarray:
+    """The selected columns of ``stream`` that are constant (all-zero included) and
+    carry a nonzero weight: what sequential OS warns about (``KeptSet.
+    constant_features``), found after an Asy-OS run from the s columns alone."""
+    weighted = np.asarray(selected)[np.asarray(weights) != 0]
+    if weighted.size == 0:
+        return weighted
+    columns = stream.columns(weighted)
+    return weighted[columns.max(axis=1) == columns.min(axis=1)]
+
+
 def first_block_nu(stream) -> float:
     """max ‖x‖²/n over the first block of ``stream`` (0 for an empty stream)."""
     for _, block in stream.blocks(0):

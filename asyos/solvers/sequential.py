@@ -21,7 +21,7 @@ from ..core.validate import (
     check_sparsity,
     warn_if_interpolating,
 )
-from ..errors import DegenerateWarning, StallWarning
+from ..errors import StallWarning, warn_constant_selected
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -161,13 +161,7 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()
-    constant = kept.constant_features()
-    if constant.size:
-        warnings.warn(f"selected constant column(s) {constant.tolist()} with a nonzero "
-                      "weight: the model has no intercept, so a constant column "
-                      "stands in for one; centre y or standardize the columns to fit "
-                      "without it",
-                      DegenerateWarning, stacklevel=3)
+    warn_constant_selected(kept.constant_features())
     result.eta = float(state[ETA])
     result.m = m
     result.kept_bytes = kept.nbytes

@@ -13,8 +13,8 @@ take says so in its own spelling (``refuse_options``).
 """
 
 from ..core.projection import group_constraint
-from ..errors import InputError, PartialRun
-from ..solvers.asy import AsyConfig
+from ..errors import InputError, PartialRun, warn_constant_selected
+from ..solvers.asy import AsyConfig, constant_selected
 from ..solvers.result import FitResult
 from ..solvers.simulator import fit_simulated
 
@@ -54,6 +54,18 @@ def fit_asy(backend: str, stream, y, s, n_workers: int, *, loss, epochs, eta, m,
     backend takes its own, ``OPTIONS``).  ``groups``/``s2``: group-aware Asy-OS.  A run
     that lost workers raises PartialRun, or on "shared" with ``allow_partial`` returns
     the partial result (``asy["lost_shards"]``) for the caller to write first."""
+    result = _fit(backend, stream, y, s, n_workers, loss=loss, epochs=epochs, eta=eta,
+                  m=m, rule=rule, ridge=ridge, budget=budget, groups=groups, s2=s2,
+                  staleness=staleness, window=window, batch=batch, delay=delay,
+                  random_delay=random_delay, seed=seed, record_order=record_order,
+                  progress=progress, timeout=timeout, allow_partial=allow_partial)
+    warn_constant_selected(constant_selected(stream, result.selected, result.weights))
+    return result
+
+
+def _fit(backend, stream, y, s, n_workers, *, loss, epochs, eta, m, rule, ridge, budget,
+         groups, s2, staleness, window, batch, delay, random_delay, seed, record_order,
+         progress, timeout, allow_partial) -> FitResult:
     algorithm = dict(loss=loss, epochs=epochs, eta=eta, m=m, rule=rule, ridge=ridge,
                      budget=budget)
     if backend == "simulated":

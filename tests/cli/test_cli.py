@@ -221,3 +221,22 @@ def test_an_option_its_backend_does_not_take_is_refused_in_the_cli_spelling(
         flags, said, capsys):
     assert main(["-p", "200", "-s", "5", "--quiet", *flags]) == 2
     assert said in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("carrier", [[], ["--workers", "2"], ["--simulate", "2"]],
+                         ids=["sequential", "shared", "simulated"])
+def test_a_selected_constant_column_is_warned_about_on_every_carrier(
+        tmp_path, carrier):
+    """A constant column stands in for the missing intercept: sequential OS and Asy-OS
+    both say so (exit 0: the arithmetic is valid)."""
+    from asyos.errors import DegenerateWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 24))
+    X[:, 3] = 1.0
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", 2 * X[:, 3] + X[:, 5] + 0.01 * rng.standard_normal(60))
+    with pytest.warns(DegenerateWarning, match=r"constant column\(s\) \[3\] with a "
+                      "nonzero weight"):
+        assert main(["--data", str(tmp_path / "X.npy"), "--labels",
+                     str(tmp_path / "y.npy"), "-s", "3", "--quiet", *carrier]) == 0
