@@ -31,6 +31,43 @@ from ..lasso.saif import fused_coef, fused_design
 __all__ = ["FusedLasso", "GroupLasso", "Lasso", "lasso_path"]
 
 
+_COMMON = """\
+    alpha : float, default=1.0
+        The weight α of the penalty, in scikit-learn's scale (the solvers use
+        λ = n·α on ½‖y − Xw‖²).
+    fit_intercept : bool, default=True
+        Fit b by centring X and y (sparse X is centred implicitly, never densified).
+    tol : float, default=1e-4
+        Stop when the duality gap is at most tol·‖y‖² (½ scale), as scikit-learn.
+    screening : {"saif", "gap_safe", "none"}, default="saif"
+        How features are screened: SAIF (Ren et al. 2018), gap-safe rules
+        (Fercoq, Gramfort & Salmon 2015), or plain coordinate descent.
+    max_iter : int, default=10000
+        The most coordinate-descent epochs; a fit that stops there warns
+        (``ConvergenceWarning``)."""
+
+_FITTED = """\
+    coef_ : ndarray of shape (n_features,)
+        The weights w.
+    intercept_ : float
+        b (0.0 without ``fit_intercept``).
+    dual_gap_ : float
+        The duality gap at the end, in scikit-learn's scale (at most tol·‖y‖²/n
+        on success).
+    n_iter_ : int
+        Coordinate-descent epochs (1 when the first check already proves the
+        answer, e.g. w = 0 at α ≥ α_max, as scikit-learn expects n_iter_ ≥ 1).
+    n_features_in_ : int
+        The number of features seen by ``fit``."""
+
+
+def _documented(cls):
+    """Fill a Lasso-family docstring's shared parameters and fitted attributes."""
+    cls.__doc__ = cls.__doc__.replace("{common}", _COMMON).replace("{fitted}",
+                                                                   _FITTED)
+    return cls
+
+
 class _ScreenedLinear(RegressorMixin, BaseEstimator):
     """Shared fit: checks, centring for the intercept, one solve at λ = n·α."""
 
@@ -97,15 +134,26 @@ class _ScreenedLinear(RegressorMixin, BaseEstimator):
         return res.coefs[0], float(res.gaps[0]), int(res.epochs[0])
 
 
+@_documented
 class Lasso(_ScreenedLinear):
     """min (1/(2n))‖y − Xw − b‖² + α‖w‖₁ by coordinate descent with gap-safe
     screening or SAIF (the default); dense or sparse X.  With ``fit_intercept`` and
     sparse X the columns are centred implicitly, as scikit-learn does (products with
     X − 1μᵀ, never formed), so X is never densified.
 
-    Fitted: ``coef_``, ``intercept_``, ``dual_gap_`` (scikit-learn's scale, ≤ tol·‖y‖²/n
-    on success), ``n_iter_`` (CD epochs; 1 when the first check already proves the
-    answer, e.g. w = 0 at α ≥ α_max, as scikit-learn expects n_iter_ ≥ 1).
+    Parameters
+    ----------
+{common}
+
+    Attributes
+    ----------
+{fitted}
+
+    See Also
+    --------
+    GroupLasso, FusedLasso : the same solvers for other penalties.
+    lasso_path : the solutions along a grid of α.
+    OnlineSubstitutionRegressor : a model of s features without a penalty to tune.
     """
 
     def __init__(self, alpha=1.0, *, fit_intercept=True, tol=1e-4, screening="saif",
@@ -120,12 +168,28 @@ class Lasso(_ScreenedLinear):
         return self._solve_units(X, y, lam, center=center)
 
 
+@_documented
 class GroupLasso(_ScreenedLinear):
     """min (1/(2n))‖y − Xw − b‖² + α Σ_g w_g‖w_g‖₂ by block coordinate
     descent with the group gap-safe test or SAIF over groups.
 
-    ``groups``: one label per feature (None: every feature alone, the Lasso);
-    ``weights``: one per distinct label in sorted label order (default √|g|).
+    Parameters
+    ----------
+    groups : array-like of shape (n_features,), default=None
+        One label per feature; None: every feature alone (the Lasso).
+    weights : array-like of shape (n_groups,), default=None
+        One weight w_g > 0 per distinct label, in sorted label order (default
+        √|g|).
+{common}
+
+    Attributes
+    ----------
+{fitted}
+
+    See Also
+    --------
+    Lasso : one feature per group.
+    SGHTRegressor : at most s features in at most s2 groups, without a penalty.
     """
 
     def __init__(self, alpha=1.0, *, groups=None, weights=None, fit_intercept=True,
@@ -157,14 +221,27 @@ class GroupLasso(_ScreenedLinear):
         return self._solve_units(X, y, lam, self.groups, self.weights, center)
 
 
+@_documented
 class FusedLasso(_ScreenedLinear):
     """min (1/(2n))‖y − Xw − b‖² + α Σ_(u,v)∈E |w_u − w_v| over the edges E of a tree
     on the features, by the subtree-sum transform to a Lasso (Ren et al. 2018,
-    Section 4).
+    Section 4).  The transformed columns are dense, so sparse X is refused.
 
-    ``edges``: (p − 1, 2) node pairs forming a tree (None: the chain 0–1–…–(p−1),
-    the 1-D fused Lasso).  A general graph must be reduced to a spanning tree by the
-    caller.  The transformed columns are dense, so sparse X is refused.
+    Parameters
+    ----------
+    edges : array-like of shape (n_features - 1, 2), default=None
+        Node pairs forming a tree on the features (None: the chain 0–1–…–(p−1),
+        the 1-D fused Lasso).  A general graph must be reduced to a spanning tree
+        by the caller.
+{common}
+
+    Attributes
+    ----------
+{fitted}
+
+    See Also
+    --------
+    Lasso : the transformed problem's solver.
     """
 
     _sparse_ok = False

@@ -16,7 +16,10 @@ from sklearn.utils.estimator_checks import (
 )
 
 from asyos import (
+    FusedLasso,
+    GroupLasso,
     InputError,
+    Lasso,
     OnlineSubstitutionClassifier,
     OnlineSubstitutionRegressor,
     OnlineSubstitutionSelector,
@@ -333,10 +336,17 @@ def test_bad_data_raises_input_error():
     assert not hasattr(failed, "classes_") and not hasattr(failed, "coef_")
 
 
-@pytest.mark.parametrize("estimator", [OnlineSubstitutionRegressor,
-                                       OnlineSubstitutionClassifier,
-                                       OnlineSubstitutionSelector])
-def test_numpydoc_sections_name_every_parameter(estimator):
+OS_FITTED = ("coef_", "intercept_", "support_", "n_features_in_", "n_iter_",
+             "history_")
+LASSO_FITTED = ("coef_", "intercept_", "dual_gap_", "n_iter_", "n_features_in_")
+
+
+@pytest.mark.parametrize("estimator, fitted", [
+    (OnlineSubstitutionRegressor, OS_FITTED), (OnlineSubstitutionClassifier, OS_FITTED),
+    (OnlineSubstitutionSelector, OS_FITTED), (Lasso, LASSO_FITTED),
+    (GroupLasso, LASSO_FITTED), (FusedLasso, LASSO_FITTED)],
+    ids=lambda value: getattr(value, "__name__", ""))
+def test_numpydoc_sections_name_every_parameter(estimator, fitted):
     """The docstrings are numpydoc (as scikit-learn's): a Parameters section naming
     every constructor argument, an Attributes section naming the fitted ones."""
     import inspect
@@ -350,8 +360,7 @@ def test_numpydoc_sections_name_every_parameter(estimator):
                                                  re.M) for name in line.split(",")}
     assert named == set(inspect.signature(estimator.__init__).parameters) - {"self"}
     attributes = doc.split("    Attributes\n")[1]
-    for attribute in ("coef_", "intercept_", "support_", "n_features_in_",
-                      "n_iter_", "history_"):
+    for attribute in fitted:
         assert f"    {attribute} :" in attributes
 
 
