@@ -26,41 +26,76 @@ __all__ = ["FGMClassifier", "FGMRegressor"]
 _PARAMS_DOC = """
     Parameters
     ----------
-    n_features_to_select : int or None
-        Upper bound on the selected features (groups, with ``groups=``); FGM stops once
-        that many are active.  None: only the tolerance and ``max_activations`` stop it.
-    B : int, candidates (features or groups) activated per cutting-plane iteration.
-    C : float, weight of the loss: P = C·Σ_i ℓ(z_i) against ½(Σ_h ‖w_h‖)².
-    groups : None, a group label per feature (disjoint groups), or a list of feature
-        index lists (which may overlap).  Not with ``polynomial_degree`` > 1.
-    polynomial_degree : 1 (the features), 2 (and their products x_i·x_j, i ≤ j,
-        searched implicitly) or 3 (and the triple products, enumerated).
-    fit_intercept : learn the unpenalised bias b (FGM-SHIFT).
-    max_activations : cap on the activations (None: 10, or 4·⌈n/B⌉ with a budget n).
-    tol : stop when an activation lowers the objective by at most tol·F₀ (Tan et
+    n_features_to_select : int or None, default=None
+        Upper bound on the selected features (groups, with ``groups=``); FGM stops
+        once that many are active.  None: only the tolerance and
+        ``max_activations`` stop it.
+    B : int, default=5
+        Candidates (features or groups) activated per cutting-plane iteration.
+    C : float, default=C_DEFAULT
+        The weight of the loss: P = C·Σ_i ℓ(z_i) against ½(Σ_h ‖w_h‖)².
+    groups : array-like or list of lists, default=None
+        A group label per feature (disjoint groups), or a list of feature index
+        lists (which may overlap).  Not with ``polynomial_degree`` > 1.
+    polynomial_degree : {1, 2, 3}, default=1
+        1: the features; 2: and their products x_i·x_j, i ≤ j, searched
+        implicitly; 3: and the triple products, enumerated.
+    fit_intercept : bool, default=True
+        Learn the unpenalised bias b (FGM-SHIFT).
+    max_activations : int or None, default=None
+        Cap on the activations (None: 10, or 4·⌈n/B⌉ with a budget n).  A run that
+        stops there (neither Tan et al.'s (37), (38) nor the budget met) issues
+        scikit-learn's ``ConvergenceWarning``.
+    tol : float, default=1e-3
+        Stop when an activation lowers the objective by at most tol·F₀ (Tan et
         al., eq. (38)).
-    inner_tol, max_inner : the APG subproblem's relative-decrease tolerance and cap.
-    exclude_active : rank only features not yet active (B new ones per activation);
-        the default ranks all (the exact cutting plane).
-    normalize_scores : False (default): candidates score c_j² = (x_jᵀr)², which
-        grows with ‖x_j‖², so the selection assumes the features share a scale; Tan et
-        al. scale them to [0, 1] (with ``polynomial_degree=2`` after standardization
-        the products of rarely-nonzero features win on norm alone).  True: every
-        candidate column (product columns included) is used at unit norm, scoring
-        c_j²/‖x_j‖², which makes the fit invariant to a positive rescaling of each
-        feature; ``weights_`` still apply to the raw columns.
-
+    inner_tol : float, default=1e-3
+        The APG subproblem's relative-decrease tolerance.
+    max_inner : int, default=20
+        The APG subproblem's iteration cap.
+    exclude_active : bool, default=False
+        Rank only features not yet active (B new ones per activation); the
+        default ranks all (the exact cutting plane).
+    normalize_scores : bool, default=False
+        False: candidates score c_j² = (x_jᵀr)², which grows with ‖x_j‖², so the
+        selection assumes the features share a scale; Tan et al. scale them to
+        [0, 1] (with ``polynomial_degree=2`` after standardization the products of
+        rarely-nonzero features win on norm alone).  True: every candidate column
+        (product columns included) is used at unit norm, scoring c_j²/‖x_j‖²,
+        which makes the fit invariant to a positive rescaling of each feature;
+        ``weights_`` still apply to the raw columns.
+EXTRA
     Attributes
     ----------
-    selected_ : sorted feature numbers with a nonzero weight (in the mapped space for
-        ``polynomial_degree`` > 1; ``InteractionStream(X, degree).terms`` decodes them).
-    weights_ : their weights;  intercept_ : the bias.
-    coef_ : dense weights over the input features (``polynomial_degree=1`` only: the
+    selected_ : ndarray of int
+        Sorted feature numbers with a nonzero weight (in the mapped space for
+        ``polynomial_degree`` > 1; ``InteractionStream(X, degree).terms`` decodes
+        them).
+    weights_ : ndarray
+        Their weights.
+    intercept_ : float
+        The bias.
+    coef_ : ndarray of shape (n_features,)
+        Dense weights over the input features (``polynomial_degree=1`` only: the
         mapped space can be too large to hold densely).
-    n_iter_ : activations run;  result_ : the ``FGMResult`` (objective, gaps, stop).
-    A run that stops at ``max_activations`` (neither (37), (38) nor the budget met)
-    issues scikit-learn's ``ConvergenceWarning``.
+    n_iter_ : int
+        Activations run.
+    result_ : FGMResult
+        The whole run: objective, gaps, and why it stopped.
+    n_features_in_ : int
+        The number of features seen by ``fit``.
+
+    See Also
+    --------
+    OnlineSubstitutionClassifier, OnlineSubstitutionRegressor : s features by
+        online substitution, one pass over the columns at a time.
 """
+
+
+def _fgm_doc(summary: str, C: str, extra: str = "") -> str:
+    """A front's numpydoc: its summary, the shared parameters with its default C and
+    its own ones (``extra``), the fitted attributes."""
+    return summary + _PARAMS_DOC.replace("C_DEFAULT", C).replace("EXTRA\n", extra)
 
 
 class _FGM(BaseEstimator):
@@ -122,12 +157,14 @@ class _FGM(BaseEstimator):
 
 
 class FGMClassifier(ClassifierMixin, _FGM):
-    __doc__ = ("""Binary classification with feature selection by FGM (squared hinge,
-    or logistic with ``loss="logistic"``); the larger class label is the positive one.
+    __doc__ = _fgm_doc("""Binary classification with feature selection by FGM
+    (squared hinge, or logistic with ``loss="logistic"``); the larger class label is
+    the positive one.
     More than two classes raise InputError (one-vs-rest is left to scikit-learn's
     ``OneVsRestClassifier``).
-""" + _PARAMS_DOC.replace("    C : float,", "    C : float (default 10),")
-        + "    loss : \"squared_hinge\" (default) or \"logistic\".\n")
+""", "10.0", """    loss : {"squared_hinge", "logistic"}, default="squared_hinge"
+        The loss ℓ of the margins.
+""")
 
     def __init__(self, n_features_to_select=None, *, B=5, C=10.0, groups=None,
                  polynomial_degree=1, fit_intercept=True, max_activations=None,
@@ -171,9 +208,9 @@ class FGMClassifier(ClassifierMixin, _FGM):
 
 
 class FGMRegressor(RegressorMixin, _FGM):
-    __doc__ = ("""Least-squares regression with feature selection by FGM
+    __doc__ = _fgm_doc("""Least-squares regression with feature selection by FGM
     (P = C/2·Σ(y_i − z_i)², our extension of the paper's losses).
-""" + _PARAMS_DOC.replace("    C : float,", "    C : float (default 1),"))
+""", "1.0")
 
     def fit(self, X, y):
         X, y = validate_data(self, X, y, accept_sparse=["csr", "csc"],

@@ -16,6 +16,8 @@ from sklearn.utils.estimator_checks import (
 )
 
 from asyos import (
+    FGMClassifier,
+    FGMRegressor,
     FusedLasso,
     GroupLasso,
     InputError,
@@ -339,12 +341,15 @@ def test_bad_data_raises_input_error():
 OS_FITTED = ("coef_", "intercept_", "support_", "n_features_in_", "n_iter_",
              "history_")
 LASSO_FITTED = ("coef_", "intercept_", "dual_gap_", "n_iter_", "n_features_in_")
+FGM_FITTED = ("selected_", "weights_", "intercept_", "coef_", "n_iter_", "result_",
+              "n_features_in_")
 
 
 @pytest.mark.parametrize("estimator, fitted", [
     (OnlineSubstitutionRegressor, OS_FITTED), (OnlineSubstitutionClassifier, OS_FITTED),
     (OnlineSubstitutionSelector, OS_FITTED), (Lasso, LASSO_FITTED),
-    (GroupLasso, LASSO_FITTED), (FusedLasso, LASSO_FITTED)],
+    (GroupLasso, LASSO_FITTED), (FusedLasso, LASSO_FITTED),
+    (FGMClassifier, FGM_FITTED), (FGMRegressor, FGM_FITTED)],
     ids=lambda value: getattr(value, "__name__", ""))
 def test_numpydoc_sections_name_every_parameter(estimator, fitted):
     """The docstrings are numpydoc (as scikit-learn's): a Parameters section naming
