@@ -34,6 +34,63 @@ from ..solvers.sequential import fit_os
 SOLVERS = ("sght", "os")
 
 
+_PARAMETERS = """\
+    Parameters
+    ----------
+    n_features_to_select : int, default=None
+        s1: the most nonzero coefficients (None: half of p, at least 1).
+    n_groups_to_select : int, default=None
+        s2: the most groups they may lie in (None: half of the groups, at least 1).
+    groups : array-like of shape (n_features,), default=None
+        Each feature's group label (None: every feature its own group, so s2 is a
+        second feature budget).
+    loss : LOSSES
+        The loss of the fit.
+    solver : {"sght", "os"}, default="sght"
+        "sght": projected gradient with the exact bi-level projection (Xiang, Yang
+        & Ye 2014); "os": group-aware Online Substitution over the columns, which
+        never holds more than s1 + 1 of them.
+    variant : {"ISTA", "ISTA-L", "FISTA", "FISTA-C"}, default="ISTA-L"
+        SGHT's step scheme, the paper's four (Xiang et al., Table 1): a
+        Barzilai-Borwein start with a sufficient-decrease test (ISTA) or a
+        Lipschitz test (ISTA-L, FISTA), or a constant start (FISTA-C).
+    max_iter : int, default=1000
+        SGHT's iteration cap; a run stopped there before its relative decrease
+        reached ``tol`` issues scikit-learn's ``ConvergenceWarning``.
+    tol : float, default=1e-6
+        SGHT's relative-decrease tolerance.
+    epochs : int, default=2
+        Passes of ``solver="os"`` over the columns.
+    fit_intercept : bool, default=True
+        Centre the columns first; for the classification losses ``intercept_`` is
+        then the exact 1-D minimiser given the weights.
+    starts : tuple of str, default=("zero",)
+        The points SGHT runs from, keeping the run with the least objective:
+        "zero" (the paper's), "least_squares", "ridge", "correlation".
+
+    Attributes
+    ----------
+    coef_ : ndarray of shape (n_features,)
+        The weights (at most s1 nonzero, in at most s2 groups).
+    intercept_ : float
+        The bias.
+    support_ : ndarray of bool
+        Which coefficients are nonzero.
+    n_groups_selected_ : int
+        The groups they lie in.
+    n_iter_ : int
+        SGHT iterations, or OS feature steps.
+    n_features_in_ : int
+        The number of features seen by ``fit``.
+
+    See Also
+    --------
+    GroupLasso : a convex relaxation with a penalty to tune.
+    OnlineSubstitutionRegressor, OnlineSubstitutionClassifier : s features by online
+        substitution.
+"""
+
+
 class _BiLevel(BaseEstimator):
     """Parameters and the fitting path both estimators share."""
 
@@ -125,14 +182,10 @@ def _budget(name: str, value, limit: int) -> int:
 
 
 class SGHTRegressor(RegressorMixin, _BiLevel):
-    """Least squares with at most ``n_features_to_select`` nonzero coefficients in at
-    most ``n_groups_to_select`` groups (None: half of each).
+    __doc__ = """Least squares with at most ``n_features_to_select`` nonzero
+    coefficients in at most ``n_groups_to_select`` groups.
 
-    Fitted: ``coef_``, ``intercept_``, ``support_``, ``n_groups_selected_``,
-    ``n_iter_`` (SGHT iterations, or OS feature steps), ``n_features_in_``.  SGHT
-    stopped at ``max_iter`` before its relative decrease reached ``tol`` issues
-    scikit-learn's ``ConvergenceWarning``.
-    """
+""" + _PARAMETERS.replace("LOSSES", '{"squared"}, default="squared"')
 
     def fit(self, X, y):
         X, y = self._data(X, y)
@@ -145,12 +198,14 @@ class SGHTRegressor(RegressorMixin, _BiLevel):
 
 
 class SGHTClassifier(ClassifierMixin, _BiLevel):
-    """Binary linear classifier (``loss`` "squared_hinge" or "logistic") with at most
-    ``n_features_to_select`` features in at most ``n_groups_to_select`` groups.
-    ``solver="os"`` runs group-aware OS under the fitted substitution rule (its
-    weights are Newton-fitted, so the logistic fit passes scikit-learn's
+    __doc__ = """Binary linear classifier with at most ``n_features_to_select``
+    features in at most ``n_groups_to_select`` groups.  ``solver="os"`` runs
+    group-aware OS under the fitted substitution rule (its weights are
+    Newton-fitted, so the logistic fit passes scikit-learn's
     ``check_classifiers_train`` even on its 2-feature data).
-    """
+
+""" + _PARAMETERS.replace("LOSSES", '{"squared_hinge", "logistic"}, '
+                          'default="squared_hinge"')
 
     _losses = ("squared_hinge", "logistic")
 

@@ -25,6 +25,8 @@ from asyos import (
     OnlineSubstitutionClassifier,
     OnlineSubstitutionRegressor,
     OnlineSubstitutionSelector,
+    SGHTClassifier,
+    SGHTRegressor,
 )
 from asyos.core.losses import Loss, loss_value
 from asyos.estimators.os import expected_failed_checks
@@ -341,6 +343,8 @@ def test_bad_data_raises_input_error():
 OS_FITTED = ("coef_", "intercept_", "support_", "n_features_in_", "n_iter_",
              "history_")
 LASSO_FITTED = ("coef_", "intercept_", "dual_gap_", "n_iter_", "n_features_in_")
+SGHT_FITTED = ("coef_", "intercept_", "support_", "n_groups_selected_", "n_iter_",
+               "n_features_in_")
 FGM_FITTED = ("selected_", "weights_", "intercept_", "coef_", "n_iter_", "result_",
               "n_features_in_")
 
@@ -349,7 +353,8 @@ FGM_FITTED = ("selected_", "weights_", "intercept_", "coef_", "n_iter_", "result
     (OnlineSubstitutionRegressor, OS_FITTED), (OnlineSubstitutionClassifier, OS_FITTED),
     (OnlineSubstitutionSelector, OS_FITTED), (Lasso, LASSO_FITTED),
     (GroupLasso, LASSO_FITTED), (FusedLasso, LASSO_FITTED),
-    (FGMClassifier, FGM_FITTED), (FGMRegressor, FGM_FITTED)],
+    (FGMClassifier, FGM_FITTED), (FGMRegressor, FGM_FITTED),
+    (SGHTClassifier, SGHT_FITTED), (SGHTRegressor, SGHT_FITTED)],
     ids=lambda value: getattr(value, "__name__", ""))
 def test_numpydoc_sections_name_every_parameter(estimator, fitted):
     """The docstrings are numpydoc (as scikit-learn's): a Parameters section naming
