@@ -47,6 +47,8 @@ _COMMON = """\
         (``ConvergenceWarning``)."""
 
 _FITTED = """\
+    Attributes
+    ----------
     coef_ : ndarray of shape (n_features,)
         The weights w.
     intercept_ : float
@@ -58,11 +60,15 @@ _FITTED = """\
         Coordinate-descent epochs (1 when the first check already proves the
         answer, e.g. w = 0 at α ≥ α_max, as scikit-learn expects n_iter_ ≥ 1).
     n_features_in_ : int
-        The number of features seen by ``fit``."""
+        The number of features seen by ``fit``.
+
+    See Also
+    --------"""
 
 
 def _documented(cls):
-    """Fill a Lasso-family docstring's shared parameters and fitted attributes."""
+    """Fill a Lasso-family docstring's shared parameters and its fitted attributes
+    (which end with the See Also heading, the class's own entries after it)."""
     cls.__doc__ = cls.__doc__.replace("{common}", _COMMON).replace("{fitted}",
                                                                    _FITTED)
     return cls
@@ -145,12 +151,7 @@ class Lasso(_ScreenedLinear):
     ----------
 {common}
 
-    Attributes
-    ----------
 {fitted}
-
-    See Also
-    --------
     GroupLasso, FusedLasso : the same solvers for other penalties.
     lasso_path : the solutions along a grid of α.
     OnlineSubstitutionRegressor : a model of s features without a penalty to tune.
@@ -182,12 +183,7 @@ class GroupLasso(_ScreenedLinear):
         √|g|).
 {common}
 
-    Attributes
-    ----------
 {fitted}
-
-    See Also
-    --------
     Lasso : one feature per group.
     SGHTRegressor : at most s features in at most s2 groups, without a penalty.
     """
@@ -235,12 +231,7 @@ class FusedLasso(_ScreenedLinear):
         by the caller.
 {common}
 
-    Attributes
-    ----------
 {fitted}
-
-    See Also
-    --------
     Lasso : the transformed problem's solver.
     """
 
