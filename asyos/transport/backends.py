@@ -54,26 +54,14 @@ def fit_asy(backend: str, stream, y, s, n_workers: int, *, loss, epochs, eta, m,
     backend takes its own, ``OPTIONS``).  ``groups``/``s2``: group-aware Asy-OS.  A run
     that lost workers raises PartialRun, or on "shared" with ``allow_partial`` returns
     the partial result (``asy["lost_shards"]``) for the caller to write first."""
-    result = _fit(backend, stream, y, s, n_workers, loss=loss, epochs=epochs, eta=eta,
-                  m=m, rule=rule, ridge=ridge, budget=budget, groups=groups, s2=s2,
-                  staleness=staleness, window=window, batch=batch, delay=delay,
-                  random_delay=random_delay, seed=seed, record_order=record_order,
-                  progress=progress, timeout=timeout, allow_partial=allow_partial)
-    warn_constant_selected(constant_selected(stream, result.selected, result.weights))
-    return result
-
-
-def _fit(backend, stream, y, s, n_workers, *, loss, epochs, eta, m, rule, ridge, budget,
-         groups, s2, staleness, window, batch, delay, random_delay, seed, record_order,
-         progress, timeout, allow_partial) -> FitResult:
     algorithm = dict(loss=loss, epochs=epochs, eta=eta, m=m, rule=rule, ridge=ridge,
                      budget=budget)
     if backend == "simulated":
-        return fit_simulated(stream, y, s, n_workers, delay=delay,
-                             random_delay=random_delay, seed=seed,
-                             record_order=record_order, groups=groups, s2=s2,
-                             **algorithm)
-    if backend == "shared":
+        result = fit_simulated(stream, y, s, n_workers, delay=delay,
+                               random_delay=random_delay, seed=seed,
+                               record_order=record_order, groups=groups, s2=s2,
+                               **algorithm)
+    elif backend == "shared":
         from . import shared
 
         group_of, s2 = group_constraint(groups, s2, stream.n_features) or (None, None)
@@ -85,10 +73,13 @@ def _fit(backend, stream, y, s, n_workers, *, loss, epochs, eta, m, rule, ridge,
         lost = result.asy["lost_shards"]
         if lost and not allow_partial:
             raise PartialRun(f"workers {', '.join(lost)} died during the fit")
-        return result
-    if backend == "zeromq":   # it never returns a partial result (PartialRun)
+    elif backend == "zeromq":   # it never returns a partial result (PartialRun)
         from .local import fit_loopback
 
-        return fit_loopback(stream, y, s, n_workers, staleness=staleness,
-                            timeout=timeout, **algorithm)
-    raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+        result = fit_loopback(stream, y, s, n_workers, staleness=staleness,
+                              timeout=timeout, **algorithm)
+    else:
+        raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got "
+                         f"{backend!r}")
+    warn_constant_selected(constant_selected(stream, result.selected, result.weights))
+    return result
