@@ -89,12 +89,31 @@ class AdaptiveBudgets:
 
     def settled(self) -> int:
         """Slots of the top s taken for good: finished workers' kept sets, the final
-        budgets of workers in their last steps, and a lost worker's kept set (it can
-        drop nothing until it rejoins, and it will need at least one slot then; its
-        final budget, if it had one, holds)."""
-        return sum(max(r.selected.size, 1) if r.lost and self.of[t].final is None
+        budgets of workers in their last steps, and a lost worker's kept set less its
+        trial slot where those lie on top of s (it can drop nothing until it rejoins,
+        it needs at least one slot then, and it is granted its final share of what is
+        left then; its final budget, if it had one, holds).  Counting the trial slot
+        too cut the survivors' final budgets by one for a worker that was only slow:
+        a run whose worker was paused past the heartbeat timeout lost a true feature
+        the undisturbed run kept.  If it never rejoins, ``lost_cut`` drops its
+        surplus from the result."""
+        trial = 1 if self.on_top else 0
+        return sum(max(r.selected.size - trial, 1) if r.lost and self.of[t].final is None
                    else self.committed(t) for t, r in enumerate(self.workers)
                    if r.finished or r.lost or self.of[t].final is not None)
+
+    def lost_cut(self) -> dict[int, int]:
+        """How many of its kept features each worker lost for good contributes to the
+        result, where the kept sets hold more than s (a lost worker's trial slot, not
+        counted by ``settled``): its most important ones.  The run is partial, so its
+        result is the acknowledged weights less those; u_C still holds them."""
+        excess = sum(r.selected.size for r in self.workers) - self.s
+        keep = {}
+        for t, record in enumerate(self.workers):
+            if record.lost and excess > 0:
+                drop = min(excess, record.selected.size - 1)
+                keep[t], excess = record.selected.size - drop, excess - drop
+        return keep
 
     def shares(self) -> dict[int, int]:
         """Each open worker's share (running, no final budget yet) of the slots of the

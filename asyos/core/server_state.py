@@ -401,15 +401,20 @@ class ServerState:
     def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
         """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)|.
 
-        A lost worker counts with its last acknowledged kept set and the Δu the server
-        applied for it.  A lost or doubled push shows up as a large difference:
-        callers fail on it.
+        A lost worker counts with its last acknowledged kept set (less its surplus
+        over s: ``AdaptiveBudgets.lost_cut``) and the Δu the server applied for it.
+        A lost or doubled push shows up as a large difference: callers fail on it.
         """
         if not self.done:
             missing = [t for t, r in enumerate(self.workers) if not r.finished]
             raise ProtocolError(f"workers {missing} have not finished")
-        selected = np.concatenate([r.selected for r in self.workers])
-        weights = np.concatenate([r.weights for r in self.workers])
+        kept = [(r.selected, r.weights) for r in self.workers]
+        for t, size in (self.budgets.lost_cut() if self.budgets else {}).items():
+            record = self.workers[t]
+            strongest = np.sort(np.argsort(-record.importance, kind="stable")[:size])
+            kept[t] = record.selected[strongest], record.weights[strongest]
+        selected = np.concatenate([indices for indices, _ in kept])
+        weights = np.concatenate([values for _, values in kept])
         if np.unique(selected).size != selected.size:
             raise ProtocolError("workers' selected sets overlap")
         total = np.sum([r.applied if r.lost else r.contribution for r in self.workers],

@@ -451,24 +451,33 @@ def test_a_worker_at_the_end_of_its_shard_gets_its_final_share_without_trial_slo
     assert server.budgets.final == [3, 1, 2] and server.budgets.shares() == {}
 
 
-def test_a_lost_workers_kept_set_is_settled_and_the_others_final_budgets_leave_it():
-    """A lost worker can drop nothing until it rejoins: its kept set takes its slots
-    of the top s for good, however far its weights fall behind the others'.  (Counted
-    as an open worker's share, it left the survivor a final budget that brought the
-    partial run to s + 2 features.)"""
+def test_a_lost_workers_kept_set_is_settled_less_its_trial_slot():
+    """A lost worker can drop nothing until it rejoins: its kept set, less the trial
+    slot that lies on top of s, takes its slots of the top s for good, however far
+    its weights fall behind the others'.  (Counted with its trial slot, a worker that
+    was only paused past the heartbeat timeout cost the survivor a true feature;
+    counted as an open worker's share, the survivor's final budget brought a partial
+    run to s + 2.)  If it never rejoins, the result drops its least important
+    feature, so the partial run too holds s."""
     server = ServerState(3, 2, depth=1, batch=1)
     server.adapt_budgets(4)
     server.budgets.set_ends([100, 2])
     for t in range(2):
         assert server.request(t) == [t] and server.view(t)[4] == 3   # 2 of 4, + 1
-    server.push(0, np.ones(3), version=0, kept=([0, 2, 4], [1.0, 0.9, 0.8], 1))
+    server.push(0, np.full(3, 2.0), version=0, kept=([0, 2, 4], [1.0, 0.8, 0.9], 1))
     server.lose(0)
+    assert server.budgets.settled() == 2
     server.push(1, np.ones(3), version=0, kept=([1, 3, 5], [9.0, 8.0, 7.0], 1))
-    assert server.budgets.shares() == {1: 1}              # the top 4 less worker 0's 3
-    assert server.request(1) == [1] and server.view(1)[4] == 1    # its end: final
-    assert server.budgets.final == [None, 1] and server.budgets.settled() == 4
+    assert server.budgets.shares() == {1: 2}              # the top 4 less worker 0's 2
+    assert server.request(1) == [1] and server.view(1)[4] == 2    # its end: final
+    assert server.budgets.final == [None, 2] and server.budgets.settled() == 4
+    server.finish(1, [1, 3], [9.0, 8.0], np.ones(3))
+    assert server.done and server.budgets.lost_cut() == {0: 2}
+    selected, weights, difference = server.assemble()
+    assert selected.tolist() == [0, 1, 3, 4] and weights.tolist() == [1.0, 9.0, 8.0, 0.9]
+    assert difference == 0.0                  # u_C still holds the dropped weight
     server.rejoin(0)                              # open again
-    assert server.budgets.settled() == 1
+    assert server.budgets.settled() == 2 and server.budgets.lost_cut() == {}
 
 
 @settings(max_examples=60, deadline=None)
@@ -711,9 +720,9 @@ class Carrier:
         assert state.clock == sum(r.pushes for r in state.workers)
         if self.adaptive and state.budgets.on_top:   # trial slots on top of s
             assert sum(state.budgets.committed(t) for t in range(self.q)) <= self.s + self.q
-            # finished and lost kept sets, final budgets; a lost worker may hold
-            # its trial slot
-            assert state.budgets.settled() <= self.s + len(state.lost_workers)
+            # finished and lost kept sets (less the lost ones' trial slots), final
+            # budgets
+            assert state.budgets.settled() <= self.s
         elif self.adaptive:                  # within s
             assert sum(state.budgets.held(t) for t in range(self.q)) <= self.s
 

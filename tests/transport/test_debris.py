@@ -94,3 +94,24 @@ def test_a_gone_servers_secret_is_reclaimed_by_the_next_server(tmp_path):
         assert kept.exists() and not stale.exists()
     finally:
         live.close()
+
+
+def test_a_refused_start_still_reclaims_a_gone_servers_secret(tmp_path):
+    """A SIGKILLed server's secret goes with the next start even when that start is
+    refused (here: a resume from a checkpoint that is not there), so an operator's
+    failed --resume leaves nothing behind either."""
+    import socket
+
+    free = socket.socket()
+    free.bind(("127.0.0.1", 0))
+    gone = tmp_path / "runs" / f"127.0.0.1-{free.getsockname()[1]}.secret"
+    free.close()
+    gone.parent.mkdir(mode=0o700)
+    gone.write_text("x" * 64)
+    proc = subprocess.run([sys.executable, "-m", "asyos", "server", "--workers", "2",
+                           "-p", "50", "-s", "3", "--resume", "--checkpoint",
+                           str(tmp_path / "missing.npz")],
+                          env={**os.environ, "ASYOS_RUN_DIR": str(tmp_path / "runs")},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "missing.npz" in proc.stderr, proc.stderr
+    assert not gone.exists()

@@ -151,12 +151,16 @@ class Gate:
         self.auth.stop()
 
 
+def run_directory() -> Path:
+    """Where loopback runs keep their secrets: a directory only its user can read
+    (``$ASYOS_RUN_DIR``, default ``~/.asyos/runs``)."""
+    return Path(os.environ.get("ASYOS_RUN_DIR") or Path.home() / ".asyos" / "runs")
+
+
 def secret_path(endpoint: str) -> Path:
-    """Where the secret of the loopback run at ``endpoint`` lives: in a directory only
-    its user can read (``$ASYOS_RUN_DIR``, default ``~/.asyos/runs``)."""
-    base = os.environ.get("ASYOS_RUN_DIR") or Path.home() / ".asyos" / "runs"
+    """Where the secret of the loopback run at ``endpoint`` lives."""
     host, port = endpoint.split("://", 1)[-1].rsplit(":", 1)
-    return Path(base) / f"{host.strip('[]')}-{port}.secret"
+    return run_directory() / f"{host.strip('[]')}-{port}.secret"
 
 
 def write_secret(path: Path) -> str:
@@ -174,10 +178,12 @@ def write_secret(path: Path) -> str:
     return token
 
 
-def reclaim_secrets(directory: Path, keep: Path) -> None:
+def reclaim_secrets(directory: Path, keep: Path | None = None) -> None:
     """Remove the secrets of servers that are gone (a SIGKILLed server cannot remove
     its own): a server writes its secret only once it listens, so a secret whose
     loopback port refuses a connection belongs to nobody."""
+    if not directory.is_dir():
+        return
     for secret in directory.glob("*.secret"):
         host, _, port = secret.stem.rpartition("-")
         if secret == keep or not port.isdigit() or host not in LOOPBACK_HOSTS:
