@@ -137,8 +137,12 @@ def _shard(text: str) -> tuple[int, int]:
 
 def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
-    from ..transport.zeromq.common import (reclaim_secrets, run_directory, secret_path,
-                                           write_secret)
+    from ..transport.zeromq.common import (
+        reclaim_secrets,
+        run_directory,
+        secret_path,
+        write_secret,
+    )
 
     # first, before any check can refuse this start: the secret a SIGKILLed server
     # left (often the one this start was meant to resume) goes in any case
