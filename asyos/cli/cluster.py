@@ -18,7 +18,7 @@ from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_groups, load_labels
 from ..io.results import check_out
-from ..solvers.asy import AsyConfig
+from ..solvers.asy import AsyConfig, warn_constant_kept
 from ..solvers.result import FitResult
 from .job import finish, map_labels, synthetic_problem
 from .options import (
@@ -236,6 +236,7 @@ def run_worker(args) -> None:
                        timeouts=_timeouts(args), keys=args.keys, group_of=group_of)
     try:
         worker.run()
+        warn_constant_kept(worker.shard, worker.driver)
     except ServerGone as exc:
         print(f"asyos: error: shard {t}/{q}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

@@ -19,7 +19,7 @@ from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize, check_scale
 from ..core.validate import check_at_least, check_choice, check_sparsity
-from ..errors import InputError
+from ..errors import InputError, warn_constant_selected
 from ..streams.base import GroupShard
 from .result import FitResult
 from .worker_loop import WorkerDriver, WorkerPlan, worker_loop
@@ -323,6 +323,16 @@ def constant_selected(stream, selected, weights) -> np.ndarray:
         return weighted
     columns = stream.columns(weighted)
     return weighted[columns.max(axis=1) == columns.min(axis=1)]
+
+
+def warn_constant_kept(stream, driver: WorkerDriver) -> None:
+    """A worker that has finished warns about the constant columns of its ``stream``
+    it keeps with a nonzero weight, where the process that writes the results holds
+    no columns to find them in (MPI's rank 0, ``asyos server``; ``fit_asy`` warns
+    itself for the carriers that hold them), in the words sequential OS uses."""
+    final = driver.final
+    if final is not None:
+        warn_constant_selected(constant_selected(stream, final.selected, final.weights))
 
 
 def first_block_nu(stream) -> float:

@@ -22,7 +22,13 @@ import numpy as np
 from mpi4py import MPI
 
 from ..errors import InputError
-from ..solvers.asy import AsyConfig, shard_of, warm_worker, worker_driver
+from ..solvers.asy import (
+    AsyConfig,
+    shard_of,
+    warm_worker,
+    warn_constant_kept,
+    worker_driver,
+)
 from ..solvers.asy_server import AsyServer
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
@@ -273,6 +279,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         try:
             driver = worker_driver(config, rank - 1, shard, y, eta, m)
             work(comm, driver, config, n, share, vectors)
+            warn_constant_kept(shard.stream, driver)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             release_node_memory()   # this rank's node, if rank 0 is on another

@@ -236,3 +236,19 @@ def test_rare_words_from_a_csc_file_under_mpirun(tmp_path):
     assert set(problem.support) <= set(result["selected"])
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
     assert result["asy"]["staleness"]["max"] <= result["asy"]["staleness"]["bound"]
+
+
+def test_a_selected_constant_column_is_warned_about_by_the_rank_that_holds_it(
+        tmp_path):
+    """Rank 0 holds no columns under mpiexec: the worker rank whose shard keeps the
+    constant column with a nonzero weight warns, in sequential OS's words, once."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 24))
+    X[:, 3] = 1.0
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", 2 * X[:, 3] + X[:, 5] + 0.01 * rng.standard_normal(60))
+    proc = _mpiexec(3, "-m", "asyos.run", "--data", str(tmp_path / "X.npy"),
+                    "--labels", str(tmp_path / "y.npy"), "-s", "3", "--quiet")
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.count("asyos: warning: selected constant column(s) [3] with a "
+                             "nonzero weight") == 1, proc.stderr

@@ -445,6 +445,30 @@ def test_adaptive_budgets_over_zeromq_let_a_strong_shard_keep_its_features(tmp_p
         assert result["asy"]["staleness"]["max"] <= 8
 
 
+def test_a_selected_constant_column_is_warned_about_by_its_worker(tmp_path):
+    """``asyos server`` holds no columns: the worker whose shard keeps the constant
+    column with a nonzero weight warns, in sequential OS's words; the other does
+    not."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((60, 24))
+    X[:, 3] = 1.0
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", 2 * X[:, 3] + X[:, 5] + 0.01 * rng.standard_normal(60))
+    port = _port()
+    server = _start("asyos.server", "--bind", f"tcp://127.0.0.1:{port}", "--workers",
+                    "2", "--labels", str(tmp_path / "y.npy"), "-s", "3", "--quiet")
+    workers = [_start("asyos.worker", "--connect", f"tcp://127.0.0.1:{port}",
+                      "--shard", f"{t}/2", "--data", str(tmp_path / "X.npy"))
+               for t in range(2)]
+    (rc, _, err), *outcomes = _wait(server, *workers)
+    assert rc == 0, err
+    said = "asyos: warning: selected constant column(s) [3] with a nonzero weight"
+    assert [code for code, _, _ in outcomes] == [0, 0]
+    assert [said in err for _, _, err in outcomes] == [False, True], outcomes
+
+
 def test_workers_of_a_killed_server_are_told_by_a_fresh_one(tmp_path):
     """A server restarted without --resume runs a new run: the old run's workers are
     refused with one line (and exit) instead of waiting forever."""
