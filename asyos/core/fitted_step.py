@@ -41,6 +41,7 @@ from numba.extending import overload
 
 from .losses import SQUARED, hess_at, loss_and_grad
 from .os_step import _FAST, _dot, vacate
+from .spd import spd_inverse, spd_solve
 
 # Slots of ``FittedState.info``: the relative ridge; λ in force; the running
 # max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
@@ -97,62 +98,6 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
                        *(np.zeros(c) for _ in range(5)), np.zeros(c, np.bool_),
                        np.zeros((BATCH_ROWS, c)), np.zeros((BATCH_ROWS, c)), groups,
                        info)
-
-
-@njit(cache=True)
-def _cholesky(A, m):
-    """A[:m, :m] (symmetric positive definite) → its lower Cholesky factor, in
-    place.  Hand-written rather than ``np.linalg``: numba compiles its LAPACK
-    bindings for seconds on a first run, and s is small.  A pivot that rounding made
-    ≤ 0 is taken as the smallest positive one."""
-    for j in range(m):
-        d = A[j, j]
-        for k in range(j):
-            d -= A[j, k] * A[j, k]
-        d = np.sqrt(max(d, 1e-300))
-        A[j, j] = d
-        for i in range(j + 1, m):
-            total = A[i, j]
-            for k in range(j):
-                total -= A[i, k] * A[j, k]
-            A[i, j] = total / d
-
-
-@njit(cache=True)
-def spd_solve(A, m, b):
-    """A⁻¹b for the SPD A[:m, :m] (A is overwritten by its factor)."""
-    _cholesky(A, m)
-    z = b[:m].copy()
-    for i in range(m):              # L z' = b
-        for k in range(i):
-            z[i] -= A[i, k] * z[k]
-        z[i] /= A[i, i]
-    for i in range(m - 1, -1, -1):  # Lᵀ z = z'
-        for k in range(i + 1, m):
-            z[i] -= A[k, i] * z[k]
-        z[i] /= A[i, i]
-    return z
-
-
-@njit(cache=True)
-def spd_inverse(A, m, out):
-    """out[:m, :m] = A⁻¹ for the SPD A[:m, :m] (A is overwritten): Cholesky, then
-    L⁻¹ in A's lower part and out = L⁻ᵀL⁻¹, O(m³)."""
-    _cholesky(A, m)
-    for j in range(m):              # L⁻¹, lower, column by column, into A
-        A[j, j] = 1.0 / A[j, j]
-        for i in range(j + 1, m):
-            total = 0.0
-            for k in range(j, i):
-                total -= A[i, k] * A[k, j]
-            A[i, j] = total / A[i, i]
-    for i in range(m):
-        for j in range(i + 1):
-            total = 0.0
-            for k in range(i, m):
-                total += A[k, i] * A[k, j]
-            out[i, j] = total
-            out[j, i] = total
 
 
 def _as_float64(a):

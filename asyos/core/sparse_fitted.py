@@ -48,11 +48,11 @@ from .fitted_step import (
     _objective,
     _propose,
     _see_scale,
-    spd_inverse,
     worth_a_move,
 )
 from .losses import SQUARED, hess_at
 from .os_step import _FAST
+from .spd import spd_inverse
 
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
 # last refresh; 1ᵀg at u; the intercept's value.
