@@ -129,7 +129,7 @@ class ServerState:
     def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None,
                  depth: int = 1, batch: int = 1):
         if min(depth, batch) < 1 or batch > depth:
-            raise ValueError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
+            raise InputError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
         self.u = np.zeros(n_samples)
         all_finite(self.u)   # compiled (or loaded from cache) now, not in the first push
         self.clock = 0

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..core.kept_set import RULES, kept_set, warm_up
 from ..core.losses import Loss
+from ..core.server_state import ProtocolError
 from ..streams import FeatureStream
 from . import messages
 
@@ -70,21 +71,22 @@ class WorkerPlan:
 
     @classmethod
     def received(cls, ints, floats) -> "WorkerPlan":
-        """The plan a CONFIG carries; ValueError naming what is out of range."""
+        """The plan a CONFIG carries; a ``ProtocolError`` naming what is out of
+        range (the server sent what no server sends)."""
         capacity, loss, epochs, batch, rule, adaptive, groups = (int(v) for v in ints)
         eta, m, damping, ridge = (float(v) for v in floats)
         if loss not in {int(code) for code in Loss}:
-            raise ValueError(f"CONFIG names loss {loss}")
+            raise ProtocolError(f"CONFIG names loss {loss}")
         if rule not in range(len(RULES)):
-            raise ValueError(f"CONFIG names substitution rule {rule}; known: "
+            raise ProtocolError(f"CONFIG names substitution rule {rule}; known: "
                              f"0..{len(RULES) - 1}")
         if min(capacity, epochs, batch) < 1 or groups < 0 or adaptive not in (0, 1):
-            raise ValueError(f"CONFIG names capacity {capacity}, epochs {epochs}, "
+            raise ProtocolError(f"CONFIG names capacity {capacity}, epochs {epochs}, "
                              f"batch {batch}, group budget {groups}, adaptive "
                              f"{adaptive}")
         if not (eta > 0 and m >= 1 and 0 < damping <= 1 and ridge >= 0 and
                 all(math.isfinite(v) for v in (eta, m, ridge))):
-            raise ValueError(f"CONFIG names eta {eta!r}, m {m!r}, damping "
+            raise ProtocolError(f"CONFIG names eta {eta!r}, m {m!r}, damping "
                              f"{damping!r}, ridge {ridge!r}")
         return cls(capacity, Loss(loss), eta, m, epochs, batch, RULES[rule], damping,
                    None if ridge == 0.0 else ridge, bool(adaptive), groups)

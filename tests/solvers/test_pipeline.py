@@ -114,7 +114,7 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
         AsyConfig.build(8, 2, window=0)
     with pytest.raises(InputError, match="staleness must be ≥ 0"):
         AsyConfig.build(8, 2, staleness=-1)
-    with pytest.raises(ValueError, match="1 ≤ batch ≤ depth"):
+    with pytest.raises(InputError, match="1 ≤ batch ≤ depth"):
         ServerState(3, 2, 1, depth=2, batch=3)
 
 

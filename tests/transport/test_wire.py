@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyos.core.losses import Loss
+from asyos.core.server_state import ProtocolError
 from asyos.solvers import messages as m
 from asyos.solvers.worker_loop import WorkerPlan
 from asyos.transport.wire import (
@@ -223,7 +224,7 @@ def test_a_config_carries_the_worker_plan_integers_as_integers():
 def test_a_plan_out_of_range_is_refused_naming_it(field, value, problem):
     ints = WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).ints()
     ints[field] = value
-    with pytest.raises(ValueError, match=problem):
+    with pytest.raises(ProtocolError, match=problem):
         WorkerPlan.received(ints, WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).floats())
 
 
@@ -232,6 +233,6 @@ def test_a_plan_out_of_range_is_refused_naming_it(field, value, problem):
     ([0.1, 1.0, 1.0, float("nan")], "ridge nan"), ([0.1, 0.5, 1.0, 0.0], "m 0.5"),
 ])
 def test_a_plan_with_bad_reals_is_refused(floats, problem):
-    with pytest.raises(ValueError, match=problem):
+    with pytest.raises(ProtocolError, match=problem):
         WorkerPlan.received(WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).ints(),
                             np.array(floats))

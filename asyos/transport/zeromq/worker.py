@@ -12,6 +12,7 @@ import numpy as np
 import zmq
 
 from ...core.kept_set import kept_set, warm_up
+from ...core.server_state import ProtocolError
 from ...errors import InputError
 from ...solvers import messages
 from ...solvers.asy import (
@@ -206,7 +207,7 @@ class ZmqWorker:
         self.run_id, self.tag = envelope.run_id, envelope.tag
         try:
             plan = WorkerPlan.received(config.plan_ints, config.plan_floats)
-        except ValueError as exc:
+        except ProtocolError as exc:   # malformed, as a frame that does not decode
             raise WireError(str(exc)) from None
         self.limits = Limits(self.n, plan.capacity, plan.batch, self.run_id)
         y = np.array(config.y)
