@@ -16,11 +16,16 @@ def label_mapping(config: dict) -> str | None:
 
 def size_path_line(context: dict) -> str | None:
     """"s = 6 chosen by sic over 1..15 (15 sizes)" for a -s auto run (None
-    otherwise), with a hint when the chosen size is the largest on the path."""
+    otherwise), with a hint when the chosen size is the largest on the path; for the
+    doubling search, the sizes it fitted and how it refined them."""
     path = context.get("size_path")
     if not path:
         return None
     sizes = path["sizes"]
+    if path.get("search") == "refine":
+        return (f"s = {path['chosen']} chosen by {path['criterion']}: OS at s = "
+                f"{sizes[0]}..{sizes[-1]} doubling, refined by backward elimination "
+                f"({len(sizes)} fits)")
     line = (f"s = {path['chosen']} chosen by {path['criterion']} over "
             f"{sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)")
     if path["chosen"] == sizes[-1] and len(sizes) > 1:

@@ -136,10 +136,6 @@ def run_path(args, job) -> FitResult:
     if largest is not None and not 1 <= largest <= p:
         raise InputError(f"--max-features must be between 1 and the number of "
                          f"features p = {p}, got {largest}")
-    if largest is None and job.truth is not None:
-        # the synthetic problem: up to twice its true size, which abess's default
-        # (n / (log log n · log p), about 0.9 s at the paper's n) would stop short of
-        largest = min(p, 2 * job.truth.support.size)
     bar = ProgressBar(args.quiet, unit="feature", desc="OS path")
     try:
         path = fit_path(job.stream, job.y, loss=job.loss,

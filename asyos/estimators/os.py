@@ -253,10 +253,11 @@ class _OnlineSubstitution(BaseEstimator):
         ``intercept``: the kernel fits it (``_intercept_in_model``)."""
         options = dict(loss=loss, max_features=self.max_features, epochs=self.epochs,
                        rule=self.rule, ridge=self.ridge, intercept=intercept)
-        path = fit_path(stream, y - offset, criterion="sic" if self.criterion == "cv"
-                        else self.criterion, **options)
+        cv = self.criterion == "cv"   # it scores every size of a grid, fold by fold
+        path = fit_path(stream, y - offset, criterion="sic" if cv else self.criterion,
+                        search="grid" if cv else "auto", **options)
         summary = path.summary()
-        if self.criterion == "cv":
+        if cv:
             losses = self._cross_validated(y, loss, path.sizes, options)
             path.chosen = int(np.argmin(losses))
             summary.update(values=losses.tolist(), criterion="cv",

@@ -117,8 +117,9 @@ def test_the_synthetic_default_reports_its_recall(tmp_path):
                           check=False, capture_output=True, text=True, timeout=GUARD)
     assert proc.returncode == 0, proc.stderr
     assert "recall of the true support" in proc.stdout
-    # the synthetic problem's path goes up to twice its 100 true features
-    assert "chosen by sic over 1..200 (20 sizes)" in proc.stdout
+    # the doubling search, past abess's default largest size (below the 100 true)
+    assert "chosen by sic: OS at s = 8..128 doubling, refined by backward " \
+        "elimination" in proc.stdout
     document = json.loads(out.read_text())
     assert document["truth"]["recall"] >= 0.9
     assert 90 <= document["size_path"]["chosen"] <= 130
