@@ -219,6 +219,11 @@ def run_worker(args) -> None:
     from ..transport.zeromq.common import is_loopback, secret_path
 
     t, q = _shard(args.shard)
+    if args.keys is None and args.connect.startswith("tcp://") and \
+            not is_loopback(args.connect):
+        # a server bound beyond this machine admits CURVE clients only
+        raise InputError(f"--connect {args.connect} is beyond this machine: give "
+                         "--keys DIR (the keys from `asyos keys DIR`, as the server's)")
     apply_blas_threads(args.blas_threads)
     if args.data is None:
         stream = synthetic_problem(args, args.sparsity)[0].stream

@@ -293,6 +293,11 @@ def run(args) -> FitResult | None:
         raise InputError("--ranks-per-node groups MPI ranks: run under mpiexec")
     if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
+    else:
+        for flag in ("staleness", "window", "batch"):
+            if getattr(args, flag) != "auto":
+                raise InputError(f"--{flag} sets Asy-OS's pipeline: give it with "
+                                 "--workers Q, under mpiexec, or to asyos server")
     check_path_flags(args)
     if args.out:
         check_out(args.out)

@@ -17,6 +17,8 @@ FORMATS = (".npy, .csv, .txt, .tsv, .svm, .svmlight, .libsvm, .h5, .hdf5 or a .c
 def existing(path) -> Path:
     """``path``, refused with its name when it is missing or empty."""
     path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{path} is a directory, not a file")
     if not path.is_file():
         raise InputError(f"{path}: no such file")
     if path.stat().st_size == 0:

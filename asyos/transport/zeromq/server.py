@@ -101,9 +101,11 @@ class ZmqServer:
     # -- checkpoints -------------------------------------------------------------------
     def _read_checkpoint(self) -> dict:
         path = self.checkpoint_path
-        if path is None or not path.exists():
-            raise InputError(f"--resume needs the checkpoint file given by --checkpoint "
-                             f"(not found: {path})")
+        if path is None:
+            raise InputError("--resume needs --checkpoint FILE, the checkpoint to "
+                             "resume from")
+        if not path.exists():
+            raise InputError(f"--resume: the checkpoint {path} does not exist")
         try:
             with zipfile.ZipFile(path) as archive:
                 damaged = archive.testzip()   # np.load alone misses a bad CRC
