@@ -80,3 +80,24 @@ def test_every_block_runs_as_written(doc, tmp_path):
         assert proc.returncode == 0, (f"{doc}, the block at line {line} failed:\n"
                                       f"{body}\n{proc.stdout[-3000:]}"
                                       f"{proc.stderr[-3000:]}")
+
+
+def test_the_public_functions_have_numpydoc_sections_naming_every_argument():
+    """asyos's exported functions (and the path over s) are documented as its
+    estimators are: a Parameters section naming every argument, and Returns."""
+    import inspect
+    import re
+
+    import asyos
+    from asyos.solvers.path import fit_path
+
+    for function in (asyos.fit_os, asyos.bilevel_projection, asyos.load_result,
+                     asyos.lasso_path, fit_path):
+        doc = function.__doc__
+        for section in ("Parameters", "Returns"):
+            assert f"\n    {section}\n    {'-' * len(section)}\n" in doc, \
+                (function.__name__, section)
+        parameters = doc.split("    Parameters\n")[1].split("    Returns\n")[0]
+        named = {name.strip() for line in re.findall(r"^    (\w[\w, ]*) :", parameters,
+                                                     re.M) for name in line.split(",")}
+        assert named == set(inspect.signature(function).parameters), function.__name__

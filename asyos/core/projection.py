@@ -238,6 +238,22 @@ def bilevel_projection(v, groups, s1, s2) -> np.ndarray:
     s2 first clamped to min(s2, s1, G) (no result changes; s2 = min(s1, G) drops the
     group axis: O(s1·p) and O(G·s1)); among equally good supports the DP's tie rule
     decides.  s1 = 0 or s2 = 0 gives x = 0.
+
+    Parameters
+    ----------
+    v : array of shape (p,)
+        The point to project.
+    groups : int array of shape (p,)
+        Each feature's group label.
+    s1 : int
+        The most nonzero entries.
+    s2 : int
+        The most groups holding them.
+
+    Returns
+    -------
+    ndarray of shape (p,)
+        The projection x.
     """
     v = np.asarray(v, dtype=np.float64)
     if v.ndim != 1:

@@ -286,6 +286,37 @@ def lasso_path(X, y, *, alphas=None, n_alphas=100, eps=1e-3, tol=1e-6,
     (p, n_alphas), dual gaps in scikit-learn's scale), and the epochs per α with
     ``return_n_iter``.  An α still above its gap target at ``max_iter`` epochs gives
     a ``ConvergenceWarning`` (scikit-learn's), one for the whole path.
+
+    Parameters
+    ----------
+    X : array-like or sparse matrix of shape (n, p)
+    y : array-like of shape (n,)
+    alphas : array-like, optional
+        The penalties to solve at (sorted decreasing); default the log-spaced grid.
+    n_alphas : int
+        How many penalties on the default grid.
+    eps : float
+        The default grid's smallest α over α_max.
+    tol : float
+        Each solve stops at a duality gap ≤ tol·‖y‖².
+    screening : {"saif", "gap_safe", "none"}
+        How the solver leaves out features whose weight is provably 0: "saif"
+        (default) lets features in by violation and removes them by gap-safe tests,
+        "gap_safe" removes them from the full set, "none" solves on every feature.
+    max_iter : int
+        The most epochs per α.
+    coef_init : array-like of shape (p,), optional
+        The weights the first α starts from.
+    return_n_iter : bool
+        Also return the epochs each α took.
+
+    Returns
+    -------
+    alphas : ndarray of shape (n_alphas,)
+    coefs : ndarray of shape (p, n_alphas)
+    dual_gaps : ndarray of shape (n_alphas,)
+    n_iters : list of int
+        Only with ``return_n_iter``.
     """
     X, y = check_xy(X, y)
     check_positive("tol", tol)

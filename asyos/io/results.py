@@ -178,7 +178,18 @@ def load_result(path) -> FitResult:
     """Read a results JSON (schema 1 or 2) and, when there is one, its ``.npz``: the
     same ``FitResult`` the run returned, with ``context`` saying where it came from
     (path, schema_version, versions) and what the command line added (data, config,
-    truth)."""
+    truth).
+
+    Parameters
+    ----------
+    path : str or Path
+        The results JSON a run wrote (``--out``).
+
+    Returns
+    -------
+    FitResult
+        The run's result; an ``InputError`` names what is wrong with a file that is
+        not one (unreadable, another schema, arrays of another run)."""
     path = Path(path)
     try:
         document = read_result(path)

@@ -111,20 +111,40 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
              standardize=False, progress=None, intercept=False,
              blas_threads: int | None = 1, extend: bool = True,
              search: str = "auto") -> PathResult:
-    """OS for every budget in ``sizes`` (increasing; None: ``default_sizes`` up to
-    ``max_features``), each warm-started from the last, and the size ``criterion``
-    ("sic" or "ebic") picks.  Other arguments as for ``fit_os``; η and m are the
-    default rule's (the path is the fitted rule's home: "auto" runs it on dense data).
-    ``blas_threads``: as ``fit_os`` (one by default: the kernels' products are too
-    small for more, and idle BLAS threads that spin slow a loaded machine down).
-    ``extend``: when the default path's criterion is lowest at its largest size, go
-    on past it (the same spacing, up to twice as far each time, warm-started) until a
-    size beats the ones after it or s reaches min(p, n − 1); a path that still ends at
-    its best size warns (``PathEdgeWarning``).
-    ``search``: "grid" runs the sizes as above; "refine" (the squared loss, with
-    neither ``sizes`` nor ``max_features`` given) doubles s and refines by backward
-    elimination (the module's docstring); "auto" refines where it can and the grid's
-    default largest size is at least ``REFINE_FROM``.
+    """OS for every budget in ``sizes``, each warm-started from the last, and the size
+    ``criterion`` picks.  η and m are the default rule's (the path is the fitted
+    rule's home: "auto" runs it on dense data).
+
+    Parameters
+    ----------
+    source, y, loss, epochs, rule, ridge, standardize, progress, intercept :
+        As for ``fit_os``.
+    sizes : list of int, optional
+        Increasing budgets; None: ``default_sizes`` up to ``max_features`` (or the
+        doubling search, ``search``).
+    criterion : {"sic", "ebic"}
+        abess's special information criterion or the extended BIC.
+    max_features : int, optional
+        The largest size of the default grid (None: abess's n / (log log n · log p)).
+    blas_threads : int or None
+        As ``fit_os`` (one by default: the kernels' products are too small for more,
+        and idle BLAS threads that spin slow a loaded machine down).
+    extend : bool
+        When the default grid's criterion is lowest at its largest size, go on past
+        it (the same spacing, up to twice as far each time, warm-started) until a size
+        beats the ones after it or s reaches min(p, n − 1); a grid that still ends at
+        its best size warns (``PathEdgeWarning``).
+    search : {"auto", "grid", "refine"}
+        "grid" runs the sizes as above; "refine" (the squared loss, with neither
+        ``sizes`` nor ``max_features`` given) doubles s and refines by backward
+        elimination (the module's docstring); "auto" refines where it can and the
+        grid's default largest size is at least ``REFINE_FROM``.
+
+    Returns
+    -------
+    PathResult
+        The sizes run, a ``FitResult`` and a criterion value for each, and the index
+        of the chosen one (``best`` is its fit).
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)

@@ -79,6 +79,19 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     blas_threads : BLAS threads during the run (default 1: the kernels run on one
         core, and a multi-threaded BLAS on their small products collapses on a busy
         machine, docs/benchmarks.md); None leaves the process's setting
+
+    Returns
+    -------
+    FitResult
+        ``selected`` (sorted indices, at most ``s``), ``weights``, the objective per
+        epoch, the trace against steps and seconds, substitutions per epoch, and the
+        intercept or standardization when asked for.
+
+    See Also
+    --------
+    asyos.OnlineSubstitutionRegressor, asyos.OnlineSubstitutionClassifier : the same
+        as scikit-learn estimators.
+    asyos.solvers.path.fit_path : the size s chosen by a criterion.
     """
     loss = Loss.parse(loss)
     stream: FeatureStream = as_stream(source)
