@@ -390,40 +390,13 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     return size, dropped
 
 
-@njit(cache=True, fastmath=_FAST)
-def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
-                   contribution, separate, damping, st, row=-1):
-    """One arrival of feature ``j`` (column ``x``) under the fitted rule.
-
-    Gradients and the objective are taken at ``u`` (the exact u = X_S w_S in
-    sequential OS, where ``contribution`` is ``u`` itself and ``separate`` False; an
-    Asy-OS worker's view, which its own change is added to, with ``separate`` True).
-    ``damping`` γ ∈ (0, 1] scales the weights' move (a dropped weight still goes to
-    zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
-    correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
-    ``row`` ≥ 0: ``st.products[row]`` and ``st.solved[row]`` hold b = X_SᵀDx and
-    H_S⁻¹b (``_batched``), used while ``BATCH`` says they are still current.
-    Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
-    the newcomer was not kept, else the feature that made way for it.
-    """
-    n = u.shape[0]
-    info = st.info
-    _see_scale(info, _dot(x, x) / n)
-    if info[STALE] != 0.0 and np.isfinite(info[NU]):
-        refresh(cols, size, u, y, loss, st)
-    if not np.isfinite(info[NU]):
-        return size, -1   # the data's scale overflows: the caller refuses it
-    info[ARRIVALS] += 1.0
-    lam, k, inv = info[LAMBDA], size, st.inv
-    pos = -1
-    for l in range(k):
-        if index[l] == j:
-            pos = l
-    if info[CURRENT] == 0.0:
-        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
-        info[CURRENT] = 1.0
-        info[PRODUCTS] = 0.0
-    before = info[OBJECTIVE]
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _products_on_s(cols, weights, k, x, lam, row, st):
+    """One pass over the kept columns for the arrival of column ``x``: D x into
+    ``hx``; b = X_SᵀDx into ``bS`` (or the batched row ``row``, ``_batched``), and
+    a = H_S⁻¹b into ``a``; when stale, X_Sᵀg + λw into ``gS`` and the Newton step on
+    S with its predicted gain (``_newton_on_s``).  Returns that gain."""
+    n, info, inv = x.shape[0], st.info, st.inv
     for r in range(n):
         st.hx[r] = st.curv[r] * x[r]
     fresh_products = info[PRODUCTS] == 0.0
@@ -448,7 +421,6 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         st.bS[l] = sb
     if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
         info[GAIN] = _newton_on_s(inv, k, st)
-    gain = info[GAIN]
     for i in range(k):
         if batched:
             st.a[i] = st.solved[row, i]
@@ -458,6 +430,62 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                 sa += inv[i, l] * st.bS[l]
             st.a[i] = sa
     info[PRODUCTS] = 1.0
+    return info[GAIN]
+
+
+@njit(cache=True, fastmath=_FAST, inline="always")
+def _try(cols, span, u, y, loss, contribution, separate, lam, st):
+    """The move proposed (weights ``w_new`` on slots 0..span-1): X_B w_B into
+    ``fresh``, the u it gives into ``trial`` (a worker's view plus its own change when
+    ``separate``), and F there (its gradient into ``g_trial``), returned."""
+    n = u.shape[0]
+    st.fresh[:] = 0.0
+    for l in range(span):
+        wl = st.w_new[l]
+        if wl != 0.0:
+            col = cols[l]
+            for r in range(n):
+                st.fresh[r] += wl * col[r]
+    for r in range(n):
+        st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
+    return _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
+
+
+@njit(cache=True, fastmath=_FAST)
+def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
+                   contribution, separate, damping, st, row=-1):
+    """One arrival of feature ``j`` (column ``x``) under the fitted rule.
+
+    Gradients and the objective are taken at ``u`` (the exact u = X_S w_S in
+    sequential OS, where ``contribution`` is ``u`` itself and ``separate`` False; an
+    Asy-OS worker's view, which its own change is added to, with ``separate`` True).
+    ``damping`` γ ∈ (0, 1] scales the weights' move (a dropped weight still goes to
+    zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
+    correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
+    ``row`` ≥ 0: ``st.products[row]`` and ``st.solved[row]`` hold b = X_SᵀDx and
+    H_S⁻¹b (``_batched``), used while ``BATCH`` says they are still current.
+    Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
+    the newcomer was not kept, else the feature that made way for it.
+    """
+    n = u.shape[0]
+    info = st.info
+    _see_scale(info, _dot(x, x) / n)
+    if info[STALE] != 0.0 and np.isfinite(info[NU]):
+        refresh(cols, size, u, y, loss, st)
+    if not np.isfinite(info[NU]):
+        return size, -1   # the data's scale overflows: the caller refuses it
+    info[ARRIVALS] += 1.0
+    lam, k = info[LAMBDA], size
+    pos = -1
+    for l in range(k):
+        if index[l] == j:
+            pos = l
+    if info[CURRENT] == 0.0:
+        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
+        info[CURRENT] = 1.0
+        info[PRODUCTS] = 0.0
+    before = info[OBJECTIVE]
+    gain = _products_on_s(cols, weights, k, x, lam, row, st)
     c = _dot(x, st.hx) + lam if pos < 0 else 0.0
     xg = _dot(x, st.g) if pos < 0 else 0.0
     grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
@@ -471,16 +499,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         info[BATCH] = 0.0   # S changes (if F falls): the batched products are void
         for r in range(n):
             cols[k, r] = x[r]
-    st.fresh[:] = 0.0
-    for l in range(span):
-        wl = st.w_new[l]
-        if wl != 0.0:
-            col = cols[l]
-            for r in range(n):
-                st.fresh[r] += wl * col[r]
-    for r in range(n):
-        st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
-    after = _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
+    after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
     if after > before * (1.0 + 1e-12) + 1e-300:
         if loss != SQUARED and info[ARRIVALS] >= capacity:
             info[STALE] = 1.0   # the frozen curvature has drifted
