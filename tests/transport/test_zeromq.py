@@ -124,6 +124,18 @@ def test_ten_percent_of_messages_lost_and_the_run_still_finishes(tmp_path, undis
     assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.15 - SLACK
 
 
+def _assert_whole(tmp_path, epochs: int, reference: dict) -> None:
+    """The run in ``tmp_path`` did every step of every shard once (``epochs``
+    passes), u exact, nothing lost, and its recall is within one feature of
+    ``reference``'s."""
+    result = _result(tmp_path)
+    asy = result["asy"]
+    assert asy["lost_shards"] == [] and not asy["partial"]
+    assert asy["u_check_max_abs_diff"] < 1e-9
+    assert sum(w["steps"] for w in asy["workers"]) == epochs * 3000
+    assert result["truth"]["recall"] >= reference["truth"]["recall"] - 0.05 - SLACK
+
+
 def _logged(server_log: list, proc, text: str) -> bool:
     """Read the server's stderr (one line per call) until ``text`` appears."""
     line = proc.stderr.readline()
@@ -398,12 +410,7 @@ def test_a_network_partition_past_the_heartbeat_timeout_heals(tmp_path, network,
     (rc, _, err), *rest = _wait(server, *workers)
     assert rc == 0, "".join(log) + err
     assert all(code == 0 for code, _, _ in rest), rest
-    result = _result(tmp_path)
-    asy = result["asy"]
-    assert asy["lost_shards"] == [] and not asy["partial"]
-    assert asy["u_check_max_abs_diff"] < 1e-9
-    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000
-    assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.05 - SLACK
+    _assert_whole(tmp_path, 4, undisturbed)
 
 
 @pytest.mark.parametrize("budget", ["fixed", "adaptive"])
@@ -585,11 +592,7 @@ def test_a_worker_paused_past_the_heartbeat_timeout_is_lost_then_rejoins(tmp_pat
     assert rc == 0, "".join(log) + err
     assert "shard 0/2 lost" in err
     assert all(code == 0 for code, _, _ in rest), rest
-    result = _result(tmp_path)
-    assert result["asy"]["lost_shards"] == [] and not result["asy"]["partial"]
-    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 20 * 3000
-    assert result["truth"]["recall"] >= deep20["truth"]["recall"] - 0.05 - SLACK
+    _assert_whole(tmp_path, 20, deep20)
 
 
 def test_a_replacement_fences_off_a_paused_worker(tmp_path, plain):
@@ -610,8 +613,4 @@ def test_a_replacement_fences_off_a_paused_worker(tmp_path, plain):
     assert rc == 0, err
     assert old[0] == 2 and "taken over" in old[2]
     assert all(code == 0 for code, _, _ in rest), rest
-    result = _result(tmp_path)
-    assert result["asy"]["lost_shards"] == [] and not result["asy"]["partial"]
-    assert result["asy"]["u_check_max_abs_diff"] < 1e-9
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
-    assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK
+    _assert_whole(tmp_path, 4, plain)
