@@ -101,7 +101,26 @@ def _sign(v: np.ndarray) -> np.ndarray:
 def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
                     noise: float = 0.1, seed=0) -> Problem:
     """The paper's regression: X iid N(0,1), y = X w* + N(0, noise²); n defaults to
-    paper_n(s, p)."""
+    paper_n(s, p).
+
+    Parameters
+    ----------
+    p : int
+        Features.
+    s : int
+        True features: w* has s nonzeros at uniform positions, values N(0, 1).
+    n : int, optional
+        Samples (default ``paper_n(s, p)``).
+    noise : float
+        The standard deviation of the label noise.
+    seed : int or numpy Generator seed
+        For the draws.
+
+    Returns
+    -------
+    Problem
+        ``X``, ``y``, the truth (``w_true``, ``support``), ``task``, ``seed``.
+    """
     p, s, n = _check_sizes(p, s, n)
     noise = _check_noise(noise)
     rng = np.random.default_rng(seed)
@@ -114,7 +133,19 @@ def make_regression(p: int = 2000, s: int = 100, n: int | None = None,
 def make_classification(p: int = 1000, s: int = 100, n: int | None = None,
                         seed=0) -> Problem:
     """The paper's classification: y = sign(X w*) (sign(0) = +1, no label noise) and
-    an independent test set of the same size drawn the same way."""
+    an independent test set of the same size drawn the same way.
+
+    Parameters
+    ----------
+    p, s, n, seed :
+        As for ``make_regression``.
+
+    Returns
+    -------
+    Problem
+        ``X``, ``y``, the truth (``w_true``, ``support``), ``task``, ``seed``,
+        and the test set ``X_test``, ``y_test``.
+    """
     p, s, n = _check_sizes(p, s, n)
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, p))
@@ -153,7 +184,30 @@ def make_rare_words(p: int = 100_000, n: int = 20_000, planted: int = 10,
     row exactly), a scale-invariant one keeps the planted words.  (Each planted word
     appears independently: with a fixed number per row the planted columns would sum
     to a constant, and a model with an intercept would fit y with other columns.)
-    X is scipy CSC."""
+    X is scipy CSC.
+
+    Parameters
+    ----------
+    p : int
+        Words (columns).
+    n : int
+        Rows.
+    planted : int
+        The planted words.
+    words_per_row : int
+        Words drawn uniformly into each row.
+    rate : float in (0, 1]
+        The chance that a row holds each planted word.
+    noise : float
+        The standard deviation of the label noise.
+    seed : int
+        For the draws.
+
+    Returns
+    -------
+    Problem
+        ``X``, ``y``, the truth (``w_true``, ``support``), ``task``, ``seed``.
+    """
     p, n = check_int("p", p, 1), check_int("n", n, 1)
     planted = check_int("planted", planted, 1, p + 1)
     words_per_row = check_int("words_per_row", words_per_row, 0)
@@ -179,7 +233,28 @@ def make_bag_of_words(p: int = 100_000, n: int = 30_000, words: float = 400.0,
     words, word of rank r drawn with probability ∝ 1/(r + 10) (frequent words
     anywhere in 0..p-1); an entry is log(1 + count) times a random idf-like factor in
     [1, 2); y = X w* + N(0, noise²) with w* = ±2 on ``informative`` mid-frequency
-    words (ranks 100 to 2000, in 0.2 %–6 % of the documents).  X is scipy CSC."""
+    words (ranks 100 to 2000, in 0.2 %–6 % of the documents).  X is scipy CSC.
+
+    Parameters
+    ----------
+    p : int
+        Words (columns), more than 2000.
+    n : int
+        Documents (rows).
+    words : float
+        The mean number of draws per document.
+    informative : int
+        The words with a nonzero weight.
+    noise : float
+        The standard deviation of the label noise.
+    seed : int
+        For the draws.
+
+    Returns
+    -------
+    Problem
+        ``X``, ``y``, the truth (``w_true``, ``support``), ``task``, ``seed``.
+    """
     p, n = check_int("p", p, 2001), check_int("n", n, 1)
     informative = check_int("informative", informative, 1, 1900)
     noise = _check_noise(noise)

@@ -83,16 +83,20 @@ def test_every_block_runs_as_written(doc, tmp_path):
 
 
 def test_the_public_functions_have_numpydoc_sections_naming_every_argument():
-    """asyos's exported functions (and the path over s) are documented as its
-    estimators are: a Parameters section naming every argument, and Returns."""
+    """asyos's exported functions (the path over s, the data generators) are
+    documented as its estimators are: a Parameters section naming every argument,
+    and Returns."""
     import inspect
     import re
 
     import asyos
+    from asyos import datasets
     from asyos.solvers.path import fit_path
 
     for function in (asyos.fit_os, asyos.bilevel_projection, asyos.load_result,
-                     asyos.lasso_path, fit_path):
+                     asyos.lasso_path, fit_path, datasets.make_regression,
+                     datasets.make_classification, datasets.make_rare_words,
+                     datasets.make_bag_of_words):
         doc = function.__doc__
         for section in ("Parameters", "Returns"):
             assert f"\n    {section}\n    {'-' * len(section)}\n" in doc, \
