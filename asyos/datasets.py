@@ -245,15 +245,13 @@ def make_bag_of_words(p: int = 100_000, n: int = 30_000, words: float = 400.0,
         The mean number of draws per document.
     informative : int
         The words with a nonzero weight.
-    noise : float
-        The standard deviation of the label noise.
-    seed : int
-        For the draws.
+    noise, seed :
+        As for ``make_rare_words``.
 
     Returns
     -------
     Problem
-        ``X``, ``y``, the truth (``w_true``, ``support``), ``task``, ``seed``.
+        As ``make_rare_words``'s.
     """
     p, n = check_int("p", p, 2001), check_int("n", n, 1)
     informative = check_int("informative", informative, 1, 1900)
