@@ -27,7 +27,7 @@ put, X_SᵀDx_j and H_S⁻¹X_SᵀDx_j of a run of arrivals are two matrix produ
 (``_batched``): the same flops, several times faster than a pass per arrival.  The
 curvature D is frozen between refreshes (``refresh``: O(n·s² + s³)), which are due
 when λ changes, at the start of each epoch, and for the classification losses after every
-``REFRESH_EVERY`` swaps or a rejected move.  With groups (at most ``MAX_GROUPS``), a
+``refresh_every`` swaps or a rejected move.  With groups (at most ``max_groups``), a
 newcomer of a new group when the group budget is full can only displace a whole kept
 group (``_drop_a_group``).  In an Asy-OS worker the moves are damped
 (``fitted_local``'s ``damping``; ``FittedKeptSet.run_local`` sets it).
@@ -43,15 +43,23 @@ from .losses import SQUARED, hess_at, loss_and_grad
 from .os_step import _FAST, _dot, vacate
 from .spd import spd_inverse, spd_solve
 
-# Slots of ``FittedState.info``: the relative ridge; λ in force; the running
-# max ‖x‖²/n; a refresh is due; arrivals since the last refresh; swaps since then;
-# swaps between refreshes (classification losses); F at u and
-# whether it (and ``g``) are current for u; whether ``gS``, ``v`` and the S-step's
-# predicted gain (``GAIN``) are current (u, w_S and H_S⁻¹ unchanged since); the group
-# budget; whether ``products`` still hold X_SᵀDx for the block's next arrivals (neither
-# S nor D changed since they were computed).
-(RIDGE, LAMBDA, NU, STALE, ARRIVALS, SINCE, REFRESH_EVERY, OBJECTIVE, CURRENT,
- PRODUCTS, GAIN, MAX_GROUPS, BATCH) = range(13)
+# ``FittedState.info``: the fitted rule's scalars, one record (a structured array of
+# length 1 that the kernels read and write by name, as numba compiles and caches it).
+INFO = np.dtype([
+    ("ridge", np.float64),           # λ relative to the largest ‖x‖²/n seen
+    ("lam", np.float64),             # λ in force
+    ("nu", np.float64),              # the running max ‖x‖²/n (inf: overflowing data)
+    ("refresh_due", np.bool_),       # D and H_S⁻¹ are to be recomputed (``refresh``)
+    ("arrivals", np.int64),          # arrivals since the last refresh
+    ("swaps", np.int64),             # swaps since then ...
+    ("refresh_every", np.int64),     # ... and between refreshes (classification)
+    ("objective", np.float64),       # F at u ...
+    ("objective_current", np.bool_),  # ... and whether it (and ``g``) are current
+    ("on_s_current", np.bool_),      # ``gS``, ``v`` and ``gain`` current (u, w_S and
+    ("gain", np.float64),            # H_S⁻¹ unchanged): the S-step's predicted gain
+    ("max_groups", np.int64),        # the group budget (0: no groups)
+    ("batch_valid", np.bool_),       # ``products`` still hold X_SᵀDx for the block's
+])                                   # next arrivals (neither S nor D changed since)
 # An S-only Newton step whose predicted gain is below this fraction of F is skipped
 # (it would cost a pass over the kept columns for nothing measurable).
 NEGLIGIBLE = 1e-9
@@ -79,7 +87,7 @@ class FittedState(NamedTuple):
     products: np.ndarray  # (BATCH_ROWS, c+1): b = X_SᵀDx for a run of arrivals
     solved: np.ndarray  # (BATCH_ROWS, c+1): H_S⁻¹b for the same arrivals
     group_of: np.ndarray  # (p,) int64 group ids, or empty: no groups
-    info: np.ndarray    # slots RIDGE … BATCH
+    info: np.ndarray    # (1,) ``INFO``: the scalars
 
 
 def fitted_state(n_samples: int, capacity: int, ridge: float,
@@ -88,10 +96,10 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
     ``ridge`` times the largest ‖x‖²/n seen.  ``group_of``/``max_groups``: at most
     that many groups kept (group-aware OS), feature j in group ``group_of[j]``."""
     c = capacity + 1
-    info = np.zeros(BATCH + 1)
-    info[RIDGE], info[STALE] = ridge, 1.0
-    info[REFRESH_EVERY] = max(4, capacity // 4)
-    info[MAX_GROUPS] = max_groups
+    info = np.zeros(1, INFO)
+    info["ridge"], info["refresh_due"] = ridge, True
+    info["refresh_every"] = max(4, capacity // 4)
+    info["max_groups"] = max_groups
     groups = np.zeros(0, np.int64) if group_of is None else \
         np.ascontiguousarray(group_of, dtype=np.int64)
     return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
@@ -116,7 +124,7 @@ def _as_float64_typed(a):
 @njit(cache=True, fastmath=_FAST)
 def refactor(cols, size, st):
     """H_S⁻¹ from scratch with the stored curvature: O(n·s² + s³).  Columns whose
-    products overflow mark the scale as overflowing (``NU`` = inf): the caller refuses
+    products overflow mark the scale as overflowing (``nu`` = inf): the caller refuses
     the data (``step_size.check_scale``)."""
     if size > 0:
         n = cols.shape[1]
@@ -130,13 +138,13 @@ def refactor(cols, size, st):
             for l in range(i + 1):
                 H[i, l] = full[i, l]
                 H[l, i] = full[i, l]
-            H[i, i] += st.info[LAMBDA]
+            H[i, i] += st.info[0].lam
             if not np.isfinite(H[i, i]):
-                st.info[NU] = np.inf
+                st.info[0].nu = np.inf
                 return
         spd_inverse(H, size, st.inv)
-    st.info[ARRIVALS] = 0.0
-    st.info[SINCE] = 0.0
+    st.info[0].arrivals = 0
+    st.info[0].swaps = 0
 
 
 @njit(cache=True)
@@ -146,9 +154,9 @@ def refresh(cols, size, u, y, loss, st):
     for r in range(n):
         st.curv[r] = hess_at(loss, u[r], y[r]) / n
     refactor(cols, size, st)
-    st.info[STALE] = 0.0
-    st.info[PRODUCTS] = 0.0
-    st.info[BATCH] = 0.0
+    st.info[0].refresh_due = False
+    st.info[0].on_s_current = False
+    st.info[0].batch_valid = False
 
 
 @njit(cache=True, inline="always")
@@ -194,10 +202,10 @@ def _objective(loss, u, y, weights, k, lam, g):
 
 @njit(cache=True, inline="always")
 def _needs_a_group(index, k, j, st):
-    """Group-aware OS: j's group is not kept and ``MAX_GROUPS`` groups are, so j can
+    """Group-aware OS: j's group is not kept and ``max_groups`` groups are, so j can
     enter only if a whole kept group leaves."""
-    limit = st.info[MAX_GROUPS]
-    if limit <= 0.0:
+    limit = st.info[0].max_groups
+    if limit <= 0:
         return False
     group = st.group_of[j]
     groups = 0
@@ -270,11 +278,11 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
 def _see_scale(info, nu):
     """A column of ‖x‖²/n = ``nu`` arrives: a new largest one moves λ, which voids
     H_S⁻¹ and F."""
-    if nu > info[NU]:
-        info[NU] = nu
-        info[LAMBDA] = info[RIDGE] * nu
-        info[STALE] = 1.0
-        info[CURRENT] = 0.0
+    if nu > info.nu:
+        info.nu = nu
+        info.lam = info.ridge * nu
+        info.refresh_due = True
+        info.objective_current = False
 
 
 @njit(cache=True, inline="always")
@@ -363,7 +371,7 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     the dropped slots, the slots moved as ``vacate`` moves them (``slots``: the dense
     columns, or a sparse kept set's slot table).  Returns (new size, dropped): the
     feature that made way, -1 when B grew, -2 for the Newton step on S alone."""
-    inv, w_new, drop, info = st.inv, st.w_new, st.drop, st.info
+    inv, w_new, drop, info = st.inv, st.w_new, st.drop, st.info[0]
     for l in range(span):
         weights[l] = w_new[l]
     dropped, size = -1, k
@@ -382,9 +390,9 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
                 vacate(slots, index, weights, last, d)
                 last -= 1
         size = last + 1
-        info[SINCE] += 1.0
-        if loss != SQUARED and info[SINCE] >= info[REFRESH_EVERY]:
-            info[STALE] = 1.0
+        info.swaps += 1
+        if loss != SQUARED and info.swaps >= info.refresh_every:
+            info.refresh_due = True
     else:
         dropped = -2
     return size, dropped
@@ -396,11 +404,11 @@ def _products_on_s(cols, weights, k, x, lam, row, st):
     ``hx``; b = X_SᵀDx into ``bS`` (or the batched row ``row``, ``_batched``), and
     a = H_S⁻¹b into ``a``; when stale, X_Sᵀg + λw into ``gS`` and the Newton step on
     S with its predicted gain (``_newton_on_s``).  Returns that gain."""
-    n, info, inv = x.shape[0], st.info, st.inv
+    n, info, inv = x.shape[0], st.info[0], st.inv
     for r in range(n):
         st.hx[r] = st.curv[r] * x[r]
-    fresh_products = info[PRODUCTS] == 0.0
-    batched = row >= 0 and info[BATCH] != 0.0
+    fresh_products = not info.on_s_current
+    batched = row >= 0 and info.batch_valid
     for l in range(k):   # one pass over the kept columns
         col = cols[l]
         sg, sb = 0.0, 0.0
@@ -420,7 +428,7 @@ def _products_on_s(cols, weights, k, x, lam, row, st):
             st.gS[l] = sg + lam * weights[l]
         st.bS[l] = sb
     if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
-        info[GAIN] = _newton_on_s(inv, k, st)
+        info.gain = _newton_on_s(inv, k, st)
     for i in range(k):
         if batched:
             st.a[i] = st.solved[row, i]
@@ -429,8 +437,8 @@ def _products_on_s(cols, weights, k, x, lam, row, st):
             for l in range(k):
                 sa += inv[i, l] * st.bS[l]
             st.a[i] = sa
-    info[PRODUCTS] = 1.0
-    return info[GAIN]
+    info.on_s_current = True
+    return info.gain
 
 
 @njit(cache=True, fastmath=_FAST, inline="always")
@@ -463,28 +471,28 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
     correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
     ``row`` ≥ 0: ``st.products[row]`` and ``st.solved[row]`` hold b = X_SᵀDx and
-    H_S⁻¹b (``_batched``), used while ``BATCH`` says they are still current.
+    H_S⁻¹b (``_batched``), used while ``batch_valid`` says they are still current.
     Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
     the newcomer was not kept, else the feature that made way for it.
     """
     n = u.shape[0]
-    info = st.info
+    info = st.info[0]
     _see_scale(info, _dot(x, x) / n)
-    if info[STALE] != 0.0 and np.isfinite(info[NU]):
+    if info.refresh_due and np.isfinite(info.nu):
         refresh(cols, size, u, y, loss, st)
-    if not np.isfinite(info[NU]):
+    if not np.isfinite(info.nu):
         return size, -1   # the data's scale overflows: the caller refuses it
-    info[ARRIVALS] += 1.0
-    lam, k = info[LAMBDA], size
+    info.arrivals += 1
+    lam, k = info.lam, size
     pos = -1
     for l in range(k):
         if index[l] == j:
             pos = l
-    if info[CURRENT] == 0.0:
-        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
-        info[CURRENT] = 1.0
-        info[PRODUCTS] = 0.0
-    before = info[OBJECTIVE]
+    if not info.objective_current:
+        info.objective = _objective(loss, u, y, weights, k, lam, st.g)
+        info.objective_current = True
+        info.on_s_current = False
+    before = info.objective
     gain = _products_on_s(cols, weights, k, x, lam, row, st)
     c = _dot(x, st.hx) + lam if pos < 0 else 0.0
     xg = _dot(x, st.g) if pos < 0 else 0.0
@@ -496,13 +504,13 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         return size, not_kept
     span = k + 1 if moved else k
     if moved:
-        info[BATCH] = 0.0   # S changes (if F falls): the batched products are void
+        info.batch_valid = False   # S changes (if F falls): the batched products are void
         for r in range(n):
             cols[k, r] = x[r]
     after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
     if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != SQUARED and info[ARRIVALS] >= capacity:
-            info[STALE] = 1.0   # the frozen curvature has drifted
+        if loss != SQUARED and info.arrivals >= capacity:
+            info.refresh_due = True   # the frozen curvature has drifted
         return size, not_kept
     size, dropped = _accept(cols, index, weights, k, j, span, grows, swap, sigma,
                             loss, st)
@@ -514,8 +522,8 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     else:
         u[:] = st.fresh
     st.g[:] = st.g_trial
-    info[OBJECTIVE] = after
-    info[PRODUCTS] = 0.0
+    info.objective = after
+    info.on_s_current = False
     return size, dropped
 
 
@@ -525,21 +533,21 @@ def _batched(cols, size, block, b, st, run):
     for arrival ``b`` of ``block``, or -1 (the arrival computes them itself).  They
     are computed for a run of arrivals at once, as two matrix products (several times
     faster than a pass over the kept columns per arrival); a move or a refresh voids
-    them (``BATCH``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end, length
+    them (``batch_valid``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end, length
     of the next run): after a void the next arrival computes its own, then runs of 2,
     4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most as
     much as they use."""
-    info = st.info
-    if info[BATCH] == 0.0 and b < run[1]:   # voided within the run: start small
+    info = st.info[0]
+    if not info.batch_valid and b < run[1]:   # voided within the run: start small
         run[1], run[2] = b, 1
     if b >= run[1]:
-        if info[STALE] != 0.0 or size == 0 or run[2] <= 1:
+        if info.refresh_due or size == 0 or run[2] <= 1:
             run[1], run[2] = b + 1, 2   # a refresh is due, or just after a void:
             return -1                   # this arrival computes its own
         end = min(block.shape[0], b + run[2])
         _products(cols, size, block, b, end, st.curv, st.inv, st.products, st.solved)
         run[0], run[1], run[2] = b, end, min(2 * run[2], BATCH_ROWS)
-        info[BATCH] = 1.0
+        info.batch_valid = True
     return b - run[0]
 
 
@@ -598,7 +606,7 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     computed with these, do not depend on the view (only S, D and H_S⁻¹ void them), so
     a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
     Returns the new size."""
-    st.info[CURRENT] = 0.0   # a new view
+    st.info[0].objective_current = False   # a new view
     for b in range(start, end):
         row = _batched(cols, size, block, b, st, run)
         size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],

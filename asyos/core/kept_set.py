@@ -13,12 +13,6 @@ from .aligned import aligned_zeros
 from .compile_notice import compile_notice
 from .drivers import PLAIN, DenseColumns, DenseScratch, GroupLimit, os_block, os_local
 from .fitted_step import (
-    BATCH,
-    CURRENT,
-    LAMBDA,
-    NU,
-    RIDGE,
-    STALE,
     fitted_block,
     fitted_drop_to,
     fitted_local,
@@ -286,12 +280,12 @@ class FittedKeptSet(_Kept):
 
     def twin(self):
         # group labels are an int64 array with or without groups: the same kernels
-        twin = FittedKeptSet(2, 2, self.model.info[RIDGE], self.cols.dtype,
+        twin = FittedKeptSet(2, 2, self.model.info[0]["ridge"], self.cols.dtype,
                              damping=self.damping)
         return twin, np.eye(2, dtype=self.cols.dtype)
 
     def start_epoch(self) -> None:
-        self.model.info[STALE] = 1.0   # refresh H_S⁻¹ (ends rounding drift)
+        self.model.info[0]["refresh_due"] = True   # refresh H_S⁻¹ (ends rounding drift)
 
     def _worth(self) -> np.ndarray:
         """|w_k|·‖x_k‖/√n: the weight of the column standardized to ‖x‖²/n = 1, so
@@ -314,7 +308,7 @@ class FittedKeptSet(_Kept):
                                         self.limit, block, block_index,
                                         self.contribution, y, int(loss), self.model)
         step_state[SUBSTITUTIONS] += swaps
-        step_state[NU_MAX] = self.model.info[NU]   # the driver checks its scale
+        step_state[NU_MAX] = self.model.info[0]["nu"]   # the driver checks its scale
 
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
                   m: float, start: int = 0, end: int | None = None) -> None:
@@ -329,7 +323,7 @@ class FittedKeptSet(_Kept):
                                  self.limit, block, block_index, start, end, u_local, y,
                                  int(loss), self.contribution, damping, self.model,
                                  self._run)
-        check_scale(self.model.info[NU])
+        check_scale(self.model.info[0]["nu"])
 
     def _damping(self, u_local, y, loss: Loss, eta: float) -> float:
         """The scale of a worker's moves from this view on: halved when the loss at
@@ -352,7 +346,7 @@ class FittedKeptSet(_Kept):
             self.size = fitted_drop_to(self.cols, self.index, self.weights, self.size,
                                        self.limit, self.model)
             recompute(self.weights, self.cols, self.size, self.contribution)
-            self.model.info[CURRENT] = self.model.info[BATCH] = 0.0   # S changed
+            self.model.info[["objective_current", "batch_valid"]] = False   # S changed
 
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
@@ -360,14 +354,15 @@ class FittedKeptSet(_Kept):
         self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
         self.size = k
         self.contribution[:] = self.weights[:k] @ self.cols[:k]
-        info = self.model.info
+        info = self.model.info[0]
         nu = float(np.max(np.einsum("kr,kr->k", self.cols[:k], self.cols[:k]))) / \
             self.n_samples if k else 0.0
-        info[NU], info[LAMBDA] = nu, info[RIDGE] * nu
+        info["nu"], info["lam"] = nu, info["ridge"] * nu
         # until the next arrival computes the loss's curvature at u, its bound
         self.model.curv[:] = 1.0 / self.n_samples
         refactor(self.cols, k, self.model)
-        info[STALE], info[CURRENT], info[BATCH] = 1.0, 0.0, 0.0
+        info["refresh_due"], info["objective_current"], info["batch_valid"] = \
+            True, False, False
 
 
 class _Pool:
@@ -490,7 +485,7 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         return float(np.dot(values, values))
 
     def twin(self):
-        twin = SparseFittedKeptSet(2, 2, self.model.info[RIDGE], self.vals.dtype,
+        twin = SparseFittedKeptSet(2, 2, self.model.info[0]["ridge"], self.vals.dtype,
                                    damping=self.damping)
         return twin, CSCBlock.from_dense(np.eye(2, dtype=self.vals.dtype))
 
@@ -503,8 +498,8 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         sparse_contribution(self.table, self.rows, self.vals, self.weights, self.size,
                             self.contribution)
         self.contribution += self.intercept
-        self.model.info[STALE] = 1.0
-        self.model.info[CURRENT] = 0.0
+        self.model.info[0]["refresh_due"] = True
+        self.model.info[0]["objective_current"] = False
 
     def run_block(self, block_index, block: CSCBlock, y, loss: Loss, m: float,
                   step_state: np.ndarray) -> None:
@@ -515,7 +510,7 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
             SparseBlock(block.indptr, block.rows, block.vals, block_index),
             self.contribution, y, int(loss), self.model, self.sparse)
         step_state[SUBSTITUTIONS] += swaps
-        step_state[NU_MAX] = self.model.info[NU]
+        step_state[NU_MAX] = self.model.info[0]["nu"]
 
     def run_local(self, block_index, block: CSCBlock, u_local, y, loss: Loss,
                   eta: float, m: float, start: int = 0, end: int | None = None) -> None:
@@ -528,7 +523,7 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
             self._columns(), self.size, self.fill, self.limit,
             SparseBlock(block.indptr, block.rows, block.vals, block_index), u_local,
             y, int(loss), damping, self.model, self.sparse)
-        check_scale(self.model.info[NU])
+        check_scale(self.model.info[0]["nu"])
 
     def set_limit(self, limit: int) -> None:
         """As ``FittedKeptSet.set_limit``."""
@@ -540,17 +535,17 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
                          self.sparse)
             sparse_contribution(self.table, self.rows, self.vals, self.weights,
                                 self.size, self.contribution)
-            self.model.info[CURRENT] = 0.0
+            self.model.info[0]["objective_current"] = False
 
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
         k = self._load_pool(indices, columns, weights)
-        info = self.model.info
+        info = self.model.info[0]
         nu = float(np.max(np.einsum("kr,kr->k", columns, columns))) / \
             self.n_samples if k else 0.0
-        info[NU], info[LAMBDA] = nu, info[RIDGE] * nu
+        info["nu"], info["lam"] = nu, info["ridge"] * nu
         rebuild_rows(self.table, self.rows, self.vals, k, self.model, self.sparse)
-        info[STALE], info[CURRENT] = 1.0, 0.0
+        info["refresh_due"], info["objective_current"] = True, False
 
 
 def warm_up(kept, asy: bool = False) -> None:

@@ -34,15 +34,6 @@ import numpy as np
 from numba import njit
 
 from .fitted_step import (
-    ARRIVALS,
-    CURRENT,
-    GAIN,
-    LAMBDA,
-    NU,
-    OBJECTIVE,
-    PRODUCTS,
-    SINCE,
-    STALE,
     _accept,
     _newton_on_s,
     _objective,
@@ -80,10 +71,10 @@ def sparse_fit(n_samples: int, capacity: int, intercept: bool) -> SparseFit:
 @njit(cache=True)
 def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
     """The curvature at ``u``, then H̃_S⁻¹ from the kept nonzeros: O(nnz(X_S)·s + s³).
-    An overflowing product marks the scale as overflowing (``NU`` = inf)."""
+    An overflowing product marks the scale as overflowing (``nu`` = inf)."""
     n = u.shape[0]
-    info, extra = st.info, sp.extra
-    lam = info[LAMBDA]
+    info, extra = st.info[0], sp.extra
+    lam = info.lam
     dsum = lam
     for r in range(n):
         st.curv[r] = hess_at(loss, u[r], y[r]) / n
@@ -107,14 +98,14 @@ def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
                 H[l, m] -= sp.e[l] * sp.e[m] / dsum
         H[l, l] += lam
         if not np.isfinite(H[l, l]):
-            info[NU] = np.inf
+            info.nu = np.inf
             return
     if size > 0:
         spd_inverse(H, size, st.inv)
-    info[ARRIVALS] = 0.0
-    info[SINCE] = 0.0
-    info[STALE] = 0.0
-    info[PRODUCTS] = 0.0
+    info.arrivals = 0
+    info.swaps = 0
+    info.refresh_due = False
+    info.on_s_current = False
 
 
 @njit(cache=True, inline="always")
@@ -148,7 +139,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     ``fitted_arrival``'s."""
     table, rows, vals, index, weights, contribution = kept
     n = u.shape[0]
-    info, extra = st.info, sp.extra
+    info, extra = st.info[0], sp.extra
     m = x_rows.shape[0]
     k = size
     pos = -1
@@ -162,22 +153,22 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     for e in range(m):
         nu += x_vals[e] * x_vals[e]
     _see_scale(info, nu / n)
-    if info[STALE] != 0.0 and np.isfinite(info[NU]):
+    if info.refresh_due and np.isfinite(info.nu):
         sparse_refresh(table, rows, vals, size, u, y, loss, st, sp)
-    if not np.isfinite(info[NU]):
+    if not np.isfinite(info.nu):
         return size, fill, -1   # the data's scale overflows: the caller refuses it
-    info[ARRIVALS] += 1.0
-    lam, inv = info[LAMBDA], st.inv
+    info.arrivals += 1
+    lam, inv = info.lam, st.inv
     intercept = extra[INTERCEPT] != 0.0
-    if info[CURRENT] == 0.0:
-        info[OBJECTIVE] = _objective(loss, u, y, weights, k, lam, st.g)
+    if not info.objective_current:
+        info.objective = _objective(loss, u, y, weights, k, lam, st.g)
         total = 0.0
         for r in range(n):
             total += st.g[r]
         extra[GSUM] = total
-        info[CURRENT] = 1.0
-        info[PRODUCTS] = 0.0
-    before = info[OBJECTIVE]
+        info.objective_current = True
+        info.on_s_current = False
+    before = info.objective
     dsum, gsum = extra[DSUM], extra[GSUM]
     # the newcomer's products, on its nonzeros only
     xg, xdx, ej = 0.0, 0.0, 0.0
@@ -198,7 +189,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
         xdx -= ej * ej / dsum
         for l in range(k):
             st.bS[l] -= sp.e[l] * ej / dsum
-    if info[PRODUCTS] == 0.0:   # X_Sᵀg after a move: the kept nonzeros once
+    if not info.on_s_current:   # X_Sᵀg after a move: the kept nonzeros once
         gain = 0.5 * gsum * gsum / dsum if intercept else 0.0
         for l in range(k):
             total = 0.0
@@ -208,8 +199,8 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
             st.gS[l] = total + lam * weights[l]
             if intercept:
                 st.gS[l] -= sp.e[l] * gsum / dsum
-        info[GAIN] = gain + _newton_on_s(inv, k, st)
-        info[PRODUCTS] = 1.0
+        info.gain = gain + _newton_on_s(inv, k, st)
+        info.on_s_current = True
     for i in range(k):
         sa = 0.0
         row = inv[i]
@@ -217,7 +208,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
             sa += row[l] * st.bS[l]
         st.a[i] = sa
     grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
-                                        xdx + lam, info[GAIN], damping, st)
+                                        xdx + lam, info.gain, damping, st)
     moved = grows or swap
     if not worth_a_move(moved, gain, before):
         return size, fill, not_kept
@@ -246,8 +237,8 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
                 st.trial[rows[e]] += delta * vals[e]
     after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
     if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != SQUARED and info[ARRIVALS] >= capacity:
-            info[STALE] = 1.0   # the frozen curvature has drifted
+        if loss != SQUARED and info.arrivals >= capacity:
+            info.refresh_due = True   # the frozen curvature has drifted
         return size, fill, not_kept
     for l in range(span):
         sp.old_index[l] = index[l]
@@ -267,8 +258,8 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
         total += st.g[r]
     extra[GSUM] = total
     extra[OFFSET] += shift
-    info[OBJECTIVE] = after
-    info[PRODUCTS] = 0.0
+    info.objective = after
+    info.on_s_current = False
     return size, fill, not_kept if dropped == -2 else dropped
 
 
@@ -296,7 +287,7 @@ def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, dam
     own changes are added to it), moves scaled by ``damping``.  Returns (size,
     fill)."""
     indptr, block_rows, block_vals, block_index = block
-    st.info[CURRENT] = 0.0   # a new view
+    st.info[0].objective_current = False   # a new view
     for b in range(block_index.shape[0]):
         lo, hi = indptr[b], indptr[b + 1]
         size, fill, _ = sparse_fitted_arrival(

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyos import fit_os
-from asyos.core.fitted_step import BATCH_ROWS, LAMBDA, _products, fitted_state
+from asyos.core.fitted_step import BATCH_ROWS, _products, fitted_state
 from asyos.core.kept_set import (
     FittedKeptSet,
     default_ridge,
@@ -55,7 +55,7 @@ def test_the_inverse_is_the_inverse_of_the_kept_sets_curvature(loss, seed):
     S = kept.index[:kept.size]
     XS = X[:, S]
     curv = kept.model.curv
-    H = (XS * curv[:, None]).T @ XS + kept.model.info[LAMBDA] * np.eye(kept.size)
+    H = (XS * curv[:, None]).T @ XS + kept.model.info[0]["lam"] * np.eye(kept.size)
     np.testing.assert_allclose(kept.model.inv[:kept.size, :kept.size] @ H,
                                np.eye(kept.size), atol=1e-8)
     # the contribution is X_S w_S exactly, and the kept set holds at most s
@@ -117,7 +117,7 @@ def test_every_arrival_lowers_the_ridge_objective(seed, s, loss, correlated, rid
         kept.start_epoch()
         for j in range(X.shape[1]):
             kept.run_block(np.array([j]), block[j:j + 1], y, code, 1.0, np.zeros(7))
-            lam = kept.model.info[LAMBDA]   # grows with the largest column seen
+            lam = kept.model.info[0]["lam"]   # grows with the largest column seen
             before = _ridge_objective(X, y, S, w, loss, lam)
             S, w = kept.index[:kept.size].copy(), kept.weights[:kept.size].copy()
             assert _ridge_objective(X, y, S, w, loss, lam) <= before * (1 + 1e-9) + 1e-12
@@ -164,7 +164,7 @@ def test_lowering_the_limit_drops_the_cheapest_and_keeps_the_model_exact(loss):
     assert kept.size == 3 and set(kept.index[:3]) <= before
     S = kept.index[:3]
     XS = X[:, S]
-    H = (XS * kept.model.curv[:, None]).T @ XS + kept.model.info[LAMBDA] * np.eye(3)
+    H = (XS * kept.model.curv[:, None]).T @ XS + kept.model.info[0]["lam"] * np.eye(3)
     np.testing.assert_allclose(kept.model.inv[:3, :3] @ H, np.eye(3), atol=1e-8)
     np.testing.assert_allclose(kept.contribution, XS @ kept.weights[:3], atol=1e-10)
 
@@ -293,7 +293,7 @@ def test_group_aware_arrivals_keep_both_budgets_and_lower_the_objective(seed, s,
         for j in range(60):
             kept.run_block(np.array([j]), block[j:j + 1], y, Loss.parse(loss), 1.0,
                            np.zeros(7))
-            lam = kept.model.info[LAMBDA]
+            lam = kept.model.info[0]["lam"]
             before = _ridge_objective(X, y, S, w, loss, lam)
             S, w = kept.index[:kept.size].copy(), kept.weights[:kept.size].copy()
             assert S.size <= s and np.unique(groups[S]).size <= s2

@@ -83,7 +83,7 @@ def test_invariants_on_any_sparse_data(n, p, density, s, seed, block, loss, inte
         assert np.all(np.diff(X.indptr)[chosen] > 0)
         u = X[:, chosen] @ weights + kept.intercept
         np.testing.assert_allclose(kept.contribution, u, rtol=1e-9, atol=1e-9)
-        objective = kept.model.info[7] if kept.size else before
+        objective = kept.model.info[0]["objective"] if kept.size else before
         assert objective <= before * (1 + 1e-9) + 1e-12
         before = objective
 
