@@ -504,7 +504,7 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         return size, not_kept
     span = k + 1 if moved else k
     if moved:
-        info.batch_valid = False   # S changes (if F falls): the batched products are void
+        info.batch_valid = False   # S changes (if F falls): batched products are void
         for r in range(n):
             cols[k, r] = x[r]
     after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
@@ -533,10 +533,10 @@ def _batched(cols, size, block, b, st, run):
     for arrival ``b`` of ``block``, or -1 (the arrival computes them itself).  They
     are computed for a run of arrivals at once, as two matrix products (several times
     faster than a pass over the kept columns per arrival); a move or a refresh voids
-    them (``batch_valid``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end, length
-    of the next run): after a void the next arrival computes its own, then runs of 2,
-    4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most as
-    much as they use."""
+    them (``batch_valid``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end,
+    length of the next run): after a void the next arrival computes its own, then runs
+    of 2, 4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most
+    as much as they use."""
     info = st.info[0]
     if not info.batch_valid and b < run[1]:   # voided within the run: start small
         run[1], run[2] = b, 1
