@@ -36,13 +36,15 @@ class Job:
 def map_labels(y, loss: Loss, n_samples: int) -> tuple[np.ndarray, list | None]:
     """(labels checked for ``loss``, the original classes or None).  A
     classification loss takes any two label values ({0, 1}, {1, 2}, {-1, +1}): the
-    smaller becomes −1, the larger +1 (``core.validate.binary_labels``), before
-    anything is sent to a worker; the classes go into the results' config."""
-    classes = None
-    if loss.is_classification:
-        classes, y = binary_labels(y, n_samples)
-        classes = [plain_label(c) for c in classes.tolist()]
-    return check_labels(y, loss, n_samples), classes
+    smaller becomes −1, the larger +1 (``core.validate.binary_labels``, which is also
+    their check), before anything is sent to a worker; the classes go into the
+    results' config.  Regression labels are checked here because the server carriers
+    (``asyos server``, rank 0 under mpiexec) have no library entry below them that
+    would; ``fit_os`` checks again, as every public entry does (O(n))."""
+    if not loss.is_classification:
+        return check_labels(y, loss, n_samples), None
+    classes, y = binary_labels(y, n_samples)
+    return y, [plain_label(c) for c in classes.tolist()]
 
 
 def plain_label(value):
