@@ -25,7 +25,8 @@ Seconds are the mean wall time of one fit (after one warm-up fit, so no compilat
 Each OS row is also compared seed by seed with the best peer of its protocol (the
 highest mean of abess and the L1 paths): the mean difference and its standard error.
 
-    python benchmarks/selection_quality.py [--seeds 5] [--only classification ...]
+    python benchmarks/selection_quality.py [--seeds 5] [--first-seed 0]
+                                           [--only classification ...]
                                            [--sizes P:S ...] [--methods PREFIX ...]
                                            [--quick] [--csv F]
 
@@ -159,7 +160,16 @@ def classification_methods(s):
     def asy_fit(q):
         return lambda pb: fit_simulated(pb.X, pb.y, s, q, loss="logistic").selected
 
-    return {"OS fitted (logistic)": os_fit("logistic", "fitted"),
+    def classifier(**params):
+        """The estimator a user calls, as they call it."""
+        from asyos import OnlineSubstitutionClassifier
+
+        return lambda pb: np.flatnonzero(
+            OnlineSubstitutionClassifier(s, **params).fit(pb.X, pb.y).support_)
+
+    return {"OS classifier, defaults (8 orders vote)": classifier(),
+            "OS classifier, one order": classifier(n_orders=1),
+            "OS fitted (logistic)": os_fit("logistic", "fitted"),
             **{f"Asy-OS fitted (logistic), q = {q}, simulated": asy_fit(q)
                for q in ASY_WORKERS},
             "OS fitted (squared hinge)": os_fit("squared_hinge", "fitted"),
@@ -216,8 +226,9 @@ def regression_methods(s):
 
 
 def run_synthetic(task, p, s, n, seeds, rows, only=None):
+    """``seeds``: the data sets' seeds, a range."""
     make = make_classification if task == "classification" else make_regression
-    problems = [make(p, s, n, seed=seed) for seed in range(seeds)]
+    problems = [make(p, s, n, seed=seed) for seed in seeds]
     methods = (classification_methods if task == "classification"
                else regression_methods)(s)
     if only:
@@ -240,10 +251,15 @@ def run_synthetic(task, p, s, n, seeds, rows, only=None):
                 selected, elapsed = _timed(lambda: fit(pb))
             scores.append(recall(selected, pb.support))
             seconds.append(elapsed)
+        error = np.std(scores, ddof=1) / np.sqrt(len(scores)) if len(scores) > 1 \
+            else float("nan")
         rows.append({"protocol": f"{task} p={p} s={s} n={problems[0].n_samples}",
-                     "method": name, "mean": np.mean(scores), "worst": np.min(scores),
-                     "seconds": np.mean(seconds), "seeds": seeds})
-        print(f"  {name:34s} recall {np.mean(scores):.3f} (worst {np.min(scores):.3f})"
+                     "method": name, "mean": np.mean(scores), "error": error,
+                     "worst": np.min(scores),
+                     "seconds": np.mean(seconds),
+                     "seeds": f"{seeds.start}-{seeds.stop - 1}"})
+        print(f"  {name:34s} recall {np.mean(scores):.3f} ± {error:.3f} "
+              f"(worst {np.min(scores):.3f})"
               f"  {np.mean(seconds):6.3f} s", flush=True)
     paired_with_best_peer(per_seed, rows[first:])
 
@@ -350,6 +366,9 @@ class _AbessSelector:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--first-seed", type=int, default=0,
+                        help="the first data set's seed (seeds not used to design a "
+                        "method: e.g. 200)")
     parser.add_argument("--only", nargs="+", choices=("classification", "regression",
                                                       "breast_cancer"))
     parser.add_argument("--quick", action="store_true")
@@ -360,7 +379,7 @@ def main(argv=None):
                         help="run only the methods whose names start with these")
     parser.add_argument("--csv", help="write the rows here")
     args = parser.parse_args(argv)
-    seeds = 2 if args.quick else args.seeds
+    seeds = range(args.first_seed, args.first_seed + (2 if args.quick else args.seeds))
     parts = args.only or ("classification", "regression", "breast_cancer")
     rows = []
     if "classification" in parts:
@@ -368,10 +387,12 @@ def main(argv=None):
             if args.sizes else ((2048, 32),) if args.quick else \
             ((2048, 32), (1000, 100), (5000, 100))
         for p, s in sizes:
-            print(f"classification p={p} s={s}, {seeds} seeds", flush=True)
+            print(f"classification p={p} s={s}, seeds {seeds.start}-{seeds.stop - 1}",
+                  flush=True)
             run_synthetic("classification", p, s, None, seeds, rows, args.methods)
     if "regression" in parts and not args.quick:
-        print(f"regression n=1000 p=8192 s=64, {seeds} seeds", flush=True)
+        print(f"regression n=1000 p=8192 s=64, seeds {seeds.start}-{seeds.stop - 1}",
+              flush=True)
         run_synthetic("regression", 8192, 64, 1000, seeds, rows, args.methods)
     if "breast_cancer" in parts:
         print("breast cancer, 5-fold CV accuracy of a logistic refit", flush=True)

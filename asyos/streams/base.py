@@ -224,6 +224,17 @@ class FeatureStream:
         t = check_int("t (shard index)", t, 0, q)
         return Shard(self, q, t)
 
+    def reordered(self, seed: int) -> FeatureStream:
+        """The same features, visited in a fresh random order every epoch drawn from
+        ``seed`` (whatever this stream's own order): one more order of the same data,
+        read through this stream (``solvers.voting`` runs OS over several)."""
+        return Reordered(self, check_int("seed", seed, 0))
+
+    def subset(self, indices) -> FeatureStream:
+        """Only the features ``indices`` (global, held by this stream), in this
+        stream's order, read through it: a refit on a chosen support."""
+        return Subset(self, np.unique(self._check_indices(indices)))
+
     # -- helpers shared by every subclass ---------------------------------------------
     def _check_indices(self, indices) -> np.ndarray:
         index = np.atleast_1d(np.asarray(indices))
@@ -343,3 +354,25 @@ class GroupShard(Shard):
             base = self.parent.feature_indices()
             self._index = np.ascontiguousarray(base[self.owner[base] == self.t])
         return self._index.copy()
+
+
+class Reordered(Shard):
+    """Every feature of ``parent``, in a fresh random order each epoch drawn from
+    ``seed`` (``FeatureStream.reordered``)."""
+
+    def __init__(self, parent: FeatureStream, seed: int):
+        super().__init__(parent, 1, 0)
+        self.shuffle, self.seed = True, seed
+
+
+class Subset(Shard):
+    """The features ``indices`` (sorted, unique, global) of ``parent``
+    (``FeatureStream.subset``)."""
+
+    def __init__(self, parent: FeatureStream, indices: np.ndarray):
+        super().__init__(parent, 1, 0)
+        self._index = np.ascontiguousarray(indices, dtype=np.int64)
+
+    def feature_indices(self) -> np.ndarray:
+        order = self.parent.feature_indices()
+        return np.ascontiguousarray(order[np.isin(order, self._index)])

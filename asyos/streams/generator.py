@@ -67,6 +67,10 @@ class GeneratorStream(FeatureStream):
                            else check_int("n_features", n_features, 1))
         self._index: np.ndarray | None = None
 
+    def reordered(self, seed: int) -> FeatureStream:
+        raise InputError("a generator stream cannot be visited in another order: its "
+                         "order is the order the factory yields")
+
     def _pairs(self) -> Iterator[tuple[int, np.ndarray]]:
         """(global index, float64 column) for each element of a fresh factory()."""
         try:

@@ -179,6 +179,23 @@ def test_the_classifier_tunes_its_loss_and_ridge_by_auc_under_grid_search():
     assert set(np.flatnonzero(search.best_estimator_.coef_)) == set(TRUE)
 
 
+def test_the_classifier_votes_over_eight_orders_by_default_and_one_turns_it_off():
+    X, y = _problem()
+    labels = np.where(y > np.median(y), 1, 0)
+    voted = OnlineSubstitutionClassifier(3).fit(X, labels)
+    assert voted.history_[0]["vote"]["orders"] == 8
+    assert len(voted.history_[0]["vote"]["votes"]) == 3
+    assert set(np.flatnonzero(voted.coef_)) == set(TRUE)
+    single = OnlineSubstitutionClassifier(3, n_orders=1).fit(X, labels)
+    assert "vote" not in single.history_[0]
+    three = OnlineSubstitutionSelector(3, loss="logistic", n_orders=3).fit(X, labels)
+    assert three.history_["vote"]["orders"] == 3
+    # regression and Asy-OS keep one order unless asked
+    assert "vote" not in OnlineSubstitutionRegressor(3).fit(X, y).history_
+    assert "vote" not in OnlineSubstitutionClassifier(
+        3, n_workers=2, backend="simulated").fit(X, labels).history_[0]
+
+
 def test_the_selector_with_a_classification_loss_takes_two_classes():
     X, y = _problem()
     labels = np.where(y > np.median(y), "hi", "lo")
@@ -318,6 +335,10 @@ def test_the_zeromq_backend_stops_its_workers_at_the_timeout():
     ({"fit_intercept": "yes"}, "fit_intercept"),
     ({"refit": 1}, "refit must be True or False"),
     ({"n_workers": 4, "n_features_to_select": 3}, "4 workers cannot share"),
+    ({"n_orders": 0}, "n_orders must be"),
+    ({"n_orders": "many"}, "n_orders must be"),
+    ({"n_orders": 3, "n_workers": 2, "n_features_to_select": 3}, "use n_workers=1"),
+    ({"n_orders": 3, "n_features_to_select": "auto"}, "takes a fixed size"),
 ])
 def test_bad_parameters_raise_input_error_before_fitting(params, message):
     X, y = _problem()

@@ -256,7 +256,7 @@ def test_asy_os_runs_report_epochs_and_never_warn():
 
 def test_one_vs_rest_reports_epochs_and_warnings_per_class():
     X, y = _four_classes()
-    model = OnlineSubstitutionClassifier(2, epochs=1)
+    model = OnlineSubstitutionClassifier(2, epochs=1, n_orders=1)   # one run per class
     with pytest.warns(ConvergenceWarning, match=r"class \w vs rest: OS still "
                       "substituted"):
         model.fit(X, y)

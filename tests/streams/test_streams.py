@@ -377,3 +377,55 @@ def test_npy_stream_memory_does_not_grow_with_p(tmp_path):
     assert grown_mb("stream") < 30
     assert grown_mb("stream", shuffle="1") < 30
     assert grown_mb("map") > 60  # read through a memory map the pages would stay
+
+
+@pytest.mark.parametrize("kind", SHUFFLABLE)
+def test_a_reordered_stream_is_the_same_data_in_a_seeded_order(kind, tmp_path):
+    X = _X()
+    stream = _make(kind, X, tmp_path, block_size=4)
+    Xe = _expected(X, kind)
+    again = stream.reordered(3)
+    orders = []
+    for epoch in (0, 1):
+        index, rows = _collect(again, epoch)
+        np.testing.assert_array_equal(np.sort(index), np.arange(P))
+        np.testing.assert_array_equal(rows, Xe[:, index].T)
+        np.testing.assert_array_equal(index, stream.reordered(3).order(epoch))
+        orders.append(index)
+    assert not np.array_equal(orders[0], orders[1])           # fresh each epoch
+    assert not np.array_equal(orders[0], np.arange(P))         # not the stream's own
+    assert not np.array_equal(orders[0], stream.reordered(4).order(0))
+    np.testing.assert_array_equal(_collect(stream)[0], np.arange(P))   # untouched
+    if stream.sparse:   # what the kept sets read: CSC blocks, in the new order
+        seen = np.concatenate([index for index, _ in again.step_blocks(0)])
+        np.testing.assert_array_equal(seen, orders[0])
+
+
+def test_a_standardized_stream_reorders_its_standardized_columns():
+    X = _X()
+    stream = Standardized(ArrayStream(X, block_size=4))
+    index, rows = _collect(stream.reordered(1))
+    np.testing.assert_allclose(rows, stream.columns(index))
+    assert not np.array_equal(index, np.arange(P))
+
+
+@pytest.mark.parametrize("kind", ["dense_c", "sparse", "npy_f", "generator"])
+def test_a_subset_holds_only_its_features_in_the_streams_order(kind, tmp_path):
+    X = _X()
+    stream = _make(kind, X, tmp_path, block_size=2)
+    Xe = _expected(X, kind)
+    subset = stream.subset([17, 3, 9, 3])
+    index, rows = _collect(subset)
+    np.testing.assert_array_equal(index, [3, 9, 17])
+    np.testing.assert_array_equal(rows, Xe[:, [3, 9, 17]].T)
+    assert subset.n_features == 3 and subset.n_samples == N
+    with pytest.raises(InputError, match="feature 4 is not in this stream"):
+        subset.columns([3, 4])
+    with pytest.raises(InputError, match="feature 23"):
+        stream.subset([1, 23])
+
+
+def test_a_generator_stream_refuses_another_order():
+    stream = _make("generator", _X(), None)
+    with pytest.raises(InputError, match="cannot be visited in another order"):
+        stream.reordered(1)
