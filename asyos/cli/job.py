@@ -116,10 +116,10 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
     context["config"] = {"s": s, "loss": loss.name.lower(), "epochs": args.epochs,
                          "eta": args.eta, "m": args.m,
                          **{name: getattr(args, name, None) for name in (
-                             "standardize", "shuffle", "seed", "staleness", "window",
-                             "batch", "simulate", "delay", "random_delay", "budget", "rule", "ridge",
-                             "dtype",
-                             "degree", "groups", "group_sparsity")}}
+                             "standardize", "shuffle", "seed", "orders", "staleness",
+                             "window", "batch", "simulate", "delay", "random_delay",
+                             "budget", "rule", "ridge", "dtype", "degree", "groups",
+                             "group_sparsity")}}
     if s == "auto":   # the path over sizes: what picked the size, and how far it went
         context["config"].update(criterion=getattr(args, "criterion", None) or "sic",
                                  max_features=getattr(args, "max_features", None))

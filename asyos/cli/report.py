@@ -33,6 +33,14 @@ def size_path_line(context: dict) -> str | None:
     return line
 
 
+def step_size_text(result: FitResult) -> str:
+    """The step size in force, or why there is none: the fitted rule solves for its
+    weights (unless Asy-OS's server shrank a step)."""
+    if result.eta > 0:
+        return f"step size eta = {result.eta:.4g}, m = {result.m:.4g}"
+    return "no step size (the fitted rule solves for its weights)"
+
+
 def report(result: FitResult | None, out=None) -> None:
     """Human-readable summary on stdout (nothing on MPI worker ranks)."""
     if result is None:
@@ -51,6 +59,12 @@ def report(result: FitResult | None, out=None) -> None:
     size_path = size_path_line(result.context)
     if size_path:
         print(f"model size: {size_path}", file=out)
+    vote = result.context.get("vote")
+    if vote:
+        print(f"vote: {vote['orders']} feature orders of {vote['passes_per_order']} "
+              f"passes; the selected features were kept by {min(vote['votes'])} to "
+              f"{max(vote['votes'])} of them, then refit (objective per epoch: the "
+              "refit's)", file=out)
     print("objective per epoch: "
           + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
           + f" (final {result.objective:.6g})", file=out)
@@ -70,11 +84,7 @@ def report(result: FitResult | None, out=None) -> None:
               f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
-    # the fitted rule solves for its weights: no step size, unless Asy-OS's server
-    # set one (its safeguard scales the workers' moves by it)
-    step = f"step size eta = {result.eta:.4g}, m = {result.m:.4g}" if result.eta > 0 \
-        else "no step size (the fitted rule solves for its weights)"
-    print(f"{step}; {1e6 * result.seconds / max(result.n_steps, 1):.1f} us per "
+    print(f"{step_size_text(result)}; {1e6 * result.seconds / max(result.n_steps, 1):.1f} us per "
           "feature step", file=out)
     truth = result.context.get("truth")
     if truth:

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..experiments.plot import pyplot
 from ..io.results import load_result
 from ..solvers.result import FitResult
-from .report import label_mapping, size_path_line
+from .report import label_mapping, size_path_line, step_size_text
 
 log = logging.getLogger("asyos.results")
 
@@ -270,7 +270,7 @@ def summary(result: FitResult, top: int = 20) -> str:
     if result.n_steps:
         rows.append(("time", f"{result.seconds:.3g} s, {result.n_steps} steps, "
                              f"{1e6 * result.seconds / result.n_steps:.3g} us per step"))
-    rows.append(("step size", f"eta = {result.eta:.4g}, m = {result.m:.4g}"))
+    rows.append(("step size", step_size_text(result).removeprefix("step size ")))
     asy = result.asy
     if not asy:
         rows.append(("carrier", "sequential (one process)"))

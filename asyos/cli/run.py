@@ -19,7 +19,7 @@ from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
 from ..solvers.result import FitResult
-from ..solvers.sequential import fit_os
+from ..solvers.voting import PASSES_PER_ORDER, default_orders, fit_os_voted
 from ..transport.base import launched_by_mpi
 from .job import finish_job, load_job
 from .options import (
@@ -78,6 +78,11 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                       help="centre and scale each feature as it arrives")
     algo.add_argument("--shuffle", action="store_true",
                       help="seeded random feature order in each epoch")
+    algo.add_argument("--orders", type=auto_or_int, default="auto",
+                      help="sequential OS in this many feature orders, 3 passes each, "
+                      "the s features kept most often chosen by a vote and refit "
+                      "('auto' (default): 8 for a classification loss, 1 otherwise; "
+                      "1: one run)")
     algo.add_argument("--seed", type=int, default=0, help="seed of data and order")
     algo.add_argument("--dtype", choices=["float64", "float32"], default="float64",
                       help="storage and compute type of the feature columns (float32: "
@@ -151,19 +156,37 @@ def run_path(args, job) -> FitResult:
     return finish_job(args, job, result)
 
 
+def refuse_orders(args, why: str) -> None:
+    """--orders N > 1 where one order runs: Asy-OS, -s auto, --groups."""
+    if args.orders != "auto":
+        check_at_least("orders", args.orders, 1, integer=True)
+        if args.orders > 1:
+            raise InputError(f"--orders {args.orders} {why}")
+
+
 def run_sequential(args) -> FitResult:
     job = load_job(args)
     if args.sparsity == "auto":
+        refuse_orders(args, "takes a number for -s")
         return run_path(args, job)
+    if job.groups is not None:
+        refuse_orders(args, "counts features: it does not take --groups")
+    orders = 1 if job.groups is not None else \
+        default_orders(job.loss) if args.orders == "auto" else args.orders
     rule = resolve_rule(args.rule)
-    bar = ProgressBar(args.quiet, unit="feature", desc="OS",
-                      total=job.stream.n_features * resolve_epochs(args.epochs, rule))
+    passes = resolve_epochs(args.epochs, rule) if orders == 1 else \
+        PASSES_PER_ORDER if args.epochs == "auto" else args.epochs
+    total = job.stream.n_features * orders * passes + \
+        (job.s * resolve_epochs("auto", rule) if orders > 1 else 0)   # and the refit
+    bar = ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
+                      f"OS in {orders} orders", total=total)
     try:
-        result = fit_os(job.stream, job.y, job.s, loss=job.loss, eta=args.eta,
-                        m=args.m, epochs=args.epochs, standardize=args.standardize,
-                        progress=bar.update, groups=job.groups,
-                        s2=args.group_sparsity, rule=args.rule,
-                        ridge=args.ridge, blas_threads=None)   # run() applied them
+        result = fit_os_voted(job.stream, job.y, job.s, orders=orders, seed=args.seed,
+                              loss=job.loss, eta=args.eta, m=args.m,
+                              epochs=args.epochs, standardize=args.standardize,
+                              progress=bar.update, groups=job.groups,
+                              s2=args.group_sparsity, rule=args.rule,
+                              ridge=args.ridge, blas_threads=None)   # run() applied
     finally:
         bar.close()   # the fitted rule may stop before its cap
     return finish_job(args, job, result)
@@ -288,11 +311,13 @@ def run(args) -> FitResult | None:
         if launched_by_mpi():
             raise InputError("--simulate runs in one process; start it without mpirun")
     if launched_by_mpi():
+        refuse_orders(args, "is for a sequential run, not Asy-OS")
         return run_mpi(args)
     if args.ranks_per_node is not None:
         raise InputError("--ranks-per-node groups MPI ranks: run under mpiexec")
     if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
+        refuse_orders(args, "is for a sequential run, not Asy-OS")
     else:
         for flag in ("staleness", "window", "batch"):
             if getattr(args, flag) != "auto":

@@ -66,7 +66,7 @@ from ..solvers.asy import BUDGETS
 from ..solvers.path import CRITERIA as PATH_CRITERIA
 from ..solvers.path import fit_path
 from ..solvers.sequential import stalled
-from ..solvers.voting import fit_os_voted
+from ..solvers.voting import default_orders, fit_os_voted
 from ..streams import FeatureStream, Standardized, as_stream
 from ..transport.backends import BACKENDS, fit_asy, refuse_options
 
@@ -80,9 +80,6 @@ def _spell(name: str, value) -> str:
     return f"`{name}`" if value is None else f"{name}={value!r}"
 CLASSIFICATION_LOSSES = ("squared_hinge", "logistic")
 REFIT_RIDGE = 1e-8   # λ‖w‖² of a classification refit: finite w on separable classes
-# Feature orders that vote by default for a classification loss: recall 0.547 → 0.594
-# at p = 2048, s = 32 and 0.614 → 0.642 at p = 5000, s = 100 (docs/results.md).
-ORDERS_FOR_CLASSIFICATION = 8
 
 
 def _validated(estimator, X, y="no_validation", **options):
@@ -308,12 +305,10 @@ class _OnlineSubstitution(BaseEstimator):
 
     def _orders(self, loss: Loss) -> int:
         """How many feature orders vote (``solvers.voting``): "auto" is
-        ``ORDERS_FOR_CLASSIFICATION`` for a classification loss fitted sequentially,
-        else 1."""
+        ``default_orders`` for a sequential fit, one for Asy-OS."""
         if not (isinstance(self.n_orders, str) and self.n_orders == "auto"):
             return int(self.n_orders)
-        return ORDERS_FOR_CLASSIFICATION if loss.is_classification and \
-            self.n_workers == 1 else 1
+        return default_orders(loss) if self.n_workers == 1 else 1
 
     def _run(self, stream, y, s: int, loss: Loss, intercept: bool = False):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``

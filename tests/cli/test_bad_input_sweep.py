@@ -1,4 +1,4 @@
-"""The bad-input sweep: 155 invalid invocations of every subcommand, each refused
+"""The bad-input sweep: 161 invalid invocations of every subcommand, each refused
 before any work with exit status 2 and one line naming the problem (argparse's own
 refusals: its usage, then one error line), never a traceback and never a silent
 result.  Run in-process (the global pytest timeout is the hang guard); the files they
@@ -98,6 +98,12 @@ RUN -s 2 --delay 3 || --delay and --random-delay go with --simulate Q
 RUN -s 1 --workers 2 || 2 workers cannot share a budget of s = 1 feature
 RUN -s auto --workers 2 || -s auto runs sequential OS along a path; give a
 RUN -s 2 --ranks-per-node 2 || --ranks-per-node groups MPI ranks: run under mpi
+RUN -s 2 --orders 0 || orders must be ≥ 1, got 0
+RUN -s 2 --orders many || argument --orders: expected a whole number or 'auto', g
+RUN -s 2 --orders 3 --workers 2 || --orders 3 is for a sequential run, not Asy-OS
+RUN -s 2 --orders 3 --simulate 2 || --orders 3 is for a sequential run, not Asy-OS
+RUN -s auto --orders 3 || --orders 3 takes a number for -s
+RUN -s 2 --orders 3 --groups groups3.npy --group-sparsity 1 || --orders 3 counts feat
 run --config bad.toml || --config bad.toml: not valid TOML (Invalid value
 run --config wrongkey.toml || --config wrongkey.toml: unknown key 'nope' for `
 run --config wrongtype.toml || argument -s/--sparsity: expected a whole number
@@ -207,6 +213,7 @@ def inputs(tmp_path, monkeypatch):
         "X_complex": X.astype(complex),
         "X_empty": np.zeros((0, 30)),
         "groups_short": np.zeros(29, np.int64),
+        "groups3": np.arange(30) // 10,
     }
     for name, array in arrays.items():
         np.save(f"{name}.npy", array)

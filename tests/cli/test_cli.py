@@ -179,6 +179,25 @@ def test_the_summary_shows_a_step_size_only_where_there_is_one(rule, said):
     assert said in proc.stdout and "eta = 0," not in proc.stdout
 
 
+def test_a_classification_run_votes_over_orders_and_says_so(data, capsys, tmp_path):
+    """Sequential classification runs the estimators' default, 8 feature orders and a
+    vote; --orders 1 is one run; the inspector and the results file agree."""
+    out = tmp_path / "r.json"
+    assert main(["--data", str(data / "X.npy"), "--labels", str(data / "signs.npy"),
+                 "-s", "2", "--loss", "logistic", "--quiet", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "vote: 8 feature orders of 3 passes" in said
+    assert "selected 2 features: 3 7" in said
+    vote = json.loads(out.read_text())["vote"]
+    assert vote["orders"] == 8 and len(vote["objectives"]) == 8
+    assert main(["--data", str(data / "X.npy"), "--labels", str(data / "signs.npy"),
+                 "-s", "2", "--loss", "logistic", "--quiet", "--orders", "1"]) == 0
+    assert "vote:" not in capsys.readouterr().out
+    assert main(["--data", str(data / "X.npy"), "--labels", str(data / "y.npy"),
+                 "-s", "2", "--quiet", "--orders", "3"]) == 0   # any loss, if asked
+    assert "vote: 3 feature orders" in capsys.readouterr().out
+
+
 def test_version_names_the_package_and_the_wire_protocol(capsys):
     from asyos import PROTOCOL_VERSION, __version__
     from asyos.cli.main import main

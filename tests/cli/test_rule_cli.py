@@ -6,8 +6,8 @@ import json
 import numpy as np
 import pytest
 
-from asyos import fit_os
 from asyos.cli.run import main
+from asyos.solvers.voting import fit_os_voted
 
 
 @pytest.fixture
@@ -34,8 +34,9 @@ def test_the_rule_and_ridge_reach_the_run(data, capsys, flags, expected):
     result = json.loads(out.read_text())
     assert result["config"]["rule"] == (flags[1] if "--rule" in flags else "auto")
     assert result["config"]["ridge"] == (0.5 if "--ridge" in flags else None)
-    if expected is not None:   # the sequential run is fit_os with the same options
-        direct = fit_os(X, y, 3, loss="logistic", **expected)
+    assert result["config"]["orders"] == "auto"
+    if expected is not None:   # the sequential run is the estimators' default: 8 orders
+        direct = fit_os_voted(X, y, 3, orders=8, loss="logistic", **expected)
         assert result["selected"] == direct.selected.tolist()
         np.testing.assert_allclose(result["weights"], direct.weights, rtol=1e-12)
 
