@@ -84,7 +84,8 @@ def report(result: FitResult | None, out=None) -> None:
               f"budgets {budgets}; staleness max {stale['max']} mean "
               f"{stale['mean']:.2f} ({limit}); |u_C - sum X_S w_S| = "
               f"{asy['u_check_max_abs_diff']:.2e}", file=out)
-    print(f"{step_size_text(result)}; {1e6 * result.seconds / max(result.n_steps, 1):.1f} us per "
+    per_step = 1e6 * result.seconds / max(result.n_steps, 1)
+    print(f"{step_size_text(result)}; {per_step:.1f} us per "
           "feature step", file=out)
     truth = result.context.get("truth")
     if truth:
