@@ -92,9 +92,13 @@ def test_the_public_functions_have_numpydoc_sections_naming_every_argument():
     import asyos
     from asyos import datasets
     from asyos.solvers.path import fit_path
+    from asyos.solvers.simulator import fit_simulated
+    from asyos.solvers.voting import fit_os_voted
+    from asyos.streams import as_stream
 
     for function in (asyos.fit_os, asyos.bilevel_projection, asyos.load_result,
-                     asyos.lasso_path, fit_path, datasets.make_regression,
+                     asyos.lasso_path, fit_path, fit_os_voted, fit_simulated,
+                     as_stream, datasets.make_regression,
                      datasets.make_classification, datasets.make_rare_words,
                      datasets.make_bag_of_words):
         doc = function.__doc__
@@ -102,6 +106,7 @@ def test_the_public_functions_have_numpydoc_sections_naming_every_argument():
             assert f"\n    {section}\n    {'-' * len(section)}\n" in doc, \
                 (function.__name__, section)
         parameters = doc.split("    Parameters\n")[1].split("    Returns\n")[0]
-        named = {name.strip() for line in re.findall(r"^    (\w[\w, ]*) :", parameters,
-                                                     re.M) for name in line.split(",")}
+        named = {name.strip() for line in re.findall(r"^    \*{0,2}(\w[\w, ]*) :",
+                                                     parameters, re.M)
+                 for name in line.split(",")}
         assert named == set(inspect.signature(function).parameters), function.__name__

@@ -43,20 +43,43 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                   order="round_robin", clock=None, budget="auto", loss="squared",
                   epochs="auto", eta="auto", m="auto", seed=0, record_order=False,
                   groups=None, s2=None, rule="auto", ridge=None) -> FitResult:
-    """Run Asy-OS with ``n_workers`` virtual workers; returns its result.
+    """Run Asy-OS with ``n_workers`` virtual workers in this process.
 
-    ``source``/``y``/``s``/``loss``/``eta``/``m``/``epochs`` as for ``fit_os``.
-    ``delay``: τ, the age in updates of the u_C each step reads (None: q); with
-    ``random_delay`` each step draws its age from 0..τ.  ``order``: "round_robin",
-    "random" (seeded), or an explicit schedule, the worker of every step in turn (e.g.
-    the order a real run recorded, ``result.asy["order"]``).  ``budget``: "fixed"
-    (s_t = s/q each, the paper), "adaptive" (the server re-grants budgets from a
-    global magnitude threshold with every view, ``AdaptiveBudgets.grant``) or
-    "auto" (adaptive; fixed with groups).
-    ``clock``: (a, c_comm) for the virtual-clock mode instead.  ``groups``/``s2``:
-    group-aware Asy-OS: each worker's shard is a set of whole groups and its budgets
-    (s1_t, s2_t) sum to (s, s2).  ``rule``, ``ridge``: the workers' substitution
-    rule, as for ``fit_os``.
+    Parameters
+    ----------
+    source, y, s, loss, eta, m, epochs, rule, ridge : as for ``fit_os``
+        The data, the budget and the workers' OS (``epochs`` "auto": 3 passes).
+    n_workers : int
+        q, the virtual workers; feature j belongs to shard j mod q.
+    delay : int or None, default=None
+        τ, the age in updates of the u_C every step reads (None: q, the paper's).
+    random_delay : bool, default=False
+        Each step draws its age from 0..τ instead (seeded by ``seed``).
+    order : "round_robin", "random" or a sequence of worker indices
+        Which worker steps next: in turn, a seeded random pick, or an explicit
+        schedule (e.g. the order a real run recorded, ``result.asy["order"]``).
+    clock : (a, c_comm) or None, default=None
+        The virtual-clock mode instead of ``delay``: a worker's iteration costs
+        a·n·(|S(t)| + 2) + c_comm virtual seconds, and the staleness is what those
+        times make it (the module's docstring).
+    budget : "auto", "adaptive" or "fixed", default="auto"
+        "fixed": s/q per worker (the paper's); "adaptive": the server re-grants the
+        budgets from a global |w| threshold with every view
+        (``AdaptiveBudgets.grant``); "auto": adaptive, fixed with groups.
+    seed : int, default=0
+        The seed of ``random_delay`` and ``order="random"``.
+    record_order : bool, default=False
+        Keep the worker of every step in ``result.asy["order"]``.
+    groups, s2 : array of group labels and the group budget, or None
+        Group-aware Asy-OS: each shard is a set of whole groups and the workers'
+        budgets (s1_t, s2_t) sum to (s, s2).
+
+    Returns
+    -------
+    FitResult
+        The selection, with ``asy`` holding the workers' budgets, the staleness of
+        every step and its bound, and the u_C check (``virtual_seconds`` in the
+        virtual-clock mode).
     """
     loss = Loss.parse(loss)
     stream = as_stream(source)

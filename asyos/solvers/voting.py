@@ -45,8 +45,8 @@ def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
 
     Parameters
     ----------
-    source, y, s, loss
-        As for ``fit_os``.
+    source, y, s, loss : as for ``fit_os``
+        The data, the budget and the loss.
     orders : int, default=8
         How many orders: the stream's own, then ``orders - 1`` random orders drawn
         from ``seed + 1``, ``seed + 2``, …  (1: ``fit_os`` itself).
@@ -55,7 +55,7 @@ def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
     epochs : int or "auto", default="auto"
         Passes per order ("auto": ``PASSES_PER_ORDER``, or ``fit_os``'s own with one
         order); the refit on the chosen features runs to convergence.
-    **options
+    **options : keyword arguments
         ``fit_os``'s other options (eta, m, rule, ridge, intercept, blas_threads…),
         passed to every run.
 

@@ -36,11 +36,22 @@ def _is_sparse(obj) -> bool:
 
 
 def as_stream(obj, **options) -> FeatureStream:
-    """The stream for ``obj``: a FeatureStream as is, an ndarray (or nested list) →
-    ArrayStream, a scipy.sparse matrix → SparseStream, a str/Path to a ``.npy`` →
-    NpyStream, to a ``.csc`` directory → CSCFileStream.  ``options`` (block_size,
-    shuffle, seed) go to the new stream; they are refused for an existing stream
-    rather than silently ignored.
+    """The feature stream that reads ``obj``.
+
+    Parameters
+    ----------
+    obj : FeatureStream, array-like, scipy.sparse matrix, str or Path
+        A FeatureStream is returned as it is; an ndarray (or nested list) becomes an
+        ArrayStream, a scipy.sparse matrix a SparseStream, a path to a ``.npy`` an
+        NpyStream and to a ``.csc`` directory a CSCFileStream.
+    **options : keyword arguments
+        ``block_size``, ``shuffle`` and ``seed`` of the new stream; refused for an
+        existing stream rather than silently ignored.
+
+    Returns
+    -------
+    FeatureStream
+        Columns feature by feature, in blocks.
     """
     if isinstance(obj, FeatureStream):
         if options:
