@@ -86,7 +86,8 @@ class FittedState(NamedTuple):
     drop: np.ndarray    # (c+1,) bool: the slots the move tried drops
     products: np.ndarray  # (BATCH_ROWS, c+1): b = X_SᵀDx for a run of arrivals
     solved: np.ndarray  # (BATCH_ROWS, c+1): H_S⁻¹b for the same arrivals
-    group_of: np.ndarray  # (p,) int64 group ids, or empty: no groups
+    group_of: np.ndarray | None  # (p,) int64 group ids; None: no groups (and no
+    #                              group code compiled: ``_group_swap``)
     info: np.ndarray    # (1,) ``INFO``: the scalars
 
 
@@ -100,7 +101,7 @@ def fitted_state(n_samples: int, capacity: int, ridge: float,
     info["ridge"], info["refresh_due"] = ridge, True
     info["refresh_every"] = max(4, capacity // 4)
     info["max_groups"] = max_groups
-    groups = np.zeros(0, np.int64) if group_of is None else \
+    groups = None if group_of is None else \
         np.ascontiguousarray(group_of, dtype=np.int64)
     return FittedState(np.zeros((c, c)), *(np.zeros(n_samples) for _ in range(6)),
                        *(np.zeros(c) for _ in range(5)), np.zeros(c, np.bool_),
@@ -198,6 +199,26 @@ def _objective(loss, u, y, weights, k, lam, g):
     for l in range(k):
         total += weights[l] * weights[l]
     return loss_and_grad(loss, u, y, g) + 0.5 * lam * total
+
+
+def _group_swap(group_of, index, k, j, newcomer_cost, sigma, st):
+    """Group-aware OS's part of a move: (whether j's group needs a kept group to
+    leave, whether one does: ``_needs_a_group``, ``_drop_a_group``).  Compiled
+    through the overload below, to nothing when there are no groups (``group_of``
+    None): the group code is a fifth of the arrival kernel's compile time."""
+    raise NotImplementedError   # only called from compiled code
+
+
+@overload(_group_swap)
+def _group_swap_typed(group_of, index, k, j, newcomer_cost, sigma, st):
+    if isinstance(group_of, types.NoneType):
+        return lambda group_of, index, k, j, newcomer_cost, sigma, st: (False, False)
+
+    def swap(group_of, index, k, j, newcomer_cost, sigma, st):
+        if not _needs_a_group(index, k, j, st):
+            return False, False
+        return True, _drop_a_group(index, k, newcomer_cost, sigma, st)
+    return swap
 
 
 @njit(cache=True, inline="always")
@@ -324,8 +345,10 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
             for l in range(k):
                 w_new[l] -= st.a[l] * dj
             w_new[k] = dj
-            if _needs_a_group(index, k, j, st):
-                swap = _drop_a_group(index, k, 0.5 * sigma * dj * dj, sigma, st)
+            grouped, swap = _group_swap(st.group_of, index, k, j,
+                                        0.5 * sigma * dj * dj, sigma, st)
+            if grouped:
+                pass
             elif k < capacity:
                 grows = True
             else:

@@ -279,9 +279,11 @@ class FittedKeptSet(_Kept):
         self._block, self._run = None, np.zeros(3, np.int64)   # ``fitted_local``'s
 
     def twin(self):
-        # group labels are an int64 array with or without groups: the same kernels
+        # with groups, the kernels that hold the group code (``_group_swap``)
+        grouped = self.model.group_of is not None
         twin = FittedKeptSet(2, 2, self.model.info[0]["ridge"], self.cols.dtype,
-                             damping=self.damping)
+                             group_of=np.zeros(2, np.int64) if grouped else None,
+                             max_groups=1 if grouped else 0, damping=self.damping)
         return twin, np.eye(2, dtype=self.cols.dtype)
 
     def start_epoch(self) -> None:

@@ -98,3 +98,34 @@ def test_processes_that_start_together_compile_once(tmp_path):
     again = subprocess.run([sys.executable, "-c", WARM], capture_output=True,
                            text=True, env=env, timeout=600)
     assert again.returncode == 0 and "compil" not in again.stderr, again.stderr
+
+
+GROUPS_PROBE = """
+import numpy as np
+from asyos import fit_os
+from asyos.core import fitted_step
+from asyos.core.kept_set import FittedKeptSet, warm_up
+grouped = sys.argv[1] == "groups"
+kept = FittedKeptSet(5, 2, 1e-6, group_of=np.zeros(4, np.int64) if grouped else None,
+                     max_groups=1 if grouped else 0)
+warm_up(kept)
+before = list(fitted_step.fitted_block.signatures)
+X = np.random.default_rng(0).standard_normal((30, 12))
+fit_os(X, X[:, 0], 4, **({"groups": np.arange(12) // 3, "s2": 2} if grouped else {}))
+print(len(before), len(fitted_step.fitted_block.signatures),
+      "none" in str(before[0][-1]).lower())
+"""
+
+
+@pytest.mark.parametrize("groups", ["groups", "plain"])
+def test_the_group_code_is_compiled_only_for_a_run_with_groups(groups):
+    """Without groups the arrival kernel is compiled without the group code (its
+    ``group_of`` is None: ``fitted_step._group_swap``), a fifth of the first run's
+    wait; with groups the warm-up compiles the kernel a group run uses, so the run
+    itself compiles nothing."""
+    proc = subprocess.run([sys.executable, "-c", "import sys\n" + GROUPS_PROBE, groups],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    before, after, without = proc.stdout.split()
+    assert before == after == "1"
+    assert without == ("False" if groups == "groups" else "True")
