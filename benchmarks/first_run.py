@@ -9,10 +9,12 @@ in a fresh process with an empty cache directory of its own:
   default settings), cold then warm (the same cache, now filled);
 * ``mpiexec -n Q python -m asyos.run`` cold then warm, where one worker per node
   compiles and the others load what it cached;
+* a first sparse run (rare words, a ``.csc`` directory) on a cache the README's
+  first run filled, then again: what sparse data adds to a machine's first hour;
 * with ``--kernels``, the compile time of each kernel the first run compiles (numba's
   compile events), to see where the wait goes.
 
-    python benchmarks/first_run.py [--mpi 3] [--kernels]
+    python benchmarks/first_run.py [--mpi 3] [--no-sparse] [--kernels]
 
 Seconds are wall clock of the whole process (imports, compile, run, report).
 """
@@ -65,10 +67,29 @@ def timed(command, cache: str) -> tuple[float, int]:
     return time.perf_counter() - start, proc.stderr.count("compiling kernels")
 
 
+def sparse_after_dense(python: list) -> None:
+    """A rare-words problem as a ``.csc`` directory, run on a cache the README's run
+    filled (it compiles the sparse kernels only), then warm."""
+    from asyos.datasets import make_rare_words
+    from asyos.streams import save_csc
+
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as data:
+        text = make_rare_words(p=20_000, n=2_000, seed=0)
+        save_csc(os.path.join(data, "X.csc"), text.X, text.y)
+        timed(python, cache)   # the README's first run fills the cache
+        command = [*python, "--data", os.path.join(data, "X.csc"), "-s", "10"]
+        cold, said = timed(command, cache)
+        warm, _ = timed(command, cache)
+    print(f"{'sparse run after the README run':38s} first run {cold:6.1f} s "
+          f"(announced {said}x), then {warm:5.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mpi", type=int, default=3, metavar="Q",
                         help="ranks of the mpiexec case (0: skip it)")
+    parser.add_argument("--no-sparse", action="store_true",
+                        help="skip the first sparse run")
     parser.add_argument("--kernels", action="store_true",
                         help="also list the compile time of each kernel")
     args = parser.parse_args()
@@ -86,6 +107,8 @@ def main() -> None:
             warm, _ = timed(command, cache)
         print(f"{name:38s} first run {cold:6.1f} s (announced {said}x), "
               f"then {warm:5.1f} s")
+    if not args.no_sparse:
+        sparse_after_dense(python)
     if args.kernels:
         with tempfile.TemporaryDirectory() as cache:
             env = {**os.environ, "NUMBA_CACHE_DIR": cache}
