@@ -171,8 +171,8 @@ def run_sequential(args) -> FitResult:
         return run_path(args, job)
     if job.groups is not None:
         refuse_orders(args, "counts features: it does not take --groups")
-    orders = 1 if job.groups is not None else \
-        default_orders(job.loss) if args.orders == "auto" else args.orders
+    orders = args.orders if args.orders != "auto" else 1 if job.groups is not None \
+        or not job.stream.reorderable else default_orders(job.loss)
     rule = resolve_rule(args.rule)
     passes = resolve_epochs(args.epochs, rule) if orders == 1 else \
         PASSES_PER_ORDER if args.epochs == "auto" else args.epochs

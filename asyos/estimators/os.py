@@ -303,12 +303,14 @@ class _OnlineSubstitution(BaseEstimator):
                 losses[k] += loss_value(int(loss), u, y[test]) / folds.n_splits
         return losses
 
-    def _orders(self, loss: Loss) -> int:
+    def _orders(self, loss: Loss, stream: FeatureStream) -> int:
         """How many feature orders vote (``solvers.voting``): "auto" is
-        ``default_orders`` for a sequential fit, one for Asy-OS."""
+        ``default_orders`` for a sequential fit of a stream that can be read in
+        another order, else one (Asy-OS, a generator's stream)."""
         if not (isinstance(self.n_orders, str) and self.n_orders == "auto"):
             return int(self.n_orders)
-        return default_orders(loss) if self.n_workers == 1 else 1
+        return default_orders(loss) if self.n_workers == 1 and stream.reorderable \
+            else 1
 
     def _run(self, stream, y, s: int, loss: Loss, intercept: bool = False):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``
@@ -316,7 +318,7 @@ class _OnlineSubstitution(BaseEstimator):
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m,
                        rule=self.rule, ridge=self.ridge)
         if self.n_workers == 1:
-            result = fit_os_voted(stream, y, s, orders=self._orders(loss),
+            result = fit_os_voted(stream, y, s, orders=self._orders(loss, stream),
                                   seed=self._seed() or 0, intercept=intercept,
                                   **options)
         else:

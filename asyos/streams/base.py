@@ -101,6 +101,7 @@ class FeatureStream:
     n_samples: int
     n_features: int
     sparse = False   # True: ``step_blocks`` yields CSCBlocks (``SparseStream``)
+    reorderable = True   # False: its order is its source's (``reordered`` refuses)
 
     def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0,
                  dtype="float64"):
@@ -228,6 +229,9 @@ class FeatureStream:
         """The same features, visited in a fresh random order every epoch drawn from
         ``seed`` (whatever this stream's own order): one more order of the same data,
         read through this stream (``solvers.voting`` runs OS over several)."""
+        if not self.reorderable:
+            raise InputError("this stream's order is its source's (a generator's): it "
+                             "cannot be visited in another order")
         return Reordered(self, check_int("seed", seed, 0))
 
     def subset(self, indices) -> FeatureStream:
@@ -336,6 +340,10 @@ class Shard(FeatureStream):
     @property
     def sparse(self) -> bool:
         return self.parent.sparse
+
+    @property
+    def reorderable(self) -> bool:
+        return self.parent.reorderable
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
         return self.parent._raw_blocks(order, block_size)

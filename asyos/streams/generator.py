@@ -51,6 +51,8 @@ class GeneratorStream(FeatureStream):
     whole factory but keeps only its columns.
     """
 
+    reorderable = False   # its order is the factory's
+
     def __init__(self, factory: Callable[[], Iterable], n_samples: int,
                  n_features: int | None = None, *, block_size: int = 256,
                  shuffle: bool = False, seed: int = 0, dtype="float64"):
@@ -66,10 +68,6 @@ class GeneratorStream(FeatureStream):
         self.n_features = (None if n_features is None
                            else check_int("n_features", n_features, 1))
         self._index: np.ndarray | None = None
-
-    def reordered(self, seed: int) -> FeatureStream:
-        raise InputError("a generator stream cannot be visited in another order: its "
-                         "order is the order the factory yields")
 
     def _pairs(self) -> Iterator[tuple[int, np.ndarray]]:
         """(global index, float64 column) for each element of a fresh factory()."""

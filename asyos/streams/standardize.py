@@ -66,6 +66,10 @@ class Standardized(FeatureStream):
     def n_features(self) -> int:
         return self.stream.n_features
 
+    @property
+    def reorderable(self) -> bool:
+        return self.stream.reorderable
+
     def feature_indices(self) -> np.ndarray:
         return self.stream.feature_indices()
 

@@ -31,6 +31,7 @@ from asyos import (
 from asyos.core.losses import Loss, loss_value
 from asyos.estimators.os import expected_failed_checks
 from asyos.solvers.simulator import fit_simulated
+from asyos.streams import GeneratorStream
 
 TRUE = [3, 10, 17]   # one per shard j mod 3: fixed budgets s/q = 1 can hold them
 
@@ -194,6 +195,19 @@ def test_the_classifier_votes_over_eight_orders_by_default_and_one_turns_it_off(
     assert "vote" not in OnlineSubstitutionRegressor(3).fit(X, y).history_
     assert "vote" not in OnlineSubstitutionClassifier(
         3, n_workers=2, backend="simulated").fit(X, labels).history_[0]
+
+
+def test_a_generators_stream_is_fitted_in_its_own_order():
+    """A generator's features come in the generator's order: "auto" takes one order
+    there, and more orders are refused, naming why."""
+    X, y = _problem()
+    labels = np.where(y > np.median(y), 1, 0)
+    stream = GeneratorStream(lambda: iter(X.T), X.shape[0], X.shape[1])
+    model = OnlineSubstitutionClassifier(3).fit_stream(stream, labels)
+    assert "vote" not in model.history_[0]
+    assert set(np.flatnonzero(model.coef_)) == set(TRUE)
+    with pytest.raises(InputError, match="cannot be visited in another order"):
+        OnlineSubstitutionClassifier(3, n_orders=2).fit_stream(stream, labels)
 
 
 def test_the_selector_with_a_classification_loss_takes_two_classes():

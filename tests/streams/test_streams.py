@@ -425,7 +425,11 @@ def test_a_subset_holds_only_its_features_in_the_streams_order(kind, tmp_path):
         stream.subset([1, 23])
 
 
-def test_a_generator_stream_refuses_another_order():
+def test_a_generator_stream_refuses_another_order_through_any_wrapper():
     stream = _make("generator", _X(), None)
-    with pytest.raises(InputError, match="cannot be visited in another order"):
-        stream.reordered(1)
+    for wrapped in (stream, Standardized(stream), stream.shard(2, 1),
+                    stream.subset([1, 2])):
+        assert not wrapped.reorderable
+        with pytest.raises(InputError, match="cannot be visited in another order"):
+            wrapped.reordered(1)
+    assert ArrayStream(_X()).reorderable and Standardized(ArrayStream(_X())).reorderable
