@@ -4,7 +4,9 @@ Three protocols, each over several seeds (mean and worst seed reported):
 
 * **classification** (Yang et al., KDD 2016, Section 5): X iid N(0, 1), y = sign(Xw*),
   n = 1.2·s·log2 p (``asyos.datasets.make_classification``), at (p, s) = (2048, 32),
-  (1000, 100) and (5000, 100).  Recall of the true support by OS under the fitted rule
+  (1000, 100) and (5000, 100).  The classifier a user calls, at its defaults (8
+  feature orders and a vote, ``asyos.solvers.voting``) and with one order; recall of
+  the true support by OS under the fitted rule
   (logistic and squared hinge; logistic with its ridge, and the loss with the ridge,
   chosen on the held-out set as abess's is) and under the paper's rule, against abess's
   ``LogisticRegression(support_size=s)`` at its defaults and with its ridge ``alpha``
