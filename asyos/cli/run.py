@@ -19,7 +19,7 @@ from ..io.results import check_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
 from ..solvers.result import FitResult
-from ..solvers.voting import PASSES_PER_ORDER, default_orders, fit_os_voted
+from ..solvers.voting import default_orders, fit_os_voted, most_steps
 from ..transport.base import launched_by_mpi
 from .job import finish_job, load_job
 from .options import (
@@ -173,11 +173,8 @@ def run_sequential(args) -> FitResult:
         refuse_orders(args, "counts features: it does not take --groups")
     orders = args.orders if args.orders != "auto" else 1 if job.groups is not None \
         or not job.stream.reorderable else default_orders(job.loss)
-    rule = resolve_rule(args.rule)
-    passes = resolve_epochs(args.epochs, rule) if orders == 1 else \
-        PASSES_PER_ORDER if args.epochs == "auto" else args.epochs
-    total = job.stream.n_features * orders * passes + \
-        (job.s * resolve_epochs("auto", rule) if orders > 1 else 0)   # and the refit
+    total = most_steps(job.stream.n_features, job.s, orders, args.epochs,
+                       resolve_rule(args.rule))
     bar = ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
                       f"OS in {orders} orders", total=total)
     try:

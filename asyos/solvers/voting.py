@@ -13,6 +13,7 @@ sequential: memory stays O(n·s).
 
 import numpy as np
 
+from ..core.kept_set import resolve_epochs
 from ..core.losses import Loss
 from ..core.validate import check_at_least, check_sparsity
 from ..errors import InputError
@@ -37,6 +38,15 @@ def default_orders(loss) -> int:
     """The fronts' ``"auto"`` (the estimators' ``n_orders``, the CLI's ``--orders``)
     for a sequential fit of a fixed size without groups."""
     return CLASSIFICATION_ORDERS if Loss.parse(loss).is_classification else 1
+
+
+def most_steps(n_features: int, s: int, orders: int, epochs, rule) -> int:
+    """The most feature steps ``fit_os_voted`` takes (a progress bar's total): every
+    order's passes, and with several orders the refit's on at most s features."""
+    if orders == 1:
+        return n_features * resolve_epochs(epochs, rule)
+    passes = PASSES_PER_ORDER if epochs == "auto" else epochs
+    return n_features * orders * passes + s * resolve_epochs("auto", rule)
 
 
 def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
@@ -87,8 +97,7 @@ def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
     if kept.size == 0:   # no order kept anything (every column empty): nothing to vote
         return best
     chosen = np.sort(kept[np.argsort(-votes[kept], kind="stable")[:s]])
-    result = fit_os(stream.subset(chosen), y, len(chosen), loss=Loss.parse(loss),
-                    **options)
+    result = fit_os(stream.subset(chosen), y, len(chosen), loss=loss, **options)
     result.n_steps += sum(run.n_steps for run in runs)
     result.seconds += sum(run.seconds for run in runs)
     result.context["vote"] = {
