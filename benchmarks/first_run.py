@@ -9,12 +9,14 @@ in a fresh process with an empty cache directory of its own:
   default settings), cold then warm (the same cache, now filled);
 * ``mpiexec -n Q python -m asyos.run`` cold then warm, where one worker per node
   compiles and the others load what it cached;
+* the README's ZeroMQ recipe (``asyos server`` and two ``asyos worker``, started
+  together on the files ``asyos make`` writes), cold then warm;
 * a first sparse run (rare words, a ``.csc`` directory) on a cache the README's
   first run filled, then again: what sparse data adds to a machine's first hour;
 * with ``--kernels``, the compile time of each kernel the first run compiles (numba's
   compile events), to see where the wait goes.
 
-    python benchmarks/first_run.py [--mpi 3] [--no-sparse] [--kernels]
+    python benchmarks/first_run.py [--mpi 3] [--no-zeromq] [--no-sparse] [--kernels]
 
 Seconds are wall clock of the whole process (imports, compile, run, report).
 """
@@ -84,10 +86,50 @@ def sparse_after_dense(python: list) -> None:
           f"(announced {said}x), then {warm:5.1f} s")
 
 
+ZMQ_TOML = """sparsity = 64
+[server]
+labels = "y.npy"
+workers = 2
+out = "results.json"
+[worker]
+data = "X.npy"
+"""   # the README's ZeroMQ recipe, verbatim
+
+
+def zeromq_recipe(asyos: list) -> None:
+    """The README's ZeroMQ recipe: ``asyos server`` and two ``asyos worker`` started
+    together on the files ``asyos make`` writes, cold then warm."""
+    with tempfile.TemporaryDirectory() as cache, tempfile.TemporaryDirectory() as work:
+        env = {**os.environ, "NUMBA_CACHE_DIR": cache}
+        subprocess.run([*asyos, "make", "X.npy", "y.npy"], cwd=work, env=env,
+                       check=True, capture_output=True)
+        with open(os.path.join(work, "zmq.toml"), "w") as toml:
+            toml.write(ZMQ_TOML)
+        seconds, said = [], 0
+        for _ in range(2):
+            start = time.perf_counter()
+            procs = [subprocess.Popen([*asyos, *role, "--config", "zmq.toml"], cwd=work,
+                                      env=env, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.PIPE, text=True)
+                     for role in (["server"], ["worker", "--shard", "0/2"],
+                                  ["worker", "--shard", "1/2"])]
+            for proc in procs:
+                _, err = proc.communicate(timeout=1800)
+                if proc.returncode != 0:
+                    sys.exit(f"{' '.join(proc.args)} failed:\n{err[-2000:]}")
+                said += err.count("compiling kernels") if not seconds else 0
+            seconds.append(time.perf_counter() - start)
+    name = "ZeroMQ: asyos server + 2 asyos worker"
+    print(f"{name:38s} first run {seconds[0]:6.1f} s (announced {said}x), "
+          f"then {seconds[1]:5.1f} s")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mpi", type=int, default=3, metavar="Q",
                         help="ranks of the mpiexec case (0: skip it)")
+    parser.add_argument("--no-zeromq", action="store_true",
+                        help="skip the README's ZeroMQ recipe")
     parser.add_argument("--no-sparse", action="store_true",
                         help="skip the first sparse run")
     parser.add_argument("--kernels", action="store_true",
@@ -107,6 +149,8 @@ def main() -> None:
             warm, _ = timed(command, cache)
         print(f"{name:38s} first run {cold:6.1f} s (announced {said}x), "
               f"then {warm:5.1f} s")
+    if not args.no_zeromq:
+        zeromq_recipe([sys.executable, "-m", "asyos"])
     if not args.no_sparse:
         sparse_after_dense(python)
     if args.kernels:

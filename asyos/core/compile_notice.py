@@ -8,16 +8,17 @@ cache), whatever the machine's load.
 
 Processes that start together (MPI ranks, ZeroMQ workers, the estimators' worker
 processes) would each compile the same kernels side by side, taking as many times the
-CPU.  ``compile_notice`` therefore holds a lock file in numba's cache folder: the first
-process to arrive warms up alone (compiling, on a cold cache); the others wait for it
-and then load its kernels together.
+CPU.  ``compile_notice`` therefore hands out lock files in numba's cache folder, one per
+set of kernels: the first process to arrive warms a set up alone (compiling, on a cold
+cache); the others warm up another set meanwhile, or wait for it and then load its
+kernels together.
 """
 
 import logging
 import os
 import threading
 import time
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from pathlib import Path
 
 import numba
@@ -48,25 +49,30 @@ class _Compiles(event.Listener):
 
 
 @contextmanager
-def _one_compiler(folder: str | None, wait_after: float):
-    """Hold the compile lock of the cache ``folder``: exclusive when it is free, else
-    shared once its holder (a process warming up, perhaps compiling) has finished,
-    so that waiting processes then load the kernels together.  No lock where the
-    folder cannot hold one (numba then runs uncached anyway)."""
+def _lock(folder: str | None, name: str, wait: bool, wait_after: float):
+    """Hold the lock file ``name`` of the cache ``folder``, yielding whether it is
+    exclusive.  ``wait`` False: exclusive if it is free, else yield False at once
+    without it; ``wait`` True: shared once its holder (a process warming up,
+    perhaps compiling) has finished, so that waiting processes then load the kernels
+    together.  No lock where the folder cannot hold one (numba then runs uncached
+    anyway): yields True."""
     import fcntl  # POSIX only: elsewhere ``compile_notice`` takes no lock
 
     try:
-        path = Path(folder) / LOCK_NAME if folder else None
-        handle = None if path is None else open(path, "a+b")  # noqa: SIM115
+        handle = open(Path(folder) / name, "a+b") if folder else None  # noqa: SIM115
     except OSError:
         handle = None
     if handle is None:
-        yield
+        yield True
         return
     with handle:
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            exclusive = True
         except BlockingIOError:
+            if not wait:
+                yield False
+                return
             timer = threading.Timer(wait_after, log.warning, (WAITING,))
             timer.daemon = True
             timer.start()
@@ -74,23 +80,52 @@ def _one_compiler(folder: str | None, wait_after: float):
                 fcntl.flock(handle, fcntl.LOCK_SH)
             finally:
                 timer.cancel()
+            exclusive = False
         try:
-            yield
+            yield exclusive
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+class Turns:
+    """Hands out the warm-ups of a process one at a time, each under the lock of
+    its kernels (``key``): first those no other process is warming up, then, waiting
+    for their holders, the rest, which then load from the cache.  Processes that
+    warm up the same kernels compile them once; processes that need two sets (a
+    ZeroMQ worker warms both rules) compile one each, side by side."""
+
+    def __init__(self, folder: str | None, wait_after: float):
+        self.folder, self.wait_after = folder, wait_after
+
+    def __call__(self, items, key=lambda item: ""):
+        busy = []
+        for item in items:
+            with _lock(self.folder, _lock_name(key(item)), False,
+                       self.wait_after) as free:
+                if free:
+                    yield item
+                    continue
+            busy.append(item)
+        for item in busy:
+            with _lock(self.folder, _lock_name(key(item)), True, self.wait_after):
+                yield item
+
+
+def _lock_name(key: str) -> str:
+    return LOCK_NAME if not key else f".compile.{key}.lock"
 
 
 @contextmanager
 def compile_notice(lock: bool = True, wait_after: float = WAIT_NOTICE_AFTER):
     """Around a warm-up that may compile: one line on stderr as the first kernel
     starts compiling, and when it ends, how long it took; nothing when every kernel
-    loads from the cache.  ``lock``: take the machine-wide compile lock (above)."""
+    loads from the cache.  Yields a ``Turns``: iterate the warm-ups through it to
+    take the machine-wide compile locks (above); ``lock`` False: no locks."""
     start = time.perf_counter()
     listener = _Compiles()
     folder = getattr(numba.config, "CACHE_DIR", None) or None
-    guard = _one_compiler(folder, wait_after) if lock and os.name == "posix" \
-        else nullcontext()
-    with guard, event.install_listener("numba:compile", listener):
-        yield
+    locking = lock and os.name == "posix" and folder is not None
+    with event.install_listener("numba:compile", listener):
+        yield Turns(folder if locking else None, wait_after)
     if listener.count:
         log.warning("kernels compiled in %.0f s", time.perf_counter() - start)

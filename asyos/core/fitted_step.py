@@ -37,11 +37,26 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit, types
-from numba.extending import overload
+from numba.extending import overload, register_jitable
 
 from .losses import SQUARED, hess_at, loss_and_grad
 from .os_step import _FAST, _dot, vacate
 from .spd import spd_inverse, spd_solve
+
+# How the fitted rule compiles (a first run waits for it: docs/benchmarks.md, "First
+# run").  The arrival, the largest piece, is inlined into the kernels that loop over
+# arrivals: as a kernel of its own it was compiled to machine code twice, alone and
+# inside its caller.  Its helpers are kernels of their own, cached (a sparse or Asy-OS
+# kernel loads those a sequential run compiled) and without a Python or C wrapper
+# (only kernels call them): inlined as numba IR, a helper is copied into every caller.
+# Division by zero is IEEE's (``error_model="numpy"``): the kernels guard their
+# pivots, and Python's error model compiles an exception path into every division.
+# The helpers the fast-math arrival inlined before keep ``fastmath``, so the sums
+# round as they did.
+_PLAIN_KERNEL = dict(cache=True, error_model="numpy")
+_KERNEL = dict(_PLAIN_KERNEL, fastmath=_FAST)
+_PLAIN_HELPER = dict(_PLAIN_KERNEL, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+_HELPER = dict(_PLAIN_HELPER, fastmath=_FAST)
 
 # ``FittedState.info``: the fitted rule's scalars, one record (a structured array of
 # length 1 that the kernels read and write by name, as numba compiles and caches it).
@@ -122,7 +137,7 @@ def _as_float64_typed(a):
     return lambda a: a.astype(np.float64)
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(**_KERNEL)
 def refactor(cols, size, st):
     """H_S⁻¹ from scratch with the stored curvature: O(n·s² + s³).  Columns whose
     products overflow mark the scale as overflowing (``nu`` = inf): the caller refuses
@@ -148,7 +163,7 @@ def refactor(cols, size, st):
     st.info[0].swaps = 0
 
 
-@njit(cache=True)
+@register_jitable(**_PLAIN_HELPER)
 def refresh(cols, size, u, y, loss, st):
     """The curvature at ``u``, then ``refactor``."""
     n = u.shape[0]
@@ -160,7 +175,7 @@ def refresh(cols, size, u, y, loss, st):
     st.info[0].batch_valid = False
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _grow(inv, k, a, sigma):
     """H⁻¹ of S ∪ {newcomer in slot k} from H_S⁻¹ (block inversion)."""
     for i in range(k):
@@ -171,7 +186,7 @@ def _grow(inv, k, a, sigma):
     inv[k, k] = 1.0 / sigma
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _remove(inv, last, d):
     """H⁻¹ of slots 0..last without slot d, with slot ``last`` moved into d (as
     ``vacate`` moves the columns)."""
@@ -192,7 +207,7 @@ def _remove(inv, last, d):
         inv[l, last] = 0.0
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _objective(loss, u, y, weights, k, lam, g):
     """F = L(u) + (λ/2)‖w‖², with dL/du written into ``g``."""
     total = 0.0
@@ -221,7 +236,7 @@ def _group_swap_typed(group_of, index, k, j, newcomer_cost, sigma, st):
     return swap
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_PLAIN_HELPER)
 def _needs_a_group(index, k, j, st):
     """Group-aware OS: j's group is not kept and ``max_groups`` groups are, so j can
     enter only if a whole kept group leaves."""
@@ -244,7 +259,7 @@ def _needs_a_group(index, k, j, st):
     return groups >= limit
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_PLAIN_HELPER)
 def _group_block(index, k, group, sigma, st, slots):
     """Group ``group``'s kept slots (into ``slots``), [H_B⁻¹]_GG and w_G: the pieces
     of its removal cost.  Returns (count, block, w_G)."""
@@ -263,7 +278,7 @@ def _group_block(index, k, group, sigma, st, slots):
     return m, block, w_g
 
 
-@njit(cache=True)
+@njit(**_PLAIN_KERNEL)
 def _drop_a_group(index, k, newcomer_cost, sigma, st):
     """The kept group whose removal costs least in the model,
     ½ w_Gᵀ([H_B⁻¹]_GG)⁻¹ w_G, if it costs less than rejecting the newcomer: its slots
@@ -295,7 +310,7 @@ def _drop_a_group(index, k, newcomer_cost, sigma, st):
     return True
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _see_scale(info, nu):
     """A column of ‖x‖²/n = ``nu`` arrives: a new largest one moves λ, which voids
     H_S⁻¹ and F."""
@@ -306,7 +321,7 @@ def _see_scale(info, nu):
         info.objective_current = False
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _newton_on_s(inv, k, st):
     """v = H_S⁻¹gS (the Newton step on S) into ``st.v``; returns its predicted
     gain ½ gSᵀH_S⁻¹gS."""
@@ -320,7 +335,7 @@ def _newton_on_s(inv, k, st):
     return gain
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
     """The move an arrival proposes, from the products of the arrival (``st.gS``,
     ``st.bS``, ``st.a`` = H_S⁻¹b, ``st.v`` = H_S⁻¹gS, all current), the newcomer's
@@ -378,7 +393,7 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
     return grows, swap, sigma, gain
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def worth_a_move(moved, gain, before):
     """Whether an arrival's move is worth the passes over the kept columns it costs:
     a newcomer's always; the Newton step on S alone when its predicted ``gain`` is
@@ -388,7 +403,7 @@ def worth_a_move(moved, gain, before):
     return moved or gain > NEGLIGIBLE * abs(before) + 1e-300
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     """A move F accepted: the weights of B, H_S⁻¹ grown by the newcomer and without
     the dropped slots, the slots moved as ``vacate`` moves them (``slots``: the dense
@@ -421,7 +436,7 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     return size, dropped
 
 
-@njit(cache=True, fastmath=_FAST, inline="always")
+@register_jitable(**_HELPER)
 def _products_on_s(cols, weights, k, x, lam, row, st):
     """One pass over the kept columns for the arrival of column ``x``: D x into
     ``hx``; b = X_SᵀDx into ``bS`` (or the batched row ``row``, ``_batched``), and
@@ -464,7 +479,7 @@ def _products_on_s(cols, weights, k, x, lam, row, st):
     return info.gain
 
 
-@njit(cache=True, fastmath=_FAST, inline="always")
+@register_jitable(**_HELPER)
 def _try(cols, span, u, y, loss, contribution, separate, lam, st):
     """The move proposed (weights ``w_new`` on slots 0..span-1): X_B w_B into
     ``fresh``, the u it gives into ``trial`` (a worker's view plus its own change when
@@ -482,7 +497,7 @@ def _try(cols, span, u, y, loss, contribution, separate, lam, st):
     return _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(**_KERNEL, inline="always")
 def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                    contribution, separate, damping, st, row=-1):
     """One arrival of feature ``j`` (column ``x``) under the fitted rule.
@@ -539,18 +554,17 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
                             loss, st)
     if dropped == -2:
         dropped = not_kept
-    if separate:
-        u[:] = st.trial
-        contribution[:] = st.fresh
-    else:
-        u[:] = st.fresh
-    st.g[:] = st.g_trial
+    for r in range(n):   # loops: a slice assignment compiles numba's shape message
+        u[r] = st.trial[r] if separate else st.fresh[r]
+        if separate:
+            contribution[r] = st.fresh[r]
+        st.g[r] = st.g_trial[r]
     info.objective = after
     info.on_s_current = False
     return size, dropped
 
 
-@njit(cache=True)
+@register_jitable(**_PLAIN_HELPER)
 def _batched(cols, size, block, b, st, run):
     """The row of ``st.products`` and ``st.solved`` that holds b = X_SᵀDx and H_S⁻¹b
     for arrival ``b`` of ``block``, or -1 (the arrival computes them itself).  They
@@ -574,7 +588,7 @@ def _batched(cols, size, block, b, st, run):
     return b - run[0]
 
 
-@njit(cache=True)
+@register_jitable(**_PLAIN_HELPER)
 def _products(cols, size, block, start, end, curv, inv, products, solved):
     """products[i, :size] = X_SᵀD x for the arrivals start ≤ i + start < end, and
     solved[i] = H_S⁻¹ products[i]: two BLAS products.  The first runs over the kept
@@ -597,18 +611,18 @@ def _products(cols, size, block, start, end, curv, inv, products, solved):
     for i in range(size):
         for l in range(size):
             H[i, l] = inv[i, l]
-    q = np.dot(P, H)
+    q = np.dot(P, H[:size].T)   # H is symmetric: the types of the first product
     for i in range(m):
         for l in range(size):
             solved[i, l] = q[i, l]
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PLAIN_KERNEL, nogil=True)
 def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y, loss,
-                 st):
+                 st, run):
     """Sequential OS under the fitted rule over every column of ``block``; u is X_S w_S.
-    Returns (new size, substitutions)."""
-    swaps, run = 0, np.zeros(3, np.int64)
+    ``run``: ``_batched``'s three integers, zero.  Returns (new size, substitutions)."""
+    swaps = 0
     for b in range(block.shape[0]):
         row = _batched(cols, size, block, b, st, run)
         size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
@@ -619,7 +633,7 @@ def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y,
     return size, swaps
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PLAIN_KERNEL, nogil=True)
 def fitted_local(cols, index, weights, size, capacity, block, block_index, start, end,
                  u_local, y, loss, contribution, damping, st, run):
     """An Asy-OS worker's arrivals ``start`` ≤ b < ``end`` of ``block`` under the
@@ -638,7 +652,7 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     return size
 
 
-@njit(cache=True)
+@njit(**_PLAIN_KERNEL)
 def fitted_drop_to(cols, index, weights, size, limit, st):
     """Drop the cheapest kept coordinates (w_k² / [H_S⁻¹]_kk, re-optimising the rest
     in the model) until at most ``limit`` are kept; returns the new size.  The caller

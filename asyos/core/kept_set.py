@@ -306,9 +306,11 @@ class FittedKeptSet(_Kept):
     def run_block(self, block_index, block, y, loss: Loss, m: float,
                   step_state: np.ndarray) -> None:
         """Sequential OS over a block; η and m are not used by this rule."""
+        self._block, self._run[:] = None, 0   # its own run of batched products
         self.size, swaps = fitted_block(self.cols, self.index, self.weights, self.size,
                                         self.limit, block, block_index,
-                                        self.contribution, y, int(loss), self.model)
+                                        self.contribution, y, int(loss), self.model,
+                                        self._run)
         step_state[SUBSTITUTIONS] += swaps
         step_state[NU_MAX] = self.model.info[0]["nu"]   # the driver checks its scale
 
@@ -550,19 +552,33 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         info["refresh_due"], info["objective_current"] = True, False
 
 
-def warm_up(kept, asy: bool = False) -> None:
-    """Compile, or load from numba's on-disk cache, the kernels ``kept`` will run,
-    before a run's clock starts: a two-sample twin of the same kind and storage type
-    takes one block (for an Asy-OS worker, ``asy``, a local block and a budget
+def _kernels_of(twin, block, use: str) -> str:
+    """A name for the kernels a twin compiles: its kind, storage type, use and
+    whether it carries groups."""
+    values = block.vals if isinstance(block, CSCBlock) else block
+    grouped = getattr(getattr(twin, "model", None), "group_of", None) is not None
+    return f"{type(twin).__name__}-{values.dtype}-{use}{'-groups' if grouped else ''}"
+
+
+def warm_up(*kept_sets, asy: bool = False) -> None:
+    """Compile, or load from numba's on-disk cache, the kernels each kept set will
+    run, before a run's clock starts: a two-sample twin of the same kind and storage
+    type takes one block (for an Asy-OS worker, ``asy``, a local block and a budget
     change instead).  Only what the run needs is compiled; the first run on a machine
-    compiles, which takes seconds, so that wait is announced once on stderr."""
-    twin, block = kept.twin()
+    compiles, which takes seconds, so that wait is announced once on stderr.  Each
+    set of kernels (a twin's kind, storage type and use) has its own compile lock:
+    processes starting together compile each set once, and a ZeroMQ worker, which
+    warms both rules before its server names one, compiles one while another worker
+    compiles the other."""
     y, index = np.ones(2), np.arange(2)
     state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
-    with compile_notice():
-        if asy:   # a worker steps from its view, and a budget cut drops features
-            twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-            twin.set_limit(1)   # (a kernel compiled mid-run stalls its worker for
-            #                     seconds: recall 0.58 instead of 1 on a cold cache)
-        else:
-            twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)
+    use = "worker" if asy else "sequential"
+    with compile_notice() as turns:
+        for twin, block in turns((kept.twin() for kept in kept_sets),
+                                 lambda twin_block: _kernels_of(*twin_block, use)):
+            if asy:   # a worker steps from its view, and a budget cut drops features
+                twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
+                twin.set_limit(1)   # (a kernel compiled mid-run stalls its worker
+                #                     for seconds: recall 0.58 instead of 1 cold)
+            else:
+                twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)

@@ -32,8 +32,13 @@ from typing import NamedTuple
 
 import numpy as np
 from numba import njit
+from numba.extending import register_jitable
 
 from .fitted_step import (
+    _HELPER,
+    _KERNEL,
+    _PLAIN_HELPER,
+    _PLAIN_KERNEL,
     _accept,
     _newton_on_s,
     _objective,
@@ -42,7 +47,6 @@ from .fitted_step import (
     worth_a_move,
 )
 from .losses import SQUARED, hess_at
-from .os_step import _FAST
 from .spd import spd_inverse
 
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
@@ -68,7 +72,7 @@ def sparse_fit(n_samples: int, capacity: int, intercept: bool) -> SparseFit:
                      np.zeros((c, 2), np.int64), extra)
 
 
-@njit(cache=True)
+@register_jitable(**_PLAIN_HELPER)
 def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
     """The curvature at ``u``, then H̃_S⁻¹ from the kept nonzeros: O(nnz(X_S)·s + s³).
     An overflowing product marks the scale as overflowing (``nu`` = inf)."""
@@ -108,7 +112,7 @@ def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
     info.on_s_current = False
 
 
-@njit(cache=True, inline="always")
+@register_jitable(**_HELPER)
 def _sync(table, rows, vals, index, span, size, st, sp):
     """``by_row`` and ``e`` follow the slots a move changed (O(nnz) a slot)."""
     for l in range(span):
@@ -129,7 +133,7 @@ def _sync(table, rows, vals, index, span, size, st, sp):
             sp.e[l] = total
 
 
-@njit(cache=True, fastmath=_FAST)
+@njit(**_KERNEL, inline="always")
 def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, loss,
                           separate, damping, st, sp):
     """One arrival of feature ``j`` (nonzeros ``x_rows``, ``x_vals``) under the fitted
@@ -216,8 +220,9 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     if moved:   # the newcomer into the pool (kept only if the move is accepted)
         table[k, 0] = fill
         table[k, 1] = m
-        rows[fill:fill + m] = x_rows
-        vals[fill:fill + m] = x_vals
+        for e in range(m):   # loops: see ``fitted_arrival``'s last one
+            rows[fill + e] = x_rows[e]
+            vals[fill + e] = x_vals[e]
     w_new = st.w_new
     shift = 0.0   # the intercept's Newton step given the weights' move
     if intercept:
@@ -263,7 +268,7 @@ def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, l
     return size, fill, not_kept if dropped == -2 else dropped
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PLAIN_KERNEL, nogil=True)
 def sparse_fitted_block(kept, size, fill, capacity, block, u, y, loss, st, sp):
     """Sequential OS under the fitted rule over the CSC ``block`` (``SparseBlock``);
     ``u`` is X_S w_S (plus the intercept).  Returns (size, fill, substitutions)."""
@@ -280,7 +285,7 @@ def sparse_fitted_block(kept, size, fill, capacity, block, u, y, loss, st, sp):
     return size, fill, swaps
 
 
-@njit(cache=True, nogil=True)
+@njit(**_PLAIN_KERNEL, nogil=True)
 def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, damping,
                         st, sp):
     """An Asy-OS worker's arrivals over a CSC block from its view ``u_local`` (its
@@ -296,7 +301,7 @@ def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, dam
     return size, fill
 
 
-@njit(cache=True)
+@njit(**_PLAIN_KERNEL)
 def rebuild_rows(table, rows, vals, size, st, sp):
     """``by_row`` and ``e`` from the kept columns afresh (after ``fitted_drop_to``
     moved slots, or a load): O(n·s)."""

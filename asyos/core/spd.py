@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def _cholesky(A, m):
     """A[:m, :m] (symmetric positive definite) → its lower Cholesky factor, in
     place.  A pivot that rounding made ≤ 0 is taken as the smallest positive one."""
@@ -27,7 +27,7 @@ def _cholesky(A, m):
             A[i, j] = total / d
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def spd_solve(A, m, b):
     """A⁻¹b for the SPD A[:m, :m] (A is overwritten by its factor)."""
     _cholesky(A, m)
@@ -43,7 +43,7 @@ def spd_solve(A, m, b):
     return z
 
 
-@njit(cache=True)
+@njit(cache=True, error_model="numpy")
 def spd_inverse(A, m, out):
     """out[:m, :m] = A⁻¹ for the SPD A[:m, :m] (A is overwritten): Cholesky, then
     L⁻¹ in A's lower part and out = L⁻ᵀL⁻¹, O(m³)."""

@@ -171,9 +171,10 @@ class ZmqWorker:
     def run(self) -> None:
         """Handshake, then steps until the server says DONE; resynchronise on CONFIG."""
         self.nu = first_block_nu(self.shard)
-        for rule in ("fitted", "magnitude"):   # the server's CONFIG names the rule;
-            # compile both now, before the server counts this worker's silences
-            warm_up(kept_set(self.shard, 1, rule=rule)[0], asy=True)
+        # the server's CONFIG names the rule: compile both now, before the server
+        # counts this worker's silences
+        warm_up(*(kept_set(self.shard, 1, rule=rule)[0]
+                  for rule in ("fitted", "magnitude")), asy=True)
         envelope = None
         while envelope is None or not isinstance(envelope.body, messages.Config):
             if envelope is not None and isinstance(envelope.body, messages.Done):
