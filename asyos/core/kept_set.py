@@ -99,6 +99,15 @@ class _Kept:
                              f"{self.capacity} and n = {self.n_samples}")
         return k
 
+    def _load_dense(self, indices, columns, weights) -> int:
+        """A saved kept set into the dense buffers (dense kept sets); returns its
+        size."""
+        k = self._check_load(indices, columns, weights)
+        self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
+        self.size = k
+        self.contribution[:] = self.weights[:k] @ self.cols[:k]
+        return k
+
 
 class KeptSet(_Kept):
     """Retained features of one OS process (sequential solver or Asy-OS worker),
@@ -158,10 +167,7 @@ class KeptSet(_Kept):
 
     def load(self, indices: np.ndarray, columns: np.ndarray, weights: np.ndarray) -> None:
         """Start from a saved kept set (a replacement worker resuming a lost one)."""
-        k = self._check_load(indices, columns, weights)
-        self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
-        self.size = k
-        self.contribution[:] = self.weights[:k] @ self.cols[:k]
+        self._load_dense(indices, columns, weights)
 
 
 class GroupKeptSet(KeptSet):
@@ -352,16 +358,18 @@ class FittedKeptSet(_Kept):
             recompute(self.weights, self.cols, self.size, self.contribution)
             self.model.info[["objective_current", "batch_valid"]] = False   # S changed
 
+    def _scale_of(self, columns) -> None:
+        """ν, the largest ‖x‖²/n of loaded ``columns`` (k, n), and λ = ridge · ν."""
+        info = self.model.info[0]
+        nu = float(np.max(np.einsum("kr,kr->k", columns, columns))) / \
+            self.n_samples if len(columns) else 0.0
+        info["nu"], info["lam"] = nu, info["ridge"] * nu
+
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
-        k = self._check_load(indices, columns, weights)
-        self.cols[:k], self.index[:k], self.weights[:k] = columns, indices, weights
-        self.size = k
-        self.contribution[:] = self.weights[:k] @ self.cols[:k]
+        k = self._load_dense(indices, columns, weights)
+        self._scale_of(self.cols[:k])
         info = self.model.info[0]
-        nu = float(np.max(np.einsum("kr,kr->k", self.cols[:k], self.cols[:k]))) / \
-            self.n_samples if k else 0.0
-        info["nu"], info["lam"] = nu, info["ridge"] * nu
         # until the next arrival computes the loss's curvature at u, its bound
         self.model.curv[:] = 1.0 / self.n_samples
         refactor(self.cols, k, self.model)
@@ -544,11 +552,9 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
         k = self._load_pool(indices, columns, weights)
-        info = self.model.info[0]
-        nu = float(np.max(np.einsum("kr,kr->k", columns, columns))) / \
-            self.n_samples if k else 0.0
-        info["nu"], info["lam"] = nu, info["ridge"] * nu
+        self._scale_of(columns)
         rebuild_rows(self.table, self.rows, self.vals, k, self.model, self.sparse)
+        info = self.model.info[0]
         info["refresh_due"], info["objective_current"] = True, False
 
 
