@@ -112,15 +112,19 @@ class Link:
             _wait(request, self.share)
 
 
-def _agree(comm, error: str | None, nu: float) -> tuple[str | None, float]:
+def _agree(comm, error: str | None, nu: float,
+           share: NodeShare) -> tuple[str | None, float]:
     """Collective: did any rank fail to set up?  And the largest ν of the first blocks.
 
     A failing worker sends its message to rank 0 first (small, so it is buffered).
+    Polled with backoff: the server's rank arrives at once and waits while a worker
+    compiles its kernels on a cold cache, and a blocking wait would spin the core that
+    worker needs.
     """
     if error is not None and comm.Get_rank() != 0:
         comm.Send([error.encode(), MPI.BYTE], dest=0, tag=ERROR_TAG)
     flags = np.array([0.0 if error is None else 1.0, nu])
-    comm.Allreduce(MPI.IN_PLACE, flags, op=MPI.MAX)
+    _wait(comm.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX), share)
     if flags[0] == 0.0:
         return None, float(flags[1])
     if comm.Get_rank() == 0 and error is None:
@@ -266,7 +270,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             warm_worker(shard, config)
         except Exception as exc:   # reported by _agree, like a setup error
             error = f"{type(exc).__name__}: {exc}"
-    error, nu = _agree(comm, error, nu)
+    error, nu = _agree(comm, error, nu, share)
     if error is not None:
         node.Free()
         raise InputError(error)
