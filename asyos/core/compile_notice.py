@@ -30,7 +30,7 @@ MESSAGE = ("compiling kernels for this machine, first run only (later runs load 
            "from numba's cache) ...")
 WAITING = "waiting for another asyos process to compile the kernels ..."
 WAIT_NOTICE_AFTER = 1.5   # seconds; loading every kernel from numba's cache takes < 1 s
-LOCK_NAME = ".compile.lock"
+LOCK_NAME = ".compile.{}.lock"   # one per set of kernels (``Turns``)
 
 
 class _Compiles(event.Listener):
@@ -97,22 +97,18 @@ class Turns:
     def __init__(self, folder: str | None, wait_after: float):
         self.folder, self.wait_after = folder, wait_after
 
-    def __call__(self, items, key=lambda item: ""):
+    def __call__(self, items, key):
         busy = []
         for item in items:
-            with _lock(self.folder, _lock_name(key(item)), False,
+            with _lock(self.folder, LOCK_NAME.format(key(item)), False,
                        self.wait_after) as free:
                 if free:
                     yield item
                     continue
             busy.append(item)
         for item in busy:
-            with _lock(self.folder, _lock_name(key(item)), True, self.wait_after):
+            with _lock(self.folder, LOCK_NAME.format(key(item)), True, self.wait_after):
                 yield item
-
-
-def _lock_name(key: str) -> str:
-    return LOCK_NAME if not key else f".compile.{key}.lock"
 
 
 @contextmanager
