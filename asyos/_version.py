@@ -5,5 +5,6 @@ __version__ = "0.1.0"
 # in VIEW, one codec for MPI; 4: HELLO carries the data's p; 5: CONFIG carries the
 # substitution rule and its ridge; 6: HELLO carries the data's fingerprint; 7: PUSH
 # carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO;
-# 9: CONFIG carries the worker's plan, its integers as int64
-PROTOCOL_VERSION = 9
+# 9: CONFIG carries the worker's plan, its integers as int64; 10: FINAL carries the kept
+# columns
+PROTOCOL_VERSION = 10

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .core.losses import Loss
+from .core.refit import newton_refit
 from .errors import InputError
 
 __all__ = [
@@ -73,63 +75,24 @@ def refit_least_squares(X, y, selected) -> np.ndarray:
     return w
 
 
-def _hinge_objective(Xs, y, w, ridge):
-    h = np.maximum(1.0 - y * (Xs @ w), 0.0)
-    return 0.5 * (h @ h) / y.size + 0.5 * ridge * (w @ w), h
-
-
 def refit_squared_hinge(X, y, selected, ridge: float = 1e-6,
                         max_iter: int = 100) -> np.ndarray:
     """Squared-hinge refit on the selected columns, zero elsewhere.
 
     Minimises (1/(2n)) Σ max(0, 1 − y_i x_iᵀw)² + (ridge/2)‖w‖² by the semismooth
-    Newton method: the generalised Hessian X_AᵀX_A/n + ridge·I on the active set
-    A = {i : 1 − y_i x_iᵀw > 0} is positive definite thanks to the ridge, even when
-    more columns than samples are selected, and Newton ends in a few steps once A
-    settles.  Armijo backtracking keeps every step a descent step.
+    Newton method (``core.refit.newton_refit``): the generalised Hessian
+    X_AᵀX_A/n + ridge·I on the active set A = {i : 1 − y_i x_iᵀw > 0} is positive
+    definite thanks to the ridge, even when more columns than samples are selected,
+    and Newton ends in a few steps once A settles.
     """
     X, y = _matrix_and_labels(X, y)
     if not (np.isfinite(ridge) and ridge > 0):
         raise InputError(f"ridge must be > 0, got {ridge!r}")
     sel = _indices(selected, X.shape[1])
     w_full = np.zeros(X.shape[1])
-    if sel.size == 0:
-        return w_full
-    Xs = X[:, sel]
-    n, k = Xs.shape
-    w = np.zeros(k)
-    f, h = _hinge_objective(Xs, y, w, ridge)
-    active = h > 0.0
-    grad = -(Xs.T @ (y * h)) / n + ridge * w
-    tol = 1e-10 * max(1.0, float(np.linalg.norm(grad)))
-    for _ in range(max_iter):
-        XA = Xs[active]
-        H = XA.T @ XA / n
-        H[np.diag_indices(k)] += ridge
-        try:
-            d = np.linalg.solve(H, -grad)
-        except np.linalg.LinAlgError:  # only if ridge is lost to rounding
-            d = np.linalg.lstsq(H, -grad, rcond=None)[0]
-        slope = float(grad @ d)
-        if slope >= 0.0:  # d is not a descent direction: already at rounding level
-            break
-        t = 1.0
-        for _ in range(60):
-            f_new, h_new = _hinge_objective(Xs, y, w + t * d, ridge)
-            if f_new <= f + 1e-4 * t * slope:
-                break
-            t *= 0.5
-        else:
-            break  # no decrease representable in floating point
-        w = w + t * d
-        f, h = f_new, h_new
-        new_active = h > 0.0
-        grad = -(Xs.T @ (y * h)) / n + ridge * w
-        unchanged = np.array_equal(new_active, active)
-        active = new_active
-        if unchanged and np.linalg.norm(grad) <= tol:
-            break
-    w_full[sel] = w
+    if sel.size:
+        w_full[sel] = newton_refit(X[:, sel], y, Loss.SQUARED_HINGE, ridge,
+                                   max_steps=max_iter)[0]
     return w_full
 
 

@@ -48,7 +48,7 @@ def mpi_fit(tmp: Path, s, q, budget, epochs, rule) -> np.ndarray:
     command = [mpiexec, "-n", str(q + 1), sys.executable, "-m", "asyos.run", "--data",
                str(tmp / "X.npy"), "--labels", str(tmp / "y.npy"), "-s", str(s),
                "--epochs", str(epochs), "--budget", budget, "--rule", rule, "--quiet",
-               "--out", str(out)]
+               "--out", str(out), "--force"]
     proc = subprocess.run(command, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")

@@ -95,7 +95,7 @@ class Run:
                            env=self.env, check=True, capture_output=True)
             self.keys = ["--keys", str(tmp / "keys")]
         self.server_args = ["--bind", self.endpoint, "--workers", "2", *PROBLEM,
-                            "--epochs", str(epochs), "--out", str(self.out),
+                            "--epochs", str(epochs), "--out", str(self.out), "--force",
                             *pipeline, *self.keys, "-v", *server_args]
         self.log: list[str] = []
         self.peak_rss, self.started_at = 0.0, None

@@ -37,8 +37,8 @@ NEVER = float("inf")
 
 def run(command: list, out: Path) -> dict:
     start = time.perf_counter()
-    proc = subprocess.run(command + ["--quiet", "--out", str(out)], capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(command + ["--quiet", "--force", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1800)
     wall = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")

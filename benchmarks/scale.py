@@ -273,7 +273,8 @@ def run_csc(args, folder: Path) -> list[tuple[str, dict]]:
           f"{meta['nnz']}", file=sys.stderr)
     rows.append((f"asyos run -s {args.s} on the .csc",
                  measured([*asyos, "run", "--data", csc, "-s", args.s, "--epochs",
-                           args.epochs, "--quiet", "--out", folder / "csc_run.json"],
+                           args.epochs, "--quiet", "--force", "--out",
+                           folder / "csc_run.json"],
                           args.timeout)))
     result = json.loads((folder / "csc_run.json").read_text())
     rows[-1][1]["data"] = f"{meta['n_features'] * args.epochs} feature steps, " \

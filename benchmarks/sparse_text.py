@@ -318,7 +318,7 @@ def run_problem(name: str, seed: int, methods: list, args, folder: Path) -> dict
         elif m == "cli":
             result_file = Path(f"{stem}.r.json")
             command = [*asyos, "run", "--data", csc, "--labels", labels, "-s", s,
-                       "--out", result_file, "--quiet"]
+                       "--out", result_file, "--force", "--quiet"]
             if epochs != "auto":
                 command += ["--epochs", epochs]
             r = measured(command, args.timeout)

@@ -33,8 +33,8 @@ from asyos.datasets import make_regression
 
 
 def run(command, out: Path) -> dict:
-    proc = subprocess.run(command + ["--quiet", "--out", str(out)], capture_output=True,
-                          text=True, timeout=1800)
+    proc = subprocess.run(command + ["--quiet", "--force", "--out", str(out)],
+                          capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(command)} failed:\n{proc.stderr}")
     return json.loads(out.read_text())

@@ -59,7 +59,8 @@ def view(body: messages.Push, u: np.ndarray) -> messages.View:
 
 
 def final(seq: int, n: int) -> messages.Final:
-    return messages.Final(seq, BATCH * seq, KEPT, WEIGHTS, np.zeros(n))
+    return messages.Final(seq, BATCH * seq, KEPT, WEIGHTS, np.zeros(n),
+                          np.zeros((KEPT.size, n)))
 
 
 def expect(body, kind: type) -> None:

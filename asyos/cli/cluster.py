@@ -17,8 +17,8 @@ from ..core.projection import check_groups, group_constraint
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
 from ..io.data import load_features, load_groups, load_labels
-from ..io.results import check_out
-from ..solvers.asy import AsyConfig, warn_constant_kept
+from ..io.results import check_new_out
+from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from .job import finish, map_labels, synthetic_problem
 from .options import (
@@ -84,6 +84,8 @@ def add_server_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group-sparsity", type=int, metavar="S2", help="keep at most "
                         "S2 groups (with --groups); shards are whole groups")
     parser.add_argument("--out", help="write results JSON here")
+    parser.add_argument("--force", action="store_true",
+                        help="replace the results already at --out")
     parser.add_argument("--quiet", "-q", action="store_true", help="no summary")
     parser.add_argument("--checkpoint", type=Path, help="checkpoint file (.npz)")
     parser.add_argument("--checkpoint-every", type=float, default=30.0,
@@ -149,7 +151,7 @@ def run_server(args) -> FitResult:
     reclaim_secrets(run_directory())
     refuse_auto_sparsity(args.sparsity)
     if args.out:
-        check_out(args.out)
+        check_new_out(args.out, args.force)
     truth = None
     if args.labels is not None:
         if args.sparsity is None:
@@ -241,7 +243,6 @@ def run_worker(args) -> None:
                        timeouts=_timeouts(args), keys=args.keys, group_of=group_of)
     try:
         worker.run()
-        warn_constant_kept(worker.shard, worker.driver)
     except ServerGone as exc:
         print(f"asyos: error: shard {t}/{q}: {exc}", file=sys.stderr)
         raise SystemExit(1) from None

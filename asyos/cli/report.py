@@ -65,9 +65,12 @@ def report(result: FitResult | None, out=None) -> None:
               f"passes; the selected features were kept by {min(vote['votes'])} to "
               f"{max(vote['votes'])} of them, then refit (objective per epoch: the "
               "refit's)", file=out)
+    refit = (result.asy or {}).get("refit")
+    final = f"refit jointly on the selected features {result.objective:.6g}" if refit \
+        else f"final {result.objective:.6g}"
     print("objective per epoch: "
           + ", ".join(f"{v:.6g}" for v in result.objective_per_epoch)
-          + f" (final {result.objective:.6g})", file=out)
+          + f" ({final})", file=out)
     if result.asy is not None:
         asy = result.asy
         stale = asy["staleness"]

@@ -15,7 +15,7 @@ from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
-from ..io.results import check_out
+from ..io.results import check_new_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
 from ..solvers.result import FitResult
@@ -114,6 +114,8 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      help="draw each step's delay uniformly from 0..TAU (seeded)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", help="write results JSON here")
+    out.add_argument("--force", action="store_true",
+                     help="replace the results already at --out")
     out.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
 
@@ -212,7 +214,7 @@ def run_mpi(args) -> FitResult | None:
     def open_job():
         nonlocal job, s2
         if args.out and MPI.COMM_WORLD.Get_rank() == 0:   # the server writes them
-            check_out(args.out)
+            check_new_out(args.out, args.force)
         job = load_job(args, features=MPI.COMM_WORLD.Get_rank() != 0)
         group_of, s2 = group_constraint(job.groups, args.group_sparsity,
                                         job.stream.n_features) or (None, None)
@@ -322,7 +324,7 @@ def run(args) -> FitResult | None:
                                  "--workers Q, under mpiexec, or to asyos server")
     check_path_flags(args)
     if args.out:
-        check_out(args.out)
+        check_new_out(args.out, args.force)
     apply_blas_threads(args.blas_threads)
     if args.simulate is not None:
         return run_on_this_machine(args, "simulated", args.simulate)

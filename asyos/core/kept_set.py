@@ -238,15 +238,13 @@ def kept_set(stream, capacity: int, groups=None, rule: str = "auto",
                          "without groups; centre dense columns instead "
                          "(standardize=True, or the estimators' fit_intercept)")
     if rule == "fitted":
-        ridge = default_ridge(loss, stream.n_samples) if ridge is None else ridge
+        ridge = fitted_ridge(loss, stream.n_samples, ridge)
         if stream.sparse and groups is None:
-            return SparseFittedKeptSet(stream.n_samples, capacity,
-                                       ridge * loss.curvature, stream.dtype,
+            return SparseFittedKeptSet(stream.n_samples, capacity, ridge, stream.dtype,
                                        damping=damping, intercept=intercept), \
                 stream.step_blocks
-        return FittedKeptSet(stream.n_samples, capacity, ridge * loss.curvature,
-                             stream.dtype, *(groups or (None, 0)),
-                             damping=damping), stream.blocks
+        return FittedKeptSet(stream.n_samples, capacity, ridge, stream.dtype,
+                             *(groups or (None, 0)), damping=damping), stream.blocks
     if groups is None:
         return stream.kept_set(capacity), stream.step_blocks
     return GroupKeptSet(stream.n_samples, capacity, groups[0], groups[1],
@@ -265,6 +263,13 @@ def default_ridge(loss: Loss, n_samples: int) -> float:
     infinity; 1/n to 100/n measured alike, docs/results.md), 1e-10 for the squared
     loss (only to keep H_S invertible: the weights are least squares to ~1e-10)."""
     return 10.0 / n_samples if loss.is_classification else 1e-10
+
+
+def fitted_ridge(loss: Loss, n_samples: int, ridge: float | None) -> float:
+    """The fitted rule's λ relative to the largest ‖x‖²/n: ``ridge`` (None:
+    ``default_ridge``) in units of the loss's curvature bound."""
+    ridge = default_ridge(loss, n_samples) if ridge is None else ridge
+    return ridge * loss.curvature
 
 
 class FittedKeptSet(_Kept):

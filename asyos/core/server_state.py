@@ -109,7 +109,8 @@ class WorkerRecord:
     selected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ≥ 0
-    contribution: np.ndarray | None = None   # X_S w_S as reported at the end
+    contribution: np.ndarray | None = None   # X_S w_S as reported at the end ...
+    columns: np.ndarray | None = None        # ... and X_Sᵀ (k × n), for the refit
     staleness: list = field(default_factory=list)
     grants: deque = field(default_factory=deque)   # Grant, oldest unspent first
     sent: deque = field(default_factory=deque)     # SentView its next push may name
@@ -345,12 +346,21 @@ class ServerState:
         if worker in self._waiting:
             self._waiting.remove(worker)
 
-    def finish(self, worker: int, selected, weights, contribution) -> list[int]:
-        """A worker's final (S(t), w(t), X_S(t) w_S(t)): sent exactly once, at the end.
-        Its unspent credit returns; returns the workers to send a view now."""
+    def finish(self, worker: int, selected, weights, contribution,
+               columns=None) -> list[int]:
+        """A worker's final (S(t), w(t), X_S(t) w_S(t)) and, where it sends them, its
+        kept columns X_S(t)ᵀ (``final_columns``): sent exactly once, at the end.  Its
+        unspent credit returns; returns the workers to send a view now."""
         record = self._record(worker)
         selected, weights = self._kept(worker, selected, weights)
-        record.contribution = self._vector(worker, "contribution", contribution).copy()
+        contribution = self._vector(worker, "contribution", contribution)
+        if columns is not None:
+            columns = np.array(columns, dtype=np.float64)
+            if columns.shape != (selected.size, self.u.size) or \
+                    not all_finite(columns.ravel()):
+                raise ProtocolError(f"worker {worker}: its kept columns must be "
+                                    f"{selected.size} × {self.u.size} finite values")
+        record.contribution, record.columns = contribution.copy(), columns
         record.selected, record.weights = selected, weights
         record.importance = np.zeros(selected.size)   # settled: no longer ranked
         record.finished = True
@@ -422,6 +432,17 @@ class ServerState:
         order = np.argsort(selected, kind="stable")
         return selected[order], weights[order], float(np.max(np.abs(self.u - total)))
 
+    def final_columns(self, selected) -> np.ndarray | None:
+        """X_Sᵀ (k × n) of the assembled ``selected``, from the workers' final
+        reports; None when a column was not reported (a lost worker's)."""
+        rows = {}
+        for record in self.workers:
+            if record.columns is not None:
+                rows.update(zip(record.selected.tolist(), record.columns))
+        if not all(j in rows for j in selected.tolist()):
+            return None
+        return np.array([rows[j] for j in selected.tolist()]).reshape(-1, self.u.size)
+
     def staleness_stats(self) -> dict:
         """Max, mean and histogram of the staleness of every step, and the bound."""
         values = np.concatenate([np.asarray(r.staleness, dtype=np.int64)
@@ -450,6 +471,9 @@ class ServerState:
             "contribution": np.array([np.zeros(n) if r.contribution is None
                                       else r.contribution for r in records]).reshape(-1, n),
             "kept_sizes": np.array([r.selected.size for r in records], dtype=np.int64),
+            "reported": np.array([r.columns is not None for r in records], np.int64),
+            "columns": np.concatenate([r.columns for r in records
+                                       if r.columns is not None] + [np.zeros((0, n))]),
             "selected": np.concatenate([r.selected for r in records] + [np.zeros(0, np.int64)]),
             "weights": np.concatenate([r.weights for r in records] + [np.zeros(0)]),
             "importance": np.concatenate([r.importance for r in records] +
@@ -473,6 +497,9 @@ class ServerState:
         state.clock = int(arrays["clock"])
         kept = np.cumsum(np.r_[0, arrays["kept_sizes"]])
         stale = np.cumsum(np.r_[0, arrays["staleness_sizes"]])
+        reported = arrays["reported"] if "reported" in arrays else \
+            np.zeros(counts.shape[0])   # a checkpoint of protocol 9: no columns
+        columns = np.cumsum(np.r_[0, arrays["kept_sizes"] * (reported > 0)])
         for t, record in enumerate(state.workers):
             pushes, messages, position, finished, lost = (int(v) for v in counts[t])
             record.pushes, record.messages, record.position = pushes, messages, position
@@ -485,6 +512,8 @@ class ServerState:
             record.weights = arrays["weights"][kept[t]:kept[t + 1]].copy()
             record.importance = arrays["importance"][kept[t]:kept[t + 1]].copy()
             record.staleness = arrays["staleness"][stale[t]:stale[t + 1]].tolist()
+            if reported[t]:
+                record.columns = arrays["columns"][columns[t]:columns[t + 1]].copy()
         state._finished = sum(r.finished for r in state.workers)
         state._lost = sum(r.lost for r in state.workers)
         if "s" in arrays and int(arrays["s"]) >= 0:

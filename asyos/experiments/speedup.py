@@ -178,8 +178,8 @@ def _launch(command: list, out: Path, timeout: float) -> dict:
     for name in runner.BLAS_ENV:
         env.setdefault(name, "1")
     try:
-        proc = subprocess.run([*command, "--quiet", "--out", str(out)], env=env,
-                              capture_output=True, text=True, timeout=timeout)
+        proc = subprocess.run([*command, "--quiet", "--force", "--out", str(out)],
+                              env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         raise RunFailed(f"{' '.join(command)} ran past {timeout:g} s") from exc
     if proc.returncode != 0:

@@ -76,6 +76,17 @@ def check_out(path) -> Path:
     return path
 
 
+def check_new_out(path, force: bool = False) -> Path:
+    """``--out`` as a front checks it before any work: ``check_out``, and not the
+    results of an earlier run unless ``force`` (a finished run is not replaced by
+    accident)."""
+    path = check_out(path)
+    if path.exists() and not force:
+        raise InputError(f"--out {path} exists; give another name, or --force to "
+                         "replace it")
+    return path
+
+
 def arrays_path(path, digest: str) -> Path:
     """The ``.npz`` that goes with the results JSON ``path`` and has hash ``digest``."""
     path = Path(path)

@@ -13,8 +13,16 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule, warm_up
+from ..core.kept_set import (
+    check_ridge,
+    fitted_ridge,
+    kept_set,
+    resolve_epochs,
+    resolve_rule,
+    warm_up,
+)
 from ..core.losses import Loss, loss_value
+from ..core.refit import joint_refit
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize, check_scale
@@ -314,25 +322,14 @@ def shard_of(stream, config: AsyConfig, t: int, group_of=None) -> WorkerShard:
     return WorkerShard(shard, config.groups(t, group_of), first_block_nu(shard))
 
 
-def constant_selected(stream, selected, weights) -> np.ndarray:
-    """The selected columns of ``stream`` that are constant (all-zero included) and
-    carry a nonzero weight: what sequential OS warns about (``KeptSet.
-    constant_features``), found after an Asy-OS run from the s columns alone."""
-    weighted = np.asarray(selected)[np.asarray(weights) != 0]
-    if weighted.size == 0:
-        return weighted
-    columns = stream.columns(weighted)
-    return weighted[columns.max(axis=1) == columns.min(axis=1)]
-
-
-def warn_constant_kept(stream, driver: WorkerDriver) -> None:
-    """A worker that has finished warns about the constant columns of its ``stream``
-    it keeps with a nonzero weight, where the process that writes the results holds
-    no columns to find them in (MPI's rank 0, ``asyos server``; ``fit_asy`` warns
-    itself for the carriers that hold them), in the words sequential OS uses."""
-    final = driver.final
-    if final is not None:
-        warn_constant_selected(constant_selected(stream, final.selected, final.weights))
+def constant_selected(selected, weights, columns) -> np.ndarray:
+    """The ``selected`` features whose ``columns`` (k × n) are constant (all-zero
+    included) and that carry a nonzero weight: what sequential OS warns about
+    (``KeptSet.constant_features``), found by the server in the workers' final
+    columns."""
+    constant = (columns.max(axis=1) == columns.min(axis=1)) if len(columns) else \
+        np.zeros(0, bool)
+    return np.asarray(selected)[constant & (np.asarray(weights) != 0)]
 
 
 def first_block_nu(stream) -> float:
@@ -386,8 +383,26 @@ class ServerMonitor:
 
     def result(self, server: ServerState, workers: list[dict], eta: float,
                m: float) -> FitResult:
-        """The run's result (what a sequential run has, plus Asy-OS statistics)."""
+        """The run's result (what a sequential run has, plus Asy-OS statistics).
+
+        Under the fitted rule the weights are refit jointly on the final support
+        (``core.refit.joint_refit``) when every column of it was reported: each
+        worker fitted its own against views the others kept moving, so that the
+        weights, and the objective, depend on the features chosen and not on the
+        interleaving.  u_C, the trace and the objective per epoch stay the run's.
+        """
         selected, weights, difference = server.assemble()
+        loss = self.config.loss
+        objective = before = loss_value(int(loss), server.u, self.y)
+        refit = None
+        columns = server.final_columns(selected)
+        if columns is not None and resolve_rule(self.config.rule) == "fitted":
+            ridge = fitted_ridge(loss, self.y.size, self.config.ridge)
+            weights, u, steps = joint_refit(columns, self.y, loss, ridge, weights)
+            objective = loss_value(int(loss), u, self.y)
+            refit = {"objective_before": before, "newton_steps": steps}
+        if columns is not None:
+            warn_constant_selected(constant_selected(selected, weights, columns))
         # a lost worker with its trial slot on top of s keeps it: partial runs only
         slack = len(server.lost_workers) if server.budgets is not None and \
             server.budgets.on_top else 0
@@ -397,12 +412,14 @@ class ServerMonitor:
                "u_check_max_abs_diff": difference, "workers": workers}
         if self.record_order:
             asy["order"] = self.order
+        if refit is not None:
+            asy["refit"] = refit
         if self.config.s2 is not None:
             asy.update(group_budgets=self.config.group_budgets, groups_kept=groups_kept)
         return FitResult(
             selected=selected, weights=weights,
             objective_per_epoch=self.per_epoch[: self.config.epochs],
-            objective=loss_value(int(self.config.loss), server.u, self.y),
+            objective=objective,
             eta=eta, m=m, n_steps=sum(w["steps"] for w in workers),
             seconds=time.perf_counter() - self.start,
             trace={"steps": [c for c, _, _ in self.trace],

@@ -178,7 +178,8 @@ class AsyServer:
         if final.seq != record.messages:   # pushes still on their way: it resends
             return []
         budget = self._current_budget(t)
-        granted = self.state.finish(t, final.selected, final.weights, final.contribution)
+        granted = self.state.finish(t, final.selected, final.weights,
+                                    final.contribution, final.columns)
         self.stats[t] = {"steps": int(final.steps), "kept": int(final.selected.size),
                          "budget": budget,
                          "blas_threads": int(final.blas_threads),

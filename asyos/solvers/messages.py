@@ -46,13 +46,16 @@ class Push:
 @dataclass(frozen=True)
 class Final:
     """Worker → server, once, after its last push (``seq``): its kept set and
-    X_S w_S, which the server checks against u_C, and what it measured."""
+    X_S w_S, which the server checks against u_C, the kept columns (the server refits
+    the final support jointly, and checks it for constant columns), and what it
+    measured."""
 
     seq: int
     steps: int
     selected: np.ndarray
     weights: np.ndarray
     contribution: np.ndarray
+    columns: np.ndarray      # float64 (len(selected), n): X_S(t)ᵀ
     seconds: np.ndarray = field(default_factory=lambda: np.zeros(3))  # compute, read, communicate
     blas_threads: int = 0
 

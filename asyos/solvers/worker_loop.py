@@ -112,6 +112,7 @@ class Finish:
     selected: np.ndarray
     weights: np.ndarray
     contribution: np.ndarray   # X_S(t) w_S(t): the server checks Σ_t of these = u_C
+    columns: np.ndarray        # X_S(t)ᵀ (float64), for the server's joint refit
     steps: int
     compute_seconds: float     # in the OS kernel
     read_seconds: float        # getting this worker's columns from its stream
@@ -266,7 +267,9 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                            kept.importance(), steps)
                 pushed = time.perf_counter()
     selected, weights = kept.selected()
-    yield Finish(selected, weights, kept.contribution.copy(), steps, compute, read[0])
+    columns = np.asarray(stream.columns(selected), dtype=np.float64)
+    yield Finish(selected, weights, kept.contribution.copy(), columns, steps, compute,
+                 read[0])
 
 
 def _timed(items, seconds: list):
@@ -369,6 +372,6 @@ class WorkerDriver:
                       blas_threads: int = 0) -> messages.Final:
         final = self.final
         return messages.Final(self.view.last_push, final.steps, final.selected,
-                              final.weights, final.contribution,
+                              final.weights, final.contribution, final.columns,
                               np.array([final.compute_seconds, final.read_seconds,
                                         communicate_seconds]), blas_threads)

@@ -13,8 +13,8 @@ take says so in its own spelling (``refuse_options``).
 """
 
 from ..core.projection import group_constraint
-from ..errors import InputError, PartialRun, warn_constant_selected
-from ..solvers.asy import AsyConfig, constant_selected
+from ..errors import InputError, PartialRun
+from ..solvers.asy import AsyConfig
 from ..solvers.result import FitResult
 from ..solvers.simulator import fit_simulated
 
@@ -81,5 +81,4 @@ def fit_asy(backend: str, stream, y, s, n_workers: int, *, loss, epochs, eta, m,
     else:
         raise InputError(f"backend must be one of {', '.join(BACKENDS)}, got "
                          f"{backend!r}")
-    warn_constant_selected(constant_selected(stream, result.selected, result.weights))
     return result

@@ -26,7 +26,6 @@ from ..solvers.asy import (
     AsyConfig,
     shard_of,
     warm_worker,
-    warn_constant_kept,
     worker_driver,
 )
 from ..solvers.asy_server import AsyServer
@@ -65,7 +64,7 @@ class Link:
                  lean=frozenset()):
         self.comm, self.limits, self.share = comm, limits, share
         self.in_flight = in_flight
-        self.lean, self._lean_limits = lean, replace(limits, n=0)
+        self.lean, self._lean_limits = lean, replace(limits, vectors=False)
         self.sent = self.received = 0   # bytes
         self._busy: deque = deque()          # (request, buffer), oldest first
         self._status = MPI.Status()
@@ -136,8 +135,8 @@ def _agree(comm, error: str | None, nu: float,
     return error or "setup failed", 0.0
 
 
-def _limits(config: AsyConfig, n: int) -> wire.Limits:
-    return wire.Limits(n, max(config.capacities), config.batch)
+def _limits(config: AsyConfig, n: int, vectors: bool = True) -> wire.Limits:
+    return wire.Limits(n, max(config.capacities), config.batch, vectors=vectors)
 
 
 def serve(comm, server: AsyServer, share: NodeShare,
@@ -181,7 +180,7 @@ def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
     """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back, its
     n-vectors through ``vectors`` when it shares the server's node."""
     worker = comm.Get_rank() - 1
-    limits = _limits(config, 0 if vectors is not None else n)
+    limits = _limits(config, n, vectors=vectors is None)
     carry_on_node(Link(comm, limits, share, in_flight=config.depth + 1), driver, worker,
                   vectors, n)
 
@@ -283,7 +282,6 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         try:
             driver = worker_driver(config, rank - 1, shard, y, eta, m)
             work(comm, driver, config, n, share, vectors)
-            warn_constant_kept(shard.stream, driver)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             release_node_memory()   # this rank's node, if rank 0 is on another

@@ -80,7 +80,8 @@ def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
         other.close()
     try:
         driver = worker_driver(config, t, shard, y, eta, m)
-        limits = wire.Limits(0, max(config.capacities), config.batch)
+        limits = wire.Limits(y.shape[0], max(config.capacities), config.batch,
+                             vectors=False)
         carry_on_node(PipeLink(conn, limits), driver, t, vectors, y.shape[0])
     except SystemExit:
         raise
@@ -223,7 +224,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     memory = mmap.mmap(-1, NodeVectors.nbytes(n, q, q - 1, ring))
     vectors = NodeVectors(memory, n, q, range(1, q), ring,
                           host_gone=lambda: os.getppid() != host_pid)
-    limits = wire.Limits(0, max(config.capacities), config.batch)
+    limits = wire.Limits(n, max(config.capacities), config.batch, vectors=False)
     pairs = [multiprocessing.Pipe() for _ in range(q)]
     context = multiprocessing.get_context("fork")
     processes = [None]

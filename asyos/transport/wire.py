@@ -17,7 +17,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
-| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), seconds (f8 ×3) |
+| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), X_S (f8 ×n·k, a column after another), seconds (f8 ×3) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 | INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
@@ -93,10 +93,12 @@ class ForeignRun(WireError):
 class Limits:
     """What the handshake fixed; every frame is checked against it."""
 
-    n: int                      # samples: length of Δu, u_C, y
+    n: int                      # samples: length of Δu, u_C, y and of a column
     capacity: int = 1 << 20     # most kept features a worker may report
     batch: int = 1 << 20        # most steps in one push
     run_id: int = 0             # 0: not known yet (a worker before its CONFIG)
+    vectors: bool = True        # False: Δu, u_C and X_S w_S travel through shared
+    #                             memory (``node_memory``), their frames are empty
 
 
 @dataclass(frozen=True)
@@ -133,7 +135,8 @@ def _fields(message) -> tuple[int, int, int, list]:
         return message.through, 0, 0, []
     if isinstance(message, m.Final):
         return message.seq, message.steps, message.blas_threads, [
-            message.selected, message.weights, message.contribution, message.seconds]
+            message.selected, message.weights, message.contribution, message.columns,
+            message.seconds]
     if isinstance(message, m.Hello):
         return message.shard_size, message.n_workers, message.n_samples, [
             np.array([message.nu]), message.groups, np.array([message.n_features]),
@@ -199,18 +202,19 @@ KEPT_FRAMES = {Kind.CONFIG: (3, 4), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
 def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     """(dtype, least, most) length of each frame after the header, for ``kind``."""
     n, k, b = limits.n, limits.capacity, limits.batch
+    v = n if limits.vectors else 0   # an n-vector's frame
     f8, i8 = "<f8", "<i8"
     layouts = {
         Kind.HELLO: [(f8, 1, 1), (i8, 0, 2), (i8, 1, 1), ("bytes", 0, TOKEN_LIMIT),
                      (i8, 0, 2)],
         Kind.CONFIG: [(i8, len(WorkerPlan.INTS), len(WorkerPlan.INTS)),
                       (f8, len(WorkerPlan.FLOATS), len(WorkerPlan.FLOATS)),
-                      (f8, n, n), (i8, 0, k), (f8, 0, k)],
+                      (f8, n, n), (i8, 0, k), (f8, 0, k)],   # y: never shared
         Kind.PULL: [], Kind.ACK: [], Kind.HEARTBEAT: [], Kind.DONE: [],
         Kind.INTRODUCE: [],
-        Kind.PUSH: [(i8, 1, b), (f8, n, n), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
-        Kind.VIEW: [(f8, n, n), (i8, 1, 1), (f8, 1, 1)],
-        Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, n, n), (f8, 3, 3)],
+        Kind.PUSH: [(i8, 1, b), (f8, v, v), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
+        Kind.VIEW: [(f8, v, v), (i8, 1, 1), (f8, 1, 1)],
+        Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, v, v), (f8, 0, n * k), (f8, 3, 3)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
     }
     return layouts[kind]
@@ -222,6 +226,14 @@ def max_frames() -> int:
     return 1 + max(len(_layout(kind, Limits(1))) for kind in Kind)
 
 
+def max_frame_bytes(limits: Limits) -> int:
+    """The largest frame of a valid message under ``limits`` (ZeroMQ's
+    ``MAXMSGSIZE``, which bounds a frame): a FINAL's kept columns, n · capacity
+    values."""
+    return max(most if dtype == "bytes" else 8 * most
+               for kind in Kind for dtype, _, most in _layout(kind, limits))
+
+
 @lru_cache(maxsize=64)   # asked for every received message
 def max_bytes(limits: Limits) -> int:
     """The most bytes a valid message can carry under ``limits``: a receiver checks
@@ -231,7 +243,7 @@ def max_bytes(limits: Limits) -> int:
                              for kind in Kind)
 
 
-def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
+def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int):
     if kind == Kind.PUSH:
         return m.Push(seq, a, *arrays[:2], *arrays[2:], position=b, more=more)
     if kind == Kind.VIEW:
@@ -239,7 +251,9 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list):
     if kind == Kind.ACK:
         return m.Ack(seq)
     if kind == Kind.FINAL:
-        return m.Final(seq, a, *arrays, blas_threads=b)
+        selected, weights, contribution, columns, seconds = arrays
+        return m.Final(seq, a, selected, weights, contribution,
+                       columns.reshape(selected.size, n), seconds, blas_threads=b)
     if kind == Kind.HELLO:
         return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1], int(arrays[2][0]),
                        arrays[3], arrays[4])
@@ -297,7 +311,10 @@ def decode(frames, limits: Limits) -> Envelope:
         if kind == Kind.PUSH and arrays[4].size != indices.size:
             raise WireError(f"PUSH: {indices.size} kept indices but "
                             f"{arrays[4].size} importances")
+        if kind == Kind.FINAL and arrays[3].size != indices.size * limits.n:
+            raise WireError(f"FINAL: {indices.size} kept indices but "
+                            f"{arrays[3].size} column values (n = {limits.n})")
     if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):
         raise WireError(f"{kind.name}: negative counter")
-    body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays)
+    body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays, limits.n)
     return Envelope(kind, worker, flag_bits, run_id, body)

@@ -1,4 +1,4 @@
-"""The bad-input sweep: 161 invalid invocations of every subcommand, each refused
+"""The bad-input sweep: 163 invalid invocations of every subcommand, each refused
 before any work with exit status 2 and one line naming the problem (argparse's own
 refusals: its usage, then one error line), never a traceback and never a silent
 result.  Run in-process (the global pytest timeout is the hang guard); the files they
@@ -83,6 +83,7 @@ RUN -s auto --criterion aic || argument --criterion: invalid choice: 'aic' (cho
 RUN -s 2 --out /proc/r.json || --out /proc/r.json: directory /proc is not writa
 RUN -s 2 --out missing/r.json || --out missing/r.json: directory missing does not
 RUN -s 2 --out adir || --out adir is a directory; give a file name such
+RUN -s 2 --out done.json || --out done.json exists; give another name, or --force
 RUN -s 2 --workers 0 || workers must be ≥ 1, got 0
 RUN -s 2 --workers -1 || workers must be ≥ 1, got -1
 RUN -s 2 --workers 31 || 31 workers cannot share a budget of s = 2 featur
@@ -124,6 +125,7 @@ server --workers 2 -s 5 --labels y_nan.npy || label 39 is NaN or inf
 server --workers 2 -s auto || -s auto runs sequential OS along a path; give a
 server --workers 2 -s 5 --keys missing_keys || missing_keys/clients: no directory of acc
 server --workers 2 -s 5 --out /proc/r.json || --out /proc/r.json: directory /proc is not
+server --workers 2 -s 5 --labels y.npy --out done.json || --out done.json exists; give anot
 server --workers 2 -s 5 --loss huber || unknown loss 'huber'; expected one of: squared,
 worker --connect garbage --shard 0/1 || --connect 'garbage' is not a ZeroMQ endpoint (In
 worker --connect tcp://127.0.0.1:5555 --shard 2/2 || --shard 2/2: need 0 <= T < Q
@@ -232,6 +234,7 @@ def inputs(tmp_path, monkeypatch):
         "bad.json": "{",
         "notres.json": '{"a": 1}',
         "ck.npz": "truncated",
+        "done.json": '{"an earlier run": "its results"}',
     }
     for name, text in texts.items():
         (tmp_path / name).write_text(text)

@@ -259,3 +259,15 @@ def test_a_selected_constant_column_is_warned_about_on_every_carrier(
                       "nonzero weight"):
         assert main(["--data", str(tmp_path / "X.npy"), "--labels",
                      str(tmp_path / "y.npy"), "-s", "3", "--quiet", *carrier]) == 0
+
+
+def test_results_at_out_are_replaced_only_with_force(tmp_path):
+    """A finished run's results are not replaced by accident: an existing --out is
+    refused before any work (exit 2), and replaced with --force."""
+    out = tmp_path / "r.json"
+    assert main(["-p", "40", "-s", "3", "--quiet", "--out", str(out)]) == 0
+    first = out.read_text()
+    assert main(["-p", "40", "-s", "4", "--quiet", "--out", str(out)]) == 2
+    assert out.read_text() == first
+    assert main(["-p", "40", "-s", "4", "--quiet", "--out", str(out), "--force"]) == 0
+    assert json.loads(out.read_text())["config"]["s"] == 4

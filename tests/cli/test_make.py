@@ -33,7 +33,7 @@ def test_the_files_hold_the_embedded_problem_and_select_what_it_selects(tmp_path
 
 def _selected(tmp_path, *flags) -> list:
     out = tmp_path / "r.json"
-    assert main(["run", *flags, "--quiet", "--out", str(out)]) == 0
+    assert main(["run", *flags, "--quiet", "--force", "--out", str(out)]) == 0
     return json.loads(out.read_text())["selected"]
 
 

@@ -56,7 +56,8 @@ def _drive(n, q, tau, pushes_each, seed, depth=1, batch=1):
                 assert staleness <= tau
             if not left[t]:   # its FINAL follows its last push: its credit returns
                 send_views(newly)
-                newly = server.finish(t, [t], [1.0], contribution[t])
+                newly = server.finish(t, [t], [1.0], contribution[t],
+                                      np.full((1, n), t + 1.0))
         else:
             newly = server.request(t)
         send_views(newly)
@@ -351,13 +352,19 @@ def test_a_lost_worker_releases_the_gate_and_a_replacement_resumes_its_state():
     assert server.push(1, np.ones(2), version=1, seq=1) == (0, [0])
 
 
-def test_lost_workers_count_with_their_last_acknowledged_state():
+def _two_pushed() -> ServerState:
+    """Two workers that each pushed one step keeping feature t with weight t + 1."""
     server = ServerState(2, 2)
     for t in range(2):
         server.request(t)
         server.view(t)
         server.push(t, np.full(2, t + 1.0), version=server.workers[t].sent[-1].version,
                     seq=1, kept=([t], [t + 1.0], 1))
+    return server
+
+
+def test_lost_workers_count_with_their_last_acknowledged_state():
+    server = _two_pushed()
     server.lose(1)
     server.finish(0, [0], [1.0], np.ones(2))
     assert server.done and server.lost_workers == [1]
@@ -375,7 +382,27 @@ def test_a_snapshot_restores_the_same_state(tmp_path):
     assert (back.tau, back.depth, back.batch) == (None, 3, 2)
     assert back.staleness_stats() == server.staleness_stats()
     assert [r.messages for r in back.workers] == [r.messages for r in server.workers]
-    np.testing.assert_array_equal(back.assemble()[0], server.assemble()[0])
+    selected = server.assemble()[0]
+    np.testing.assert_array_equal(back.assemble()[0], selected)
+    np.testing.assert_array_equal(back.final_columns(selected),
+                                  server.final_columns(selected))
+    assert back.final_columns(selected)[:, 0].tolist() == [1.0, 2.0, 3.0]
+
+
+def test_final_columns_are_checked_and_missing_for_a_lost_worker():
+    """Bad columns change nothing; a lost worker's features have no column, so the
+    assembled support cannot be refit."""
+    server = _two_pushed()
+    for columns, problem in ((np.ones((2, 2)), "1 × 2"),
+                             (np.array([[np.nan, 1.0]]), "finite")):
+        with pytest.raises(ProtocolError, match=problem):
+            server.finish(0, [0], [1.0], np.ones(2), columns)
+        assert not server.workers[0].finished and server.workers[0].columns is None
+    server.finish(0, [0], [1.0], np.ones(2), np.array([[3.0, 4.0]]))
+    server.lose(1)
+    selected = server.assemble()[0]
+    assert server.final_columns(selected) is None
+    assert server.final_columns(selected[:1]).tolist() == [[3.0, 4.0]]
 
 
 # -- adaptive budgets: a trial slot each on top of s, final budgets within s --------
@@ -599,7 +626,9 @@ class FakeWorker:
             return False
         self.unacked.final = messages.Final(self.view.last_push, self.total,
                                             self.selected, self.weights,
-                                            self.contribution.copy())
+                                            self.contribution.copy(),
+                                            np.zeros((self.selected.size,
+                                                      self.contribution.size)))
         self.outbox.append(self.unacked.final)
         return True
 

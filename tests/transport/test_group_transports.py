@@ -69,9 +69,10 @@ def test_mpiexec_cli_keeps_budgets_and_one_worker_is_sequential(grouped, tmp_pat
     _check(json.loads(out.read_text()), groups, 9, 3, 3)
     # q = 1, τ = 0, a fixed step: the sequential group-aware run
     proc = _mpiexec(2, *data, "-s", "6", "--group-sparsity", "2", "--staleness", "0",
-                    "--eta", "0.3", "--m", "2", "--epochs", "3", "--out", str(out))
+                    "--eta", "0.3", "--m", "2", "--epochs", "3", "--out",
+                    str(tmp_path / "one.json"))
     assert proc.returncode == 0, proc.stderr
-    _is_sequential(json.loads(out.read_text()), root, X, groups)
+    _is_sequential(json.loads((tmp_path / "one.json").read_text()), root, X, groups)
     # more workers than the group budget: refused on every rank, one message
     proc = _mpiexec(4, *data, "-s", "9", "--group-sparsity", "2")
     assert proc.returncode == 2 and proc.stderr.count("asyos: error:") == 1

@@ -238,10 +238,10 @@ def test_rare_words_from_a_csc_file_under_mpirun(tmp_path):
     assert result["asy"]["staleness"]["max"] <= result["asy"]["staleness"]["bound"]
 
 
-def test_a_selected_constant_column_is_warned_about_by_the_rank_that_holds_it(
-        tmp_path):
-    """Rank 0 holds no columns under mpiexec: the worker rank whose shard keeps the
-    constant column with a nonzero weight warns, in sequential OS's words, once."""
+def test_a_selected_constant_column_is_warned_about_once_under_mpiexec(tmp_path):
+    """Rank 0 finds a selected constant column with a nonzero weight in the
+    columns its workers send with their FINAL, and warns in sequential OS's words,
+    once."""
     rng = np.random.default_rng(0)
     X = rng.standard_normal((60, 24))
     X[:, 3] = 1.0

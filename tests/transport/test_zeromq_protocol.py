@@ -180,7 +180,8 @@ def test_after_the_run_a_late_final_still_gets_its_done(server):
     joined = _joined(server, sock)
     lingering = threading.Thread(target=server._linger)
     lingering.start()
-    final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+    final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
+                             np.zeros((1, N))), 0,
                    run_id=joined[0], tag=joined[1])
     sock.send_multipart(final)
     assert sock.poll(5000)
@@ -327,7 +328,8 @@ def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_pa
     try:
         sock = _socket(first)
         joined = _joined(first, sock)
-        final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+        final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
+                             np.zeros((1, N))), 0,
                        run_id=joined[0], tag=joined[1])
         assert [r.kind for r in _exchange(first, sock, final)][:1] == [Kind.DONE]
     finally:
@@ -460,7 +462,8 @@ def _fuzz(server):
     rng = np.random.default_rng(0)
     valid = [_push(joined, 9, np.ones(N)), _hello(token="not it"),
              encode(msg.Pull(), 0),
-             encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N)), 0,
+             encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
+                             np.zeros((1, N))), 0,
                     run_id=joined[0], tag=joined[1])]
     stranger = _socket(server)
     for k in range(10_000):

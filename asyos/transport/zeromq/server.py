@@ -13,7 +13,7 @@ from ...errors import InputError
 from ...solvers.asy import AsyConfig
 from ...solvers.result import FitResult
 from ...solvers.session import Session, Timeouts
-from ..wire import ForeignRun, Limits, WireError, decode, encode
+from ..wire import ForeignRun, Limits, WireError, decode, encode, max_frame_bytes
 from .common import (
     Dropper,
     Gate,
@@ -58,8 +58,7 @@ class ZmqServer:
         self.drop = Dropper()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
-        self.socket.setsockopt(zmq.MAXMSGSIZE, 8 * (2 * n + 4 * max(config.capacities)
-                                                    + config.batch) + 4096)
+        self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self.limits))
         self.gate.guard(self.socket)
         try:
             self.socket.bind(bind)
