@@ -392,6 +392,10 @@ def run_scenario(name: str, scenario: Scenario, epochs: int, pipeline: list) -> 
     return outcome
 
 
+OBJECTIVE_TOLERANCE = 1e-4   # relative, against the undisturbed run: the same features
+#                              give the same objective (the server's joint refit)
+
+
 def _verdict(outcome: dict, reference: dict, epochs: int) -> tuple[str, bool]:
     """One row of the table and whether the scenario holds."""
     result, codes = outcome["result"], outcome["codes"]
@@ -410,10 +414,10 @@ def _verdict(outcome: dict, reference: dict, epochs: int) -> tuple[str, bool]:
     moved = len(set(result["selected"]) ^ set(ref["selected"])) // 2
     recall = result["truth"]["recall"]
     holds = (steps == epochs * 3000 and asy["u_check_max_abs_diff"] < 1e-9
-             and moved <= 1 and abs(ratio - 1) < 0.05 and codes[0] == 0
+             and moved == 0 and abs(ratio - 1) <= OBJECTIVE_TOLERANCE and codes[0] == 0
              and outcome["peak_rss"] < reference["peak_rss"] + 100 and not debris)
     return (f"{str(codes):<16} {steps:>6} {asy['u_check_max_abs_diff']:>9.1e} "
-            f"{ratio:>10.5f} {moved:>6} {recall:>7.2f} {asy['refused_messages']:>8} "
+            f"{ratio - 1:>+10.1e} {moved:>6} {recall:>7.2f} {asy['refused_messages']:>8} "
             f"{memory} {debris:>6}"), holds
 
 
@@ -442,7 +446,7 @@ def main():
                      f"there are {', '.join(table)}")
     names = args.only or list(table)
     print(f"{'scenario':<24} {'exit codes':<16} {'steps':>6} {'u-check':>9} "
-          f"{'objective':>10} {'moved':>6} {'recall':>7} {'refused':>8} {'MB':>5} "
+          f"{'Δobjective':>10} {'moved':>6} {'recall':>7} {'refused':>8} {'MB':>5} "
           f"{'debris':>6} {'holds':>5}", flush=True)
     for name in ["undisturbed", *names]:
         outcome = base if name == "undisturbed" else run_scenario(
