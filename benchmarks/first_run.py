@@ -7,8 +7,9 @@ in a fresh process with an empty cache directory of its own:
 
 * the README's first command, ``python -m asyos.run`` (the embedded synthetic problem,
   default settings), cold then warm (the same cache, now filled);
-* ``mpiexec -n Q python -m asyos.run`` cold then warm, where one worker per node
-  compiles and the others load what it cached;
+* ``mpiexec -n Q python -m asyos.run`` cold then warm, where each set of kernels is
+  compiled by one worker of a node (the local block by one, the budget cut by
+  another) and the others load what they cached;
 * the README's ZeroMQ recipe (``asyos server`` and two ``asyos worker``, started
   together on the files ``asyos make`` writes), cold then warm;
 * a first sparse run (rare words, a ``.csc`` directory) on a cache the README's
@@ -28,6 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 COMPILE_TIMER = r"""
 import collections, time
@@ -90,7 +92,7 @@ ZMQ_TOML = """sparsity = 64
 [server]
 labels = "y.npy"
 workers = 2
-out = "results.json"
+out = "zmq-results.json"     # an existing results file is kept (--force replaces it)
 [worker]
 data = "X.npy"
 """   # the README's ZeroMQ recipe, verbatim
@@ -107,6 +109,8 @@ def zeromq_recipe(asyos: list) -> None:
             toml.write(ZMQ_TOML)
         seconds, said = [], 0
         for _ in range(2):
+            for old in Path(work).glob("zmq-results*"):   # the warm run writes anew
+                old.unlink()
             start = time.perf_counter()
             procs = [subprocess.Popen([*asyos, *role, "--config", "zmq.toml"], cwd=work,
                                       env=env, stdout=subprocess.DEVNULL,

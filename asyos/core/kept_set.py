@@ -574,22 +574,25 @@ def _kernels_of(twin, block, use: str) -> str:
 def warm_up(*kept_sets, asy: bool = False) -> None:
     """Compile, or load from numba's on-disk cache, the kernels each kept set will
     run, before a run's clock starts: a two-sample twin of the same kind and storage
-    type takes one block (for an Asy-OS worker, ``asy``, a local block and a budget
-    change instead).  Only what the run needs is compiled; the first run on a machine
+    type takes one block (for an Asy-OS worker, ``asy``, a local block, and apart
+    a budget cut).  Only what the run needs is compiled; the first run on a machine
     compiles, which takes seconds, so that wait is announced once on stderr.  Each
     set of kernels (a twin's kind, storage type and use) has its own compile lock:
-    processes starting together compile each set once, and a ZeroMQ worker, which
-    warms both rules before its server names one, compiles one while another worker
-    compiles the other."""
+    processes starting together compile each set once, and meanwhile another set if
+    there is one: under ``mpiexec -n 3`` one worker compiles the local block while
+    the other compiles the budget cut, and a ZeroMQ worker, which warms both rules
+    before its server names one, one rule's sets while another worker compiles the
+    other's."""
     y, index = np.ones(2), np.arange(2)
     state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
-    use = "worker" if asy else "sequential"
+    uses = ("worker", "cut") if asy else ("sequential",)
+    warm_ups = [(*kept.twin(), use) for kept in kept_sets for use in uses]
     with compile_notice() as turns:
-        for twin, block in turns((kept.twin() for kept in kept_sets),
-                                 lambda twin_block: _kernels_of(*twin_block, use)):
-            if asy:   # a worker steps from its view, and a budget cut drops features
+        for twin, block, use in turns(warm_ups, lambda item: _kernels_of(*item)):
+            if use == "worker":   # a worker steps from its view ...
                 twin.run_local(index, block, np.zeros(2), y, Loss.SQUARED, 0.1, 1.0)
-                twin.set_limit(1)   # (a kernel compiled mid-run stalls its worker
-                #                     for seconds: recall 0.58 instead of 1 cold)
+            elif use == "cut":    # ... and a budget cut drops features (a kernel
+                twin.load(index, np.eye(2), np.ones(2))   # compiled mid-run stalls
+                twin.set_limit(1)   # its worker for seconds: recall 0.58, not 1)
             else:
                 twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)
