@@ -354,6 +354,8 @@ class ServerState:
         record = self._record(worker)
         selected, weights = self._kept(worker, selected, weights)
         contribution = self._vector(worker, "contribution", contribution)
+        if columns is not None and np.size(columns) == 0 and selected.size:
+            columns = None   # not sent (``messages.COLUMNS_LIMIT``)
         if columns is not None:
             columns = np.array(columns, dtype=np.float64)
             if columns.shape != (selected.size, self.u.size) or \

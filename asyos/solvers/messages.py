@@ -11,6 +11,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+# The most column values a FINAL carries (512 MiB of float64: an MPI message stays
+# far below its 2 GiB count limit, and the server's memory for the refit bounded);
+# a worker whose n × kept exceeds it sends none, and the run keeps its own weights.
+COLUMNS_LIMIT = 1 << 26
+
 
 def _ints() -> np.ndarray:
     return np.zeros(0, np.int64)
@@ -55,7 +60,7 @@ class Final:
     selected: np.ndarray
     weights: np.ndarray
     contribution: np.ndarray
-    columns: np.ndarray      # float64 (len(selected), n): X_S(t)ᵀ
+    columns: np.ndarray      # float64 (len(selected), n): X_S(t)ᵀ; (0, n): not sent
     seconds: np.ndarray = field(default_factory=lambda: np.zeros(3))  # compute, read, communicate
     blas_threads: int = 0
 

@@ -113,6 +113,7 @@ class Finish:
     weights: np.ndarray
     contribution: np.ndarray   # X_S(t) w_S(t): the server checks Σ_t of these = u_C
     columns: np.ndarray        # X_S(t)ᵀ (float64), for the server's joint refit
+    #                            ((0, n) past ``messages.COLUMNS_LIMIT``)
     steps: int
     compute_seconds: float     # in the OS kernel
     read_seconds: float        # getting this worker's columns from its stream
@@ -267,7 +268,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                            kept.importance(), steps)
                 pushed = time.perf_counter()
     selected, weights = kept.selected()
-    columns = np.asarray(stream.columns(selected), dtype=np.float64)
+    columns = np.asarray(stream.columns(selected), dtype=np.float64) \
+        if selected.size * n <= messages.COLUMNS_LIMIT else np.zeros((0, n))
     yield Finish(selected, weights, kept.contribution.copy(), columns, steps, compute,
                  read[0])
 

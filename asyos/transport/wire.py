@@ -17,7 +17,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
-| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), X_S (f8 ×n·k, a column after another), seconds (f8 ×3) |
+| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), X_S (f8 ×n·k, a column after another; or none), seconds (f8 ×3) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 | INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
@@ -253,7 +253,8 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int
     if kind == Kind.FINAL:
         selected, weights, contribution, columns, seconds = arrays
         return m.Final(seq, a, selected, weights, contribution,
-                       columns.reshape(selected.size, n), seconds, blas_threads=b)
+                       columns.reshape(-1, n) if n else columns.reshape(0, 0), seconds,
+                       blas_threads=b)
     if kind == Kind.HELLO:
         return m.Hello(a, seq, b, float(arrays[0][0]), arrays[1], int(arrays[2][0]),
                        arrays[3], arrays[4])
@@ -311,7 +312,7 @@ def decode(frames, limits: Limits) -> Envelope:
         if kind == Kind.PUSH and arrays[4].size != indices.size:
             raise WireError(f"PUSH: {indices.size} kept indices but "
                             f"{arrays[4].size} importances")
-        if kind == Kind.FINAL and arrays[3].size != indices.size * limits.n:
+        if kind == Kind.FINAL and arrays[3].size not in (0, indices.size * limits.n):
             raise WireError(f"FINAL: {indices.size} kept indices but "
                             f"{arrays[3].size} column values (n = {limits.n})")
     if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):

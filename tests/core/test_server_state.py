@@ -389,6 +389,17 @@ def test_a_snapshot_restores_the_same_state(tmp_path):
     assert back.final_columns(selected)[:, 0].tolist() == [1.0, 2.0, 3.0]
 
 
+def test_a_worker_past_the_columns_limit_sends_none_and_nothing_is_refit():
+    """A FINAL without columns (n × kept past ``messages.COLUMNS_LIMIT``) is a
+    FINAL: the run ends, and its support has no columns to refit."""
+    server = _two_pushed()
+    server.finish(0, [0], [1.0], np.ones(2), np.zeros((0, 2)))
+    server.finish(1, [1], [2.0], 2 * np.ones(2), np.array([[5.0, 6.0]]))
+    selected = server.assemble()[0]
+    assert server.done and server.final_columns(selected) is None
+    assert server.final_columns(selected[1:]).tolist() == [[5.0, 6.0]]
+
+
 def test_final_columns_are_checked_and_missing_for_a_lost_worker():
     """Bad columns change nothing; a lost worker's features have no column, so the
     assembled support cannot be refit."""
@@ -399,6 +410,7 @@ def test_final_columns_are_checked_and_missing_for_a_lost_worker():
             server.finish(0, [0], [1.0], np.ones(2), columns)
         assert not server.workers[0].finished and server.workers[0].columns is None
     server.finish(0, [0], [1.0], np.ones(2), np.array([[3.0, 4.0]]))
+    assert server.final_columns(np.array([0])).tolist() == [[3.0, 4.0]]
     server.lose(1)
     selected = server.assemble()[0]
     assert server.final_columns(selected) is None

@@ -60,3 +60,17 @@ def test_the_papers_rule_keeps_its_own_weights():
     assert "refit" not in result.asy
     u = problem.X[:, result.selected] @ result.weights
     assert result.objective == pytest.approx(loss_value(0, u, problem.y), rel=1e-9)
+
+
+def test_columns_past_the_limit_are_not_sent_and_the_run_keeps_its_weights(
+        monkeypatch):
+    """Past ``messages.COLUMNS_LIMIT`` values (n × kept) a worker's FINAL carries no
+    columns: the run ends as before the refit existed, with its own weights."""
+    from asyos.solvers import messages
+
+    monkeypatch.setattr(messages, "COLUMNS_LIMIT", 10)
+    problem = make_regression(n=150, p=60, s=5, seed=2)
+    result = fit_simulated(problem.X, problem.y, 5, 2, delay=1)
+    assert "refit" not in result.asy
+    u = problem.X[:, result.selected] @ result.weights
+    assert result.objective == pytest.approx(loss_value(0, u, problem.y), rel=1e-9)

@@ -88,6 +88,9 @@ def test_shared_memory_messages_leave_out_their_n_vectors_but_not_the_columns():
     final = m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.zeros(0),
                     np.arange(10.0).reshape(2, 5), np.array([0.1, 0.2, 0.3]))
     assert _equal(decode(_bytes(encode(final, 2, run_id=77)), lean).body, final)
+    unsent = m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.zeros(0),
+                     np.zeros((0, 5)), np.array([0.1, 0.2, 0.3]))   # past the limit
+    assert _equal(decode(_bytes(encode(unsent, 2, run_id=77)), lean).body, unsent)
     with pytest.raises(WireError, match="5 values, expected 0..0"):
         decode(_bytes(encode(MESSAGES[5], 2, run_id=77)), lean)   # a full X_S w_S
 
