@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import zmq
 
+from asyos.core.kept_set import fitted_ridge
+from asyos.core.losses import Loss
 from asyos.errors import InputError
 from asyos.solvers import messages as msg
 from asyos.solvers.asy import AsyConfig
@@ -25,6 +27,7 @@ from asyos.transport.zeromq import Timeouts, ZmqServer
 from asyos.transport.zeromq.common import plain_client
 
 N = 6
+COLUMN = np.arange(1.0, N + 1)[None]   # a FINAL's one kept column (not constant)
 NO_GROUPS = np.zeros(0, np.int64)   # a HELLO's groups frame: none
 SECRET = "s3cret"                   # the run secret every loopback run has
 
@@ -181,7 +184,7 @@ def test_after_the_run_a_late_final_still_gets_its_done(server):
     lingering = threading.Thread(target=server._linger)
     lingering.start()
     final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
-                             np.zeros((1, N))), 0,
+                             COLUMN), 0,
                    run_id=joined[0], tag=joined[1])
     sock.send_multipart(final)
     assert sock.poll(5000)
@@ -329,14 +332,19 @@ def test_a_server_killed_after_its_workers_finished_resumes_to_the_result(tmp_pa
         sock = _socket(first)
         joined = _joined(first, sock)
         final = encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
-                             np.zeros((1, N))), 0,
+                             COLUMN), 0,
                        run_id=joined[0], tag=joined[1])
         assert [r.kind for r in _exchange(first, sock, final)][:1] == [Kind.DONE]
     finally:
         first.close()   # killed before it wrote its results
     result = _serve(server(resume=True))
-    assert result.selected.tolist() == [0] and result.weights.tolist() == [0.5]
+    assert result.selected.tolist() == [0]
     assert result.asy["lost_shards"] == [] and not result.asy["partial"]
+    # the checkpoint kept the finished worker's column: the resumed server refits it
+    ridge = fitted_ridge(Loss.SQUARED, N, None) * float(COLUMN[0] @ COLUMN[0]) / N
+    fitted = float(COLUMN[0] @ y) / (float(COLUMN[0] @ COLUMN[0]) + N * ridge)
+    assert result.weights.tolist() == [pytest.approx(fitted, rel=1e-9)]
+    assert result.asy["refit"]["newton_steps"] >= 1
 
 
 def test_a_resumed_server_refuses_a_replacement_that_read_other_data(tmp_path):
@@ -463,7 +471,7 @@ def _fuzz(server):
     valid = [_push(joined, 9, np.ones(N)), _hello(token="not it"),
              encode(msg.Pull(), 0),
              encode(msg.Final(0, 1, np.array([0]), np.array([0.5]), np.zeros(N),
-                             np.zeros((1, N))), 0,
+                             COLUMN), 0,
                     run_id=joined[0], tag=joined[1])]
     stranger = _socket(server)
     for k in range(10_000):
