@@ -619,3 +619,14 @@ def test_a_replacement_fences_off_a_paused_worker(tmp_path, plain):
     assert old[0] == 2 and "taken over" in old[2]
     assert all(code == 0 for code, _, _ in rest), rest
     _assert_whole(tmp_path, 4, plain)
+
+
+def test_a_worker_that_finds_no_server_says_why_it_gave_up(tmp_path):
+    """A worker started after its run ended (or before a server that never comes)
+    waits --server-timeout, then exits 1 with one line that names both cases."""
+    proc = _start("asyos.worker", "--connect", f"tcp://127.0.0.1:{_port()}",
+                  "--shard", "0/2", *PROBLEM, "--server-timeout", "1")
+    code, _, err = _wait(proc)[0]
+    lines = [line for line in err.splitlines() if line.startswith("asyos: error")]
+    assert code == 1 and len(lines) == 1, err
+    assert "no answer from the server" in lines[0] and "its run is over" in lines[0]

@@ -161,9 +161,11 @@ class ZmqWorker:
     def _check_server(self) -> None:
         silent = time.monotonic() - self.last_heard
         if silent > self.timeouts.server_timeout:
-            hint = "" if self.keys is None else (
-                "; with --keys, a server that does not hold this worker's public key "
-                "in its KEYS/clients/ never answers it: check the keys")
+            hint = ("; either it has not started, or its run is over (a worker that "
+                    "comes after the end has nothing to join and cannot tell the two "
+                    "apart; --server-timeout sets the wait)") if self.keys is None \
+                else ("; with --keys, a server that does not hold this worker's public "
+                      "key in its KEYS/clients/ never answers it: check the keys")
             raise ServerGone(f"no answer from the server at {self.endpoint} for "
                              f"{silent:.0f} s{hint}")
 
