@@ -214,7 +214,8 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
         Kind.INTRODUCE: [],
         Kind.PUSH: [(i8, 1, b), (f8, v, v), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
         Kind.VIEW: [(f8, v, v), (i8, 1, 1), (f8, 1, 1)],
-        Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, v, v), (f8, 0, n * k), (f8, 3, 3)],
+        Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, v, v),
+                     (f8, 0, min(n * k, m.COLUMNS_LIMIT)), (f8, 3, 3)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
     }
     return layouts[kind]
@@ -229,7 +230,7 @@ def max_frames() -> int:
 def max_frame_bytes(limits: Limits) -> int:
     """The largest frame of a valid message under ``limits`` (ZeroMQ's
     ``MAXMSGSIZE``, which bounds a frame): a FINAL's kept columns, n · capacity
-    values."""
+    values, at most ``messages.COLUMNS_LIMIT`` (a worker past it sends none)."""
     return max(most if dtype == "bytes" else 8 * most
                for kind in Kind for dtype, _, most in _layout(kind, limits))
 

@@ -22,6 +22,7 @@ from asyos.transport.wire import (
     WireError,
     decode,
     encode,
+    max_frame_bytes,
     join,
     split,
 )
@@ -93,6 +94,14 @@ def test_shared_memory_messages_leave_out_their_n_vectors_but_not_the_columns():
     assert _equal(decode(_bytes(encode(unsent, 2, run_id=77)), lean).body, unsent)
     with pytest.raises(WireError, match="5 values, expected 0..0"):
         decode(_bytes(encode(MESSAGES[5], 2, run_id=77)), lean)   # a full X_S w_S
+
+
+def test_a_frame_is_never_larger_than_the_columns_a_worker_may_send():
+    """A FINAL's columns are the largest frame, bounded by what a worker sends at
+    most (``messages.COLUMNS_LIMIT`` values), however large n × capacity."""
+    assert max_frame_bytes(Limits(n=1000, capacity=3, batch=4)) == 8 * 3000
+    assert max_frame_bytes(Limits(n=10**5, capacity=10**4, batch=4)) == \
+        8 * m.COLUMNS_LIMIT
 
 
 def test_a_push_travels_as_integers_and_floats_only():
