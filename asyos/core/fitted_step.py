@@ -40,14 +40,16 @@ from numba import njit, types
 from numba.extending import overload, register_jitable
 
 from .losses import SQUARED, hess_at, loss_and_grad
-from .os_step import _FAST, _dot, vacate
+from .os_step import _FAST, _dot, vacate, vacate_entry
 from .spd import spd_inverse, spd_solve
 
 # How the fitted rule compiles (a first run waits for it: docs/benchmarks.md, "First
 # run").  The arrival, the largest piece, is inlined into the kernels that loop over
 # arrivals: as a kernel of its own it was compiled to machine code twice, alone and
-# inside its caller.  Its helpers are kernels of their own, cached (a sparse or Asy-OS
-# kernel loads those a sequential run compiled) and without a Python or C wrapper
+# inside its caller (the sparse rule writes its larger arrival into its one kernel,
+# ``sparse_fitted_run``: numba's inlining copies the IR it inlines).  Its helpers
+# are kernels of their own, cached (a sparse or Asy-OS kernel loads those a
+# sequential run compiled) and without a Python or C wrapper
 # (only kernels call them): inlined as numba IR, a helper is copied into every caller.
 # Division by zero is IEEE's (``error_model="numpy"``): the kernels guard their
 # pivots, and Python's error model compiles an exception path into every division.
@@ -404,11 +406,13 @@ def worth_a_move(moved, gain, before):
 
 
 @register_jitable(**_HELPER)
-def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
+def _accept(index, weights, k, j, span, grows, swap, sigma, loss, st):
     """A move F accepted: the weights of B, H_S⁻¹ grown by the newcomer and without
-    the dropped slots, the slots moved as ``vacate`` moves them (``slots``: the dense
-    columns, or a sparse kept set's slot table).  Returns (new size, dropped): the
-    feature that made way, -1 when B grew, -2 for the Newton step on S alone."""
+    the dropped slots, whose entries move as ``vacate`` moves them (a swap's caller
+    then moves its columns the same way: ``_close_slots``; ``_accept`` itself takes
+    no columns, so the dense and the sparse kernels share one compiled copy).
+    Returns (new size, dropped): the feature that made way, -1 when B grew, -2 for
+    the Newton step on S alone."""
     inv, w_new, drop, info = st.inv, st.w_new, st.drop, st.info[0]
     for l in range(span):
         weights[l] = w_new[l]
@@ -425,7 +429,7 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
             if drop[d]:
                 dropped = index[d]
                 _remove(inv, last, d)
-                vacate(slots, index, weights, last, d)
+                vacate_entry(index, weights, last, d)
                 last -= 1
         size = last + 1
         info.swaps += 1
@@ -434,6 +438,20 @@ def _accept(slots, index, weights, k, j, span, grows, swap, sigma, loss, st):
     else:
         dropped = -2
     return size, dropped
+
+
+@register_jitable(**_HELPER)
+def _close_slots(slots, k, drop):
+    """After a swap ``_accept`` took, the rows of ``slots`` (the dense columns, or a
+    sparse kept set's slot table) move as its entries did: the top slot ``k`` and
+    those below it fill the dropped slots from the top down."""
+    last = k
+    for d in range(k - 1, -1, -1):
+        if drop[d]:
+            if d != last:
+                for r in range(slots.shape[1]):
+                    slots[d, r] = slots[last, r]
+            last -= 1
 
 
 @register_jitable(**_HELPER)
@@ -550,8 +568,9 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
         if loss != SQUARED and info.arrivals >= capacity:
             info.refresh_due = True   # the frozen curvature has drifted
         return size, not_kept
-    size, dropped = _accept(cols, index, weights, k, j, span, grows, swap, sigma,
-                            loss, st)
+    size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss, st)
+    if swap:
+        _close_slots(cols, k, st.drop)
     if dropped == -2:
         dropped = not_kept
     for r in range(n):   # loops: a slice assignment compiles numba's shape message

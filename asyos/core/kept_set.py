@@ -26,8 +26,7 @@ from .sparse_fitted import (
     OFFSET,
     rebuild_rows,
     sparse_fit,
-    sparse_fitted_block,
-    sparse_fitted_local,
+    sparse_fitted_run,
 )
 from .sparse_step import (
     CSCBlock,
@@ -522,10 +521,10 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
                   step_state: np.ndarray) -> None:
         """Sequential OS over a CSC block; η and m are not used by this rule."""
         self._room(block.nnz)
-        self.size, self.fill, swaps = sparse_fitted_block(
+        self.size, self.fill, swaps = sparse_fitted_run(
             self._columns(), self.size, self.fill, self.limit,
             SparseBlock(block.indptr, block.rows, block.vals, block_index),
-            self.contribution, y, int(loss), self.model, self.sparse)
+            self.contribution, y, int(loss), False, 1.0, self.model, self.sparse)
         step_state[SUBSTITUTIONS] += swaps
         step_state[NU_MAX] = self.model.info[0]["nu"]
 
@@ -536,10 +535,10 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         block_index, block = block_index[start:end], block[start:end]
         damping = self._damping(u_local, y, loss, eta)
         self._room(block.nnz)
-        self.size, self.fill = sparse_fitted_local(
+        self.size, self.fill, _ = sparse_fitted_run(
             self._columns(), self.size, self.fill, self.limit,
             SparseBlock(block.indptr, block.rows, block.vals, block_index), u_local,
-            y, int(loss), damping, self.model, self.sparse)
+            y, int(loss), True, damping, self.model, self.sparse)
         check_scale(self.model.info[0]["nu"])
 
     def set_limit(self, limit: int) -> None:

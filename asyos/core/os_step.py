@@ -138,6 +138,14 @@ def vacate(cols, index, weights, last, d):
     if d != last:
         for r in range(cols.shape[1]):
             cols[d, r] = cols[last, r]
+    vacate_entry(index, weights, last, d)
+
+
+@njit(cache=True, inline="always")
+def vacate_entry(index, weights, last, d):
+    """``vacate`` without the columns: the feature and weight of slot ``last`` move
+    into slot ``d``, and slot ``last`` is cleared."""
+    if d != last:
         index[d] = index[last]
         weights[d] = weights[last]
     index[last] = -1

@@ -36,10 +36,10 @@ from numba.extending import register_jitable
 
 from .fitted_step import (
     _HELPER,
-    _KERNEL,
     _PLAIN_HELPER,
     _PLAIN_KERNEL,
     _accept,
+    _close_slots,
     _newton_on_s,
     _objective,
     _propose,
@@ -133,172 +133,156 @@ def _sync(table, rows, vals, index, span, size, st, sp):
             sp.e[l] = total
 
 
-@njit(**_KERNEL, inline="always")
-def sparse_fitted_arrival(kept, size, fill, capacity, x_rows, x_vals, j, u, y, loss,
-                          separate, damping, st, sp):
-    """One arrival of feature ``j`` (nonzeros ``x_rows``, ``x_vals``) under the fitted
-    rule, on a sparse kept set ``kept`` (``SparseColumns``; the pool has room for the
-    newcomer at ``fill``).  ``u``, ``separate`` and ``damping`` as in
-    ``fitted_arrival``.  Returns (new size, new fill, dropped) with dropped as
-    ``fitted_arrival``'s."""
+@njit(**_PLAIN_KERNEL, nogil=True)
+def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, damping,
+                      st, sp):
+    """The arrivals of the CSC ``block`` (``SparseBlock``) under the fitted rule, on a
+    sparse kept set ``kept`` (``SparseColumns``; the pool has room for the block's
+    nonzeros at ``fill``).  Sequential OS passes u = X_S w_S (plus the intercept),
+    which is ``kept``'s contribution, ``separate`` False and ``damping`` 1; an Asy-OS
+    worker passes its view of u, which its own changes are added to, ``separate``
+    True, and its moves' ``damping`` (as ``fitted_local``'s).  Returns (size, fill,
+    substitutions).
+
+    One kernel with the arrival written in its loop, not an arrival inlined into a
+    sequential and a worker kernel: numba's inlining copies the arrival's IR, which
+    took about 0.4 s of a first sparse run (docs/benchmarks.md, "First run")."""
     table, rows, vals, index, weights, contribution = kept
+    indptr, block_rows, block_vals, block_index = block
     n = u.shape[0]
     info, extra = st.info[0], sp.extra
-    m = x_rows.shape[0]
-    k = size
-    pos = -1
-    for l in range(k):
-        if index[l] == j:
-            pos = l
-    not_kept = j if pos < 0 else -1
-    if m == 0:
-        return size, fill, not_kept   # an empty column cannot lower the loss
-    nu = 0.0
-    for e in range(m):
-        nu += x_vals[e] * x_vals[e]
-    _see_scale(info, nu / n)
-    if info.refresh_due and np.isfinite(info.nu):
-        sparse_refresh(table, rows, vals, size, u, y, loss, st, sp)
-    if not np.isfinite(info.nu):
-        return size, fill, -1   # the data's scale overflows: the caller refuses it
-    info.arrivals += 1
-    lam, inv = info.lam, st.inv
-    intercept = extra[INTERCEPT] != 0.0
-    if not info.objective_current:
-        info.objective = _objective(loss, u, y, weights, k, lam, st.g)
-        total = 0.0
-        for r in range(n):
-            total += st.g[r]
-        extra[GSUM] = total
-        info.objective_current = True
-        info.on_s_current = False
-    before = info.objective
-    dsum, gsum = extra[DSUM], extra[GSUM]
-    # the newcomer's products, on its nonzeros only
-    xg, xdx, ej = 0.0, 0.0, 0.0
-    for l in range(k):
-        st.bS[l] = 0.0
-    for e in range(m):
-        r = x_rows[e]
-        xv = x_vals[e]
-        d = st.curv[r] * xv
-        xg += xv * st.g[r]
-        xdx += d * xv
-        ej += d
-        row = sp.by_row[r]
-        for l in range(k):
-            st.bS[l] += d * row[l]
-    if intercept:   # centred on the intercept in the D metric
-        xg -= ej * gsum / dsum
-        xdx -= ej * ej / dsum
-        for l in range(k):
-            st.bS[l] -= sp.e[l] * ej / dsum
-    if not info.on_s_current:   # X_Sᵀg after a move: the kept nonzeros once
-        gain = 0.5 * gsum * gsum / dsum if intercept else 0.0
-        for l in range(k):
-            total = 0.0
-            start = table[l, 0]
-            for e in range(start, start + table[l, 1]):
-                total += vals[e] * st.g[rows[e]]
-            st.gS[l] = total + lam * weights[l]
-            if intercept:
-                st.gS[l] -= sp.e[l] * gsum / dsum
-        info.gain = gain + _newton_on_s(inv, k, st)
-        info.on_s_current = True
-    for i in range(k):
-        sa = 0.0
-        row = inv[i]
-        for l in range(k):
-            sa += row[l] * st.bS[l]
-        st.a[i] = sa
-    grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
-                                        xdx + lam, info.gain, damping, st)
-    moved = grows or swap
-    if not worth_a_move(moved, gain, before):
-        return size, fill, not_kept
-    span = k + 1 if moved else k
-    if moved:   # the newcomer into the pool (kept only if the move is accepted)
-        table[k, 0] = fill
-        table[k, 1] = m
-        for e in range(m):   # loops: see ``fitted_arrival``'s last one
-            rows[fill + e] = x_rows[e]
-            vals[fill + e] = x_vals[e]
-    w_new = st.w_new
-    shift = 0.0   # the intercept's Newton step given the weights' move
-    if intercept:
-        total = gsum
-        for l in range(k):
-            total += sp.e[l] * (w_new[l] - weights[l])
-        if moved:
-            total += ej * w_new[k]
-        shift = -damping * total / dsum
-    for r in range(n):
-        st.trial[r] = u[r] + shift
-    for l in range(span):
-        delta = w_new[l] - (weights[l] if l < k else 0.0)
-        if delta != 0.0:
-            start = table[l, 0]
-            for e in range(start, start + table[l, 1]):
-                st.trial[rows[e]] += delta * vals[e]
-    after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
-    if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != SQUARED and info.arrivals >= capacity:
-            info.refresh_due = True   # the frozen curvature has drifted
-        return size, fill, not_kept
-    for l in range(span):
-        sp.old_index[l] = index[l]
-        sp.old_table[l, 0] = table[l, 0]
-        sp.old_table[l, 1] = table[l, 1]
-    size, dropped = _accept(table, index, weights, k, j, span, grows, swap, sigma,
-                            loss, st)
-    if moved:
-        fill += m
-        _sync(table, rows, vals, index, span, size, st, sp)
-    total = 0.0
-    for r in range(n):
-        if separate:
-            contribution[r] += st.trial[r] - u[r]
-        u[r] = st.trial[r]
-        st.g[r] = st.g_trial[r]
-        total += st.g[r]
-    extra[GSUM] = total
-    extra[OFFSET] += shift
-    info.objective = after
-    info.on_s_current = False
-    return size, fill, not_kept if dropped == -2 else dropped
-
-
-@njit(**_PLAIN_KERNEL, nogil=True)
-def sparse_fitted_block(kept, size, fill, capacity, block, u, y, loss, st, sp):
-    """Sequential OS under the fitted rule over the CSC ``block`` (``SparseBlock``);
-    ``u`` is X_S w_S (plus the intercept).  Returns (size, fill, substitutions)."""
-    indptr, block_rows, block_vals, block_index = block
+    if separate:
+        info.objective_current = False   # a new view
     swaps = 0
     for b in range(block_index.shape[0]):
-        lo, hi = indptr[b], indptr[b + 1]
+        x_rows = block_rows[indptr[b]:indptr[b + 1]]
+        x_vals = block_vals[indptr[b]:indptr[b + 1]]
         j = block_index[b]
-        size, fill, dropped = sparse_fitted_arrival(
-            kept, size, fill, capacity, block_rows[lo:hi], block_vals[lo:hi], j, u, y,
-            loss, False, 1.0, st, sp)
+        m = x_rows.shape[0]
+        k = size
+        pos = -1
+        for l in range(k):
+            if index[l] == j:
+                pos = l
+        if m == 0:
+            continue   # an empty column cannot lower the loss
+        nu = 0.0
+        for e in range(m):
+            nu += x_vals[e] * x_vals[e]
+        _see_scale(info, nu / n)
+        if info.refresh_due and np.isfinite(info.nu):
+            sparse_refresh(table, rows, vals, size, u, y, loss, st, sp)
+        if not np.isfinite(info.nu):
+            continue   # the data's scale overflows: the caller refuses it
+        info.arrivals += 1
+        lam, inv = info.lam, st.inv
+        intercept = extra[INTERCEPT] != 0.0
+        if not info.objective_current:
+            info.objective = _objective(loss, u, y, weights, k, lam, st.g)
+            total = 0.0
+            for r in range(n):
+                total += st.g[r]
+            extra[GSUM] = total
+            info.objective_current = True
+            info.on_s_current = False
+        before = info.objective
+        dsum, gsum = extra[DSUM], extra[GSUM]
+        # the newcomer's products, on its nonzeros only
+        xg, xdx, ej = 0.0, 0.0, 0.0
+        for l in range(k):
+            st.bS[l] = 0.0
+        for e in range(m):
+            r = x_rows[e]
+            xv = x_vals[e]
+            d = st.curv[r] * xv
+            xg += xv * st.g[r]
+            xdx += d * xv
+            ej += d
+            row = sp.by_row[r]
+            for l in range(k):
+                st.bS[l] += d * row[l]
+        if intercept:   # centred on the intercept in the D metric
+            xg -= ej * gsum / dsum
+            xdx -= ej * ej / dsum
+            for l in range(k):
+                st.bS[l] -= sp.e[l] * ej / dsum
+        if not info.on_s_current:   # X_Sᵀg after a move: the kept nonzeros once
+            gain = 0.5 * gsum * gsum / dsum if intercept else 0.0
+            for l in range(k):
+                total = 0.0
+                start = table[l, 0]
+                for e in range(start, start + table[l, 1]):
+                    total += vals[e] * st.g[rows[e]]
+                st.gS[l] = total + lam * weights[l]
+                if intercept:
+                    st.gS[l] -= sp.e[l] * gsum / dsum
+            info.gain = gain + _newton_on_s(inv, k, st)
+            info.on_s_current = True
+        for i in range(k):
+            sa = 0.0
+            row = inv[i]
+            for l in range(k):
+                sa += row[l] * st.bS[l]
+            st.a[i] = sa
+        grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
+                                            xdx + lam, info.gain, damping, st)
+        moved = grows or swap
+        if not worth_a_move(moved, gain, before):
+            continue
+        span = k + 1 if moved else k
+        if moved:   # the newcomer into the pool (kept only if the move is accepted)
+            table[k, 0] = fill
+            table[k, 1] = m
+            for e in range(m):   # loops: see ``fitted_arrival``'s last one
+                rows[fill + e] = x_rows[e]
+                vals[fill + e] = x_vals[e]
+        w_new = st.w_new
+        shift = 0.0   # the intercept's Newton step given the weights' move
+        if intercept:
+            total = gsum
+            for l in range(k):
+                total += sp.e[l] * (w_new[l] - weights[l])
+            if moved:
+                total += ej * w_new[k]
+            shift = -damping * total / dsum
+        for r in range(n):
+            st.trial[r] = u[r] + shift
+        for l in range(span):
+            delta = w_new[l] - (weights[l] if l < k else 0.0)
+            if delta != 0.0:
+                start = table[l, 0]
+                for e in range(start, start + table[l, 1]):
+                    st.trial[rows[e]] += delta * vals[e]
+        after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
+        if after > before * (1.0 + 1e-12) + 1e-300:
+            if loss != SQUARED and info.arrivals >= capacity:
+                info.refresh_due = True   # the frozen curvature has drifted
+            continue
+        for l in range(span):
+            sp.old_index[l] = index[l]
+            sp.old_table[l, 0] = table[l, 0]
+            sp.old_table[l, 1] = table[l, 1]
+        size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss,
+                                st)
+        if swap:
+            _close_slots(table, k, st.drop)
+        if moved:
+            fill += m
+            _sync(table, rows, vals, index, span, size, st, sp)
+        total = 0.0
+        for r in range(n):
+            if separate:
+                contribution[r] += st.trial[r] - u[r]
+            u[r] = st.trial[r]
+            st.g[r] = st.g_trial[r]
+            total += st.g[r]
+        extra[GSUM] = total
+        extra[OFFSET] += shift
+        info.objective = after
+        info.on_s_current = False
         if dropped >= 0 and dropped != j:
             swaps += 1
     return size, fill, swaps
-
-
-@njit(**_PLAIN_KERNEL, nogil=True)
-def sparse_fitted_local(kept, size, fill, capacity, block, u_local, y, loss, damping,
-                        st, sp):
-    """An Asy-OS worker's arrivals over a CSC block from its view ``u_local`` (its
-    own changes are added to it), moves scaled by ``damping``.  Returns (size,
-    fill)."""
-    indptr, block_rows, block_vals, block_index = block
-    st.info[0].objective_current = False   # a new view
-    for b in range(block_index.shape[0]):
-        lo, hi = indptr[b], indptr[b + 1]
-        size, fill, _ = sparse_fitted_arrival(
-            kept, size, fill, capacity, block_rows[lo:hi], block_vals[lo:hi],
-            block_index[b], u_local, y, loss, True, damping, st, sp)
-    return size, fill
 
 
 @njit(**_PLAIN_KERNEL)
