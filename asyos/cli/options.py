@@ -220,9 +220,21 @@ class ProgressBar:
             self._bar = tqdm(file=sys.stderr, mininterval=0.2, **self.options)
         self._bar.update(k)
 
-    def close(self) -> None:
-        """Close the bar as complete where it stopped (a run may end before its cap
-        of passes)."""
-        if self._bar is not None:
-            self._bar.total = self._bar.n
-            self._bar.close()
+    def __enter__(self) -> "ProgressBar":
+        return self
+
+    def __exit__(self, kind, error, trace) -> None:
+        """Close the bar.  A run that ended before its cap of passes (``epochs``
+        'auto' stops once a pass changes nothing) ends at 100 % of what it did and
+        says that its total was a cap; a run cut short by ^C or an error stays
+        where it stopped and says so."""
+        bar = self._bar
+        if bar is None:
+            return
+        if kind is not None:
+            bar.set_postfix_str("interrupted" if issubclass(kind, KeyboardInterrupt)
+                                else "stopped by an error", refresh=False)
+        elif bar.total and bar.n < bar.total:
+            bar.set_postfix_str(f"done before the cap of {bar.total}", refresh=False)
+            bar.total = bar.n
+        bar.close()

@@ -143,15 +143,12 @@ def run_path(args, job) -> FitResult:
     if largest is not None and not 1 <= largest <= p:
         raise InputError(f"--max-features must be between 1 and the number of "
                          f"features p = {p}, got {largest}")
-    bar = ProgressBar(args.quiet, unit="feature", desc="OS path")
-    try:
+    with ProgressBar(args.quiet, unit="feature", desc="OS path") as bar:
         path = fit_path(job.stream, job.y, loss=job.loss,
                         criterion=args.criterion or "sic",
                         max_features=largest, epochs=args.epochs,
                         rule=args.rule, ridge=args.ridge,
                         standardize=args.standardize, progress=bar.update)
-    finally:
-        bar.close()
     result = path.best
     result.context["size_path"] = {**path.summary(), "seconds": path.seconds,
                                    "n_steps": sum(f.n_steps for f in path.fits)}
@@ -177,17 +174,14 @@ def run_sequential(args) -> FitResult:
         or not job.stream.reorderable else default_orders(job.loss)
     total = most_steps(job.stream.n_features, job.s, orders, args.epochs,
                        resolve_rule(args.rule))
-    bar = ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
-                      f"OS in {orders} orders", total=total)
-    try:
+    with ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
+                     f"OS in {orders} orders", total=total) as bar:
         result = fit_os_voted(job.stream, job.y, job.s, orders=orders, seed=args.seed,
                               loss=job.loss, eta=args.eta, m=args.m,
                               epochs=args.epochs, standardize=args.standardize,
                               progress=bar.update, groups=job.groups,
                               s2=args.group_sparsity, rule=args.rule,
                               ridge=args.ridge, blas_threads=None)   # run() applied
-    finally:
-        bar.close()   # the fitted rule may stop before its cap
     return finish_job(args, job, result)
 
 
@@ -266,9 +260,9 @@ def run_on_this_machine(args, backend: str, q: int) -> FitResult:
                        integer=True)
     job = load_job(args)
     epochs = resolve_epochs(args.epochs, resolve_rule(args.rule), asy=True)
-    bar = ProgressBar(args.quiet or backend == "simulated", unit="feature",
-                      desc=f"Asy-OS, {q} workers", total=job.stream.n_features * epochs)
-    try:
+    with ProgressBar(args.quiet or backend == "simulated", unit="feature",
+                     desc=f"Asy-OS, {q} workers",
+                     total=job.stream.n_features * epochs) as bar:
         fitted = fit_asy(backend, job.stream, job.y, job.s, q, loss=job.loss,
                          epochs=args.epochs, eta=args.eta, m=args.m, rule=args.rule,
                          ridge=args.ridge, budget=args.budget, groups=job.groups,
@@ -277,8 +271,6 @@ def run_on_this_machine(args, backend: str, q: int) -> FitResult:
                          random_delay=args.random_delay, seed=args.seed,
                          record_order=args.record_order, progress=bar.update,
                          allow_partial=True)
-    finally:
-        bar.close()
     result = finish_job(args, job, fitted)
     lost = result.asy.get("lost_shards")   # the simulator loses no worker
     if lost:
