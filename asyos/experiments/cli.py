@@ -45,6 +45,31 @@ def _at_least(low: int):
     return parse
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}")
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+def _cluster(text: str) -> tuple[int, int] | None:
+    """'6x2': 6 machines of 2 workers; '0x0': none."""
+    match = re.fullmatch(r"(\d+)x(\d+)", text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected MACHINESxWORKERS such as 6x2, "
+                                         f"got {text!r}")
+    machines, per_machine = int(match[1]), int(match[2])
+    if machines == per_machine == 0:
+        return None
+    if machines < 1 or per_machine < 1:
+        raise argparse.ArgumentTypeError(f"need at least one machine of one worker, "
+                                         f"got {text!r}")
+    return machines, per_machine
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("name", metavar="NAME", choices=list(EXPERIMENTS),
                         help="; ".join(f"{k}: {v}" for k, v in EXPERIMENTS.items()))
@@ -72,6 +97,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--carrier", choices=["shared", "mpi"], default="shared",
                         help="speedup: Asy-OS with --workers q on this machine "
                         "(shared, default) or under mpiexec -n q+1 (mpi)")
+    parser.add_argument("--n", type=_at_least(2), default=None,
+                        help="speedup: samples (default 1000, the paper's)")
+    parser.add_argument("--p", type=_at_least(2), default=None,
+                        help="speedup: features (default 8192; 4096 with --quick)")
+    parser.add_argument("-s", type=_at_least(1), default=None,
+                        help="speedup: features to keep (default 64 in regression, "
+                        "32 in classification)")
+    parser.add_argument("--epochs", type=_at_least(1), default=None,
+                        help="speedup: passes over the features (default 2, the "
+                        "paper's)")
+    parser.add_argument("--cluster", type=_cluster, default=(),
+                        metavar="MxW", help="speedup: the cost model's prediction "
+                        "for M machines of W workers (default 6x2, the paper's; "
+                        "0x0: none)")
+    parser.add_argument("--latency", type=_positive, default=None, metavar="US",
+                        help="speedup: one-way latency between machines in the "
+                        "prediction, µs (default 50)")
+    parser.add_argument("--bandwidth", type=_positive, default=None, metavar="GBITS",
+                        help="speedup: the server's link in the prediction, Gb/s "
+                        "(default 10)")
     parser.add_argument("--methods", type=_method_names, default=None,
                         help="vs-p, vs-epochs, sght: only these methods, "
                         "comma-separated legend names (e.g. 'OS,Proj-GD,LASSO' or "
@@ -95,6 +140,13 @@ def run(args) -> int:
                   quick=args.quick, progress=not args.no_progress)
     start = time.perf_counter()
     try:
+        given = [flag for flag, value in (("--n", args.n), ("--p", args.p),
+                                          ("-s", args.s), ("--epochs", args.epochs),
+                                          ("--latency", args.latency),
+                                          ("--bandwidth", args.bandwidth))
+                 if value is not None] + (["--cluster"] if args.cluster != () else [])
+        if given and args.name != "speedup":
+            raise InputError(f"{', '.join(given)}: for speedup only")
         if args.name == "sght":
             result = sght.sght_table(args.out, reps=args.reps, seed=args.seed,
                                      jobs=args.jobs, quick=args.quick,
@@ -105,9 +157,18 @@ def run(args) -> int:
             if args.jobs > 1:
                 print("asyos experiments: speedup times its runs, so it runs them one "
                       "at a time (--jobs ignored)", file=sys.stderr)
+            sizes = {k: v for k, v in dict(n=args.n, p=args.p, s=args.s,
+                                           epochs=args.epochs).items()
+                     if v is not None}
+            if args.cluster != ():   # given (None: no prediction)
+                sizes["cluster"] = args.cluster
+            if args.latency is not None:
+                sizes["latency"] = 1e-6 * args.latency
+            if args.bandwidth is not None:
+                sizes["bandwidth"] = 1e9 / 8 * args.bandwidth
             result = speedup.speedup(args.out, max_workers=args.max_workers,
                                      timeout=args.timeout, carrier=args.carrier,
-                                     **common)
+                                     **sizes, **common)
         elif args.name in ("fgm-synthetic", "fgm-poly"):
             function = fgm.fgm_synthetic if args.name == "fgm-synthetic" else \
                 fgm.fgm_poly

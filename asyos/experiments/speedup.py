@@ -1,24 +1,28 @@
 """Fig. 3 of Yang, Fujimaki, Kusumura & Liu (KDD 2016, Section 5.3): training error
-vs time and speedup of real runs, beside a speedup predicted by the virtual-clock
-simulator (docs/algorithms.md, "Asy-OS: staleness and budgets").
+vs time and speedup of real runs, beside the speedup and the time predicted by the
+virtual-clock cost model (docs/algorithms.md, "The cost model").
 
-Protocol: n = 1000, p = 8192, s = 64 (regression) or 32 (classification), 2 scans.  The
-problem of each repetition is drawn once (``asyos.datasets``, n = 1000 exactly), saved
-feature-major as .npy, and every run of that repetition reads the same file:
-``python -m asyos.run`` (sequential OS, the single-worker baseline) and Asy-OS for
-q = 1..Q, one after the other: ``python -m asyos.run --workers q`` (``carrier``
-"shared": q processes on this machine, no server process) or ``mpiexec -n q+1 python
--m asyos.run`` ("mpi": rank 0 the server, q workers).  Workers own static shards: feature j goes to worker
-j mod q (``FeatureStream.shard``), with budgets s_t = s // q + [t < s mod q].
+Protocol: n = 1000, p = 8192, s = 64 (regression) or 32 (classification), 2 scans (all
+four can be changed).  The problem of each repetition is drawn once
+(``asyos.datasets``), saved feature-major as .npy, and every run of that repetition
+reads the same file: ``python -m asyos.run`` (sequential OS, the single-worker
+baseline) and Asy-OS for q = 1..Q, one after the other: ``python -m asyos.run
+--workers q`` (``carrier`` "shared": q processes on this machine, no server process)
+or ``mpiexec -n q+1 python -m asyos.run`` ("mpi": rank 0 the server, q workers), all
+with their defaults (the fitted rule, adaptive budgets, the bound on).  Worker t
+owns the features j with j mod q = t.
 
 Speedup at a threshold: threshold = 1.05 × the final training objective of sequential
 OS, a level that means "as good as sequential OS"; T = the first time a run's trace
 (plus its final point) reaches it, interpolated linearly between trace points;
 speedup_q = T_sequential / T_q, and 0 for a run that never reaches it (said in the
-table, never hidden by a looser threshold).  The virtual-clock model is validated where
-it can be: its predicted speedup at each measured q beside the measured one, with the
-relative error in the rows (``model_error``).  The training error is the objective of the loss
-(1/(2n))‖Xw − y‖² for regression, the mean squared hinge for classification.
+table, never hidden by a looser threshold).  The cost model is fitted on the measured
+runs (``fit_cost_model``) and simulates each measured q on the first repetition's
+problem: its time beside the measured one (``wall_error``) and its speedup beside
+the measured one (``model_error``), then its prediction for a cluster of machines
+(the paper's 6 × 2), the latency and bandwidth between them as parameters.  The
+training error is the objective of the loss (1/(2n))‖Xw − y‖² for regression, the
+mean squared hinge for classification.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +39,8 @@ import numpy as np
 from ..errors import InputError
 from ..io.results import load_result
 from ..metrics import evaluate
-from ..solvers.simulator import fit_simulated
+from ..solvers.asy import AsyConfig
+from ..solvers.simulator import Clock, fit_simulated
 from . import plot, runner
 from .sweeps import LOSS, TASKS, ExperimentResult, make_problem
 
@@ -42,14 +48,17 @@ __all__ = ["speedup", "speedups", "time_to_threshold", "threshold_of",
            "fit_cost_model", "predict_speedup", "PARTITION", "RunFailed",
            "mpiexec_path"]
 
-PARTITION = "static shards: feature j -> worker j mod q; budgets s_t = s//q + [t < s%q]"
+PARTITION = "static shards: feature j -> worker j mod q; adaptive budgets"
 THRESHOLD_FACTOR = 1.05
 MODEL_WORKERS = (1, 2, 4, 8, 16, 32)
 SPARSITY = {"regression": 64, "classification": 32}
 CARRIERS = {"shared": "Asy-OS (shared memory)", "mpi": "Asy-OS (MPI)"}
-METRICS = ("speedup", "predicted_speedup", "model_error", "t_threshold", "recall",
-           "recovery_error", "test_error", "final_objective", "seconds",
-           "staleness_mean")
+METRICS = ("speedup", "predicted_speedup", "model_error", "seconds",
+           "predicted_seconds", "wall_error", "t_threshold", "recall",
+           "recovery_error", "test_error", "final_objective", "staleness_mean")
+CLUSTER = (6, 2)        # the paper's cluster: 6 machines of 2 workers
+LATENCY = 50e-6         # seconds one way between machines (a 10 Gb/s Ethernet's MPI)
+BANDWIDTH = 1.25e9      # bytes per second of the server's link (10 Gb/s)
 
 
 def mpiexec_path() -> Path:
@@ -110,54 +119,97 @@ def _trace(result: dict, clock: str = "seconds") -> tuple[list, list]:
 
 
 # ------------------------------------------------------------------ the cost model
-def fit_cost_model(runs: list[dict], n: int, s: int) -> tuple[float, float]:
-    """Fit (a, c_comm) of the virtual clock from measured runs.
+def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
+    """The virtual clock's costs (``solvers.simulator.Clock``) from measured runs.
 
-    Model: one worker iteration on a worker holding |S(t)| columns costs
-        T_iter = a · n · (|S(t)| + 2) + c_comm   seconds,
-    a per feature step and per kept column (the OS step reads |S(t)| kept columns,
-    the new one and the residual: n·(|S(t)| + 2) multiply-adds), and c_comm per
-    push, amortised per step (real runs batch several steps into one push).
-    With |S(t)| ≈ s_t (the worker's budget, full after its first s_t steps):
-        a      = Σ_r compute_r / Σ_r steps_r · n · (s_r + 2)    over the sequential
-                 run (s_r = s, compute = us_per_step · steps) and every MPI worker
-                 (s_r = its budget, compute = its compute_seconds);
-        c_comm = Σ communicate_seconds / Σ steps               over the MPI workers.
+    * step and column: the least-squares line of a step's compute against
+      n·(|S| + 2) over sequential OS (|S| = s, its whole time per step) and every
+      Asy-OS worker (|S| = its budget, its kernel time per step), weighted by steps;
+      through the origin (the paper's a·n·(|S| + 2)) when the budgets are all one,
+      or the line would give a step a negative fixed cost;
+    * push: the workers' time reading views and communicating, per push, over the
+      workers that talk to the server through a carrier (not worker 0 when
+      ``host``: the server is in its process), less their time blocked for a view
+      or credit (``wait_seconds``: the clock makes its own waits);
+    * serve: the server's time per push (``asy["server_seconds"]``);
+    * host: the server runs on worker 0's core (the shared-memory carrier).
+    Per-push costs: a run's steps per push is its own (``steps_per_push``).
     ``runs`` are results (sequential ones have no ``asy``).
     """
-    work = compute = comm = comm_steps = 0.0
+    x, cost, weight = [], [], []
+    push = pushed = serve = served = 0.0
     for result in runs:
         if result.asy is None:
-            steps = result.n_steps
-            compute += result.seconds
-            work += steps * n * (s + 2)
+            x.append(n * (s + 2))
+            cost.append(result.seconds / max(result.n_steps, 1))
+            weight.append(result.n_steps)
             continue
-        for worker in result.asy["workers"]:
-            compute += worker["compute_seconds"]
-            work += worker["steps"] * n * (worker["budget"] + 2)
-            comm += worker["communicate_seconds"]
-            comm_steps += worker["steps"]
-    if work <= 0:
+        for t, worker in enumerate(result.asy["workers"]):
+            if not worker["steps"]:
+                continue
+            x.append(n * (worker["budget"] + 2))
+            cost.append(worker["compute_seconds"] / worker["steps"])
+            weight.append(worker["steps"])
+            if not (host and t == 0):
+                push += worker["communicate_seconds"] - worker.get("wait_seconds", 0.0) \
+                    + worker.get("read_seconds", 0.0)
+                pushed += worker["pushes"]
+        if "server_seconds" in result.asy:
+            serve += result.asy["server_seconds"]
+            served += sum(w["pushes"] for w in result.asy["workers"])
+    if not weight or sum(weight) <= 0:
         raise InputError("no measured steps to fit the cost model on")
-    return compute / work, (comm / comm_steps if comm_steps else 0.0)
+    x, cost, weight = (np.asarray(v, dtype=float) for v in (x, cost, weight))
+    through_origin = float(np.sum(weight * x * cost) / np.sum(weight * x * x))
+    step, column = 0.0, through_origin
+    if np.ptp(x) > 0:
+        design = np.column_stack([np.ones_like(x), x]) * np.sqrt(weight)[:, None]
+        line = np.linalg.lstsq(design, cost * np.sqrt(weight), rcond=None)[0]
+        if line[0] >= 0 and line[1] > 0:
+            step, column = float(line[0]), float(line[1])
+    return Clock(step=step, column=column, push=push / pushed if pushed else 0.0,
+                 serve=serve / served if served else 0.0, host=host)
 
 
-def predict_speedup(X, y, s: int, a: float, c_comm: float, *, loss: str,
-                    epochs: int = 2, workers=MODEL_WORKERS) -> list[dict]:
-    """Virtual-clock speedups: sequential OS costs a·n·(s+2) per step (q = 1, no
-    communication); Asy-OS with q workers a·n·(|S(t)|+2) + c_comm per worker step,
-    workers running concurrently (``fit_simulated(..., clock=(a, c_comm))``).
+def steps_per_push(result) -> float:
+    """A measured Asy-OS run's mean steps per push (its pushes adapt, up to the
+    pipeline's batch)."""
+    workers = result.asy["workers"]
+    return sum(w["steps"] for w in workers) / max(sum(w["pushes"] for w in workers), 1)
+
+
+def _clock_for(clock: Clock, q: int, s: int, p: int, remote: int = 0,
+               batch: float | None = None) -> Clock:
+    """``clock`` for q workers as a real run configures them: the credit window of
+    the automatic pipeline, ``batch`` steps per push (None: the pipeline's largest)
+    and ``remote`` workers on other machines."""
+    config = AsyConfig.build(s, q, n_features=p)
+    return replace(clock, batch=batch or config.batch, remote=remote,
+                   window=config.depth if q > 1 else 0)
+
+
+def predict_speedup(X, y, s: int, clock: Clock, *, loss: str, epochs: int = 2,
+                    workers=MODEL_WORKERS, remote=None, batches=None) -> list[dict]:
+    """Virtual-clock speedups and times: sequential OS is one worker with no push
+    and no server cost; Asy-OS with q workers pays ``clock``'s (``fit_cost_model``)
+    with the pipeline a real run of q workers gets, ``batches[q]`` steps per push
+    (default: the pipeline's batch) and ``remote(q)`` workers on other machines.
     Threshold and speedup as for the measured runs, on virtual time."""
-    runs = {0: fit_simulated(X, y, s, 1, clock=(a, 0.0), loss=loss, epochs=epochs,
-                             rule="magnitude")}
+    p, batches = X.shape[1], batches or {}
+    alone = replace(clock, push=0.0, serve=0.0, host=False)
+    runs = {0: fit_simulated(X, y, s, 1, clock=alone, loss=loss, epochs=epochs)}
     for q in workers:
         if q <= s:
-            runs[q] = fit_simulated(X, y, s, q, clock=(a, c_comm), loss=loss,
-                                    epochs=epochs, rule="magnitude")
+            runs[q] = fit_simulated(
+                X, y, s, q, loss=loss, epochs=epochs,
+                clock=_clock_for(clock, q, s, p, remote(q) if remote else 0,
+                                 batches.get(q)))
     threshold, times, gains = speedups(
         {q: _trace(r, "virtual_seconds") for q, r in runs.items()}, 0)
     return [{"workers": q, "t_threshold": times[q], "threshold": threshold,
              "speedup": gains[q], "final_objective": r.objective,
+             "seconds": r.virtual_seconds,
+             "wall_speedup": runs[0].virtual_seconds / r.virtual_seconds,
              "staleness_mean": r.asy["staleness"]["mean"],
              "staleness_max": r.asy["staleness"]["max"]}
             for q, r in runs.items() if q > 0]
@@ -201,7 +253,7 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
         np.save(y_path, problem.y)
         job = [sys.executable, "-m", "asyos.run", "--data", str(X_path), "--labels",
                str(y_path), "-s", str(s), "--loss", LOSS[task], "--epochs",
-               str(epochs), "--seed", str(seed), "--rule", "magnitude"]
+               str(epochs), "--seed", str(seed)]
         runs = {}
         for q in range(0, max_workers + 1):
             out = run_dir / f"{task}-rep{rep}-{'seq' if q == 0 else f'q{q}'}.json"
@@ -242,12 +294,17 @@ def unit_speedup(*, task, p, n, s, rep, seed, max_workers, epochs, timeout,
 def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=False,
             p=None, n=1000, s=None, epochs=2, timeout=600.0,
             model_workers=MODEL_WORKERS, progress=True, jobs=1,
-            carrier="shared") -> ExperimentResult:
+            carrier="shared", cluster=CLUSTER, latency=LATENCY,
+            bandwidth=BANDWIDTH) -> ExperimentResult:
     """Fig. 3: measured and predicted (virtual clock) speedup vs workers.
 
     Runs are timed, so they run one at a time whatever ``jobs`` says.  ``s`` None:
     64 for regression, 32 for classification; ``p`` None: 8192 (4096 with quick).
     ``carrier``: "shared" (``--workers q``, no server process) or "mpi".
+    ``cluster`` (machines, workers per machine) or None: also the model's
+    prediction for that cluster, the server's machine sharing memory with its
+    workers and the others ``latency`` seconds away over a link of ``bandwidth``
+    bytes per second (docs/algorithms.md, "The cost model").
     """
     if carrier not in CARRIERS:
         raise InputError(f"carrier must be one of {', '.join(CARRIERS)}, got "
@@ -276,25 +333,49 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     for task in tasks:
         mine = [r for r in rows if r["task"] == task]
         results = [load_result(r["result_file"]) for r in mine]
-        a, c_comm = fit_cost_model(results, n, sizes[task])
+        clock = fit_cost_model(results, n, sizes[task], host=carrier == "shared")
         problem = _problem(task, p, n, sizes[task], runner.problem_seed(seed, 0))
-        predicted = predict_speedup(problem.X, problem.y, sizes[task], a, c_comm,
-                                    loss=LOSS[task], epochs=epochs,
-                                    workers=model_workers)
+        model = dict(loss=LOSS[task], epochs=epochs)
+        batches = {}   # the measured steps per push of each q, over its runs
+        for row, result in zip(mine, results):
+            if result.asy is not None:
+                batches.setdefault(row["workers"], []).append(steps_per_push(result))
+        predicted = predict_speedup(problem.X, problem.y, sizes[task], clock,
+                                    workers=model_workers, **model,
+                                    batches={q: float(np.mean(b))
+                                             for q, b in batches.items()})
+        parameters = {"model_step": clock.step, "model_column": clock.column,
+                      "model_push": clock.push, "model_serve": clock.serve}
         for entry in predicted:
             rows.append({"experiment": "speedup", "kind": "predicted", "task": task,
                          "p": p, "n": n, "s": sizes[task], "epochs": epochs,
                          "method": "Asy-OS (virtual clock)", "rep": 0, "seed": seed,
-                         "partition": PARTITION, **entry, "model_a": a,
-                         "model_c_comm": c_comm})
-        by_q = {e["workers"]: e["speedup"] for e in predicted}
+                         "partition": PARTITION, **entry, **parameters})
+        if cluster is not None:
+            machines, per_machine = cluster
+            remote = replace(clock, host=False, latency=latency, bandwidth=bandwidth)
+            for entry in predict_speedup(
+                    problem.X, problem.y, sizes[task], remote,
+                    workers=(machines * per_machine,),
+                    remote=lambda q: q - per_machine, **model):
+                rows.append({"experiment": "speedup", "kind": "predicted",
+                             "task": task, "p": p, "n": n, "s": sizes[task],
+                             "epochs": epochs, "method": f"Asy-OS (virtual clock, "
+                             f"{machines} machines x {per_machine})", "rep": 0,
+                             "seed": seed, "partition": PARTITION, **entry,
+                             **parameters, "latency": latency,
+                             "bandwidth": bandwidth})
+        by_q = {e["workers"]: e for e in predicted}
         for row in mine:   # the model beside each measured point it predicts
             q = row["workers"]
-            if row["method"] == CARRIERS[carrier] and q in by_q and \
-                    row["speedup"] > 0:
-                row["predicted_speedup"] = by_q[q]
-                row["model_error"] = by_q[q] / row["speedup"] - 1.0
-        figure[task] = _figure_data(mine, results, predicted)
+            if row["method"] != CARRIERS[carrier] or q not in by_q:
+                continue
+            row["predicted_seconds"] = by_q[q]["seconds"]
+            row["wall_error"] = by_q[q]["seconds"] / row["seconds"] - 1.0
+            if row["speedup"] > 0:
+                row["predicted_speedup"] = by_q[q]["speedup"]
+                row["model_error"] = by_q[q]["speedup"] / row["speedup"] - 1.0
+        figure[task] = _figure_data(mine, results, predicted, CARRIERS[carrier])
     keys = ("task", "kind", "method", "workers")
     summary = runner.summarize(rows, keys, METRICS)
     files = [runner.write_csv(out / "speedup.csv", rows)]
@@ -308,15 +389,16 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
     return ExperimentResult("speedup", rows, summary, table, files)
 
 
-def _figure_data(rows: list[dict], results: list, predicted: list[dict]) -> dict:
+def _figure_data(rows: list[dict], results: list, predicted: list[dict],
+                 method: str) -> dict:
     first = [(row, res) for row, res in zip(rows, results) if row["rep"] == 0]
     traces = {("sequential" if res.asy is None else f"q = {row['workers']}"):
               _trace(res) for row, res in first}
     staleness = {f"q = {row['workers']}": res.asy["staleness"]["histogram"]
                  for row, res in first if res.asy is not None}
-    qs = sorted({r["workers"] for r in rows if r["method"] == "Asy-OS (MPI)"})
-    measured = runner.summarize([r for r in rows if r["method"] == "Asy-OS (MPI)"],
-                         ("workers",), ("speedup",))
+    qs = sorted({r["workers"] for r in rows if r["method"] == method})
+    measured = runner.summarize([r for r in rows if r["method"] == method],
+                                ("workers",), ("speedup",))
     by_q = {e["workers"]: e for e in measured}
     return {"traces": traces, "threshold": first[0][0]["threshold"],
             "measured": (qs, [by_q[q]["speedup"] for q in qs],

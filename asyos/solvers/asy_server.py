@@ -23,7 +23,7 @@ from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
 from .result import FitResult
 
-SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds")
+SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds", "wait_seconds")
 RISE = 0.05   # the safeguard's tolerance: a round 5 % above the lowest loss halves η
 
 
@@ -238,7 +238,7 @@ class AsyServer:
             stats = self.stats[t] or {"steps": record.pushes, "kept": record.selected.size,
                                       "budget": self._current_budget(t),
                                       **dict.fromkeys(SECONDS, 0.0)}
-            workers.append({**stats, "lost": record.lost})
+            workers.append({**stats, "pushes": record.messages, "lost": record.lost})
         result = self.monitor.result(self.state, workers, self.step_size, self.m)
         result.asy.update(transport=transport, depth=self.config.depth,
                           batch=self.config.batch)

@@ -61,7 +61,9 @@ class Final:
     weights: np.ndarray
     contribution: np.ndarray
     columns: np.ndarray      # float64 (len(selected), n): X_S(t)ᵀ; (0, n): not sent
-    seconds: np.ndarray = field(default_factory=lambda: np.zeros(3))  # compute, read, communicate
+    # compute, read, communicate (all its time outside the kernel) and, of that, wait
+    # (blocked for a view or credit)
+    seconds: np.ndarray = field(default_factory=lambda: np.zeros(4))
     blas_threads: int = 0
 
 

@@ -14,14 +14,21 @@ same result.  Only the delivery of views is scheduled, deterministically for a s
   sees its own steps).  A worker cannot read a version older than the one it read
   last, nor one older than the credit it spends (``core.server_state``); then it
   reads the oldest it may.
-* **virtual clock** (``clock=(a, c_comm)``): each worker iteration costs
-  a·n·(|S(t)| + 2) + c_comm virtual seconds, pulls at its start and pushes at its end,
-  in time order.  Staleness arises from the timing as on a real machine with one core
-  per worker; the result carries ``virtual_seconds`` and a trace against virtual
-  time, from which speedups on more cores than this machine has are modelled.
+* **virtual clock** (``clock=Clock(...)``, or ``(a, c_comm)``): each worker step
+  costs its compute and its share of a push on its own core, then waits its turn at
+  the one server (a queue served one push at a time, on worker 0's core for the
+  shared-memory carrier, behind a network link for remote workers).  A worker pulls
+  at the start of a step the u_C applied by then and is applied when the server is
+  done with it, so staleness arises from the timing as on a real machine with one
+  core per worker; the result carries ``virtual_seconds`` and a trace against
+  virtual time, from which speedups on more cores than this machine has are
+  modelled (``Clock`` says what each term stands for).
 """
 
-from dataclasses import replace
+import bisect
+import math
+from collections import deque
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -37,6 +44,7 @@ from .result import FitResult
 from .worker_loop import WorkerDriver, worker_loop
 
 ORDERS = ("round_robin", "random")
+UNBOUNDED = 1 << 30   # the credit of a clock with no window: more steps than a run
 
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
@@ -58,10 +66,11 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     order : "round_robin", "random" or a sequence of worker indices
         Which worker steps next: in turn, a seeded random pick, or an explicit
         schedule (e.g. the order a real run recorded, ``result.asy["order"]``).
-    clock : (a, c_comm) or None, default=None
-        The virtual-clock mode instead of ``delay``: a worker's iteration costs
-        a·n·(|S(t)| + 2) + c_comm virtual seconds, and the staleness is what those
-        times make it (the module's docstring).
+    clock : Clock, (a, c_comm) or None, default=None
+        The virtual-clock mode instead of ``delay``: steps, pushes and the server
+        cost what ``Clock`` says (a pair (a, c_comm) is ``Clock(0, a, c_comm)``,
+        the paper's a·n·(|S(t)| + 2) + c_comm per step and a free server), and the
+        staleness is what those times make it (the module's docstring).
     budget : "auto", "adaptive" or "fixed", default="auto"
         "fixed": s/q per worker (the paper's); "adaptive": the server re-grants the
         budgets from a global |w| threshold with every view
@@ -97,11 +106,15 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                              "clock or delay, not both")
         tau = None
         clock = _check_clock(clock)
-    # the delay is the staleness model: no gate, and credit deep enough to read it
-    depth = 1 if tau is None else tau + 1
+    # the delay or the clock is the staleness model: no gate, and credit deep enough
+    # to read what it makes (the clock's window, as a real pipeline's credit); the
+    # delay schedules single steps, the clock pushes of its batch
+    batch = 1 if clock is None else max(1, round(clock.batch))
+    depth = tau + 1 if clock is None else clock.window or UNBOUNDED
     group_of, s2 = group_constraint(groups, s2, p) or (None, None)
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
-                             staleness=None, window=depth, batch=1, n_features=p,
+                             staleness=None, window=-(-depth // batch), batch=batch,
+                             n_features=p,
                              s2=s2, budget=budget, rule=rule, ridge=ridge)
     shards = [shard_of(stream, config, t, group_of) for t in range(q)]
     eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
@@ -109,19 +122,83 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     if clock is None:
         sim.run_delayed(tau, random_delay, order, np.random.default_rng(seed))
     else:
-        sim.run_clocked(*clock)
+        sim.run_clocked(clock)
     return sim.result()
 
 
-def _check_clock(clock) -> tuple[float, float]:
+@dataclass(frozen=True)
+class Clock:
+    """What the virtual clock charges, in seconds (docs/algorithms.md, "The cost
+    model").
+
+    * A worker holding |S| features spends ``step + column · n · (|S| + 2)`` on each
+      feature step (a fixed part, and the kept columns, the new one and the
+      residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``),
+      and ``push / batch`` of its own time per step outside its kernel: a push
+      carries ``batch`` steps, and its encoding, sending and reading a view are
+      shared by them (worker 0 pays none with ``host``: its requests are calls).
+    * The server applies pushes one at a time, in the order they reach it, and
+      spends ``serve / batch`` per step on them (a push's bookkeeping, shared by its
+      steps).  ``host``: it runs on worker 0's core, between worker 0's steps (the
+      shared-memory carrier), so every push it serves delays worker 0; otherwise it
+      has a core of its own.
+    * The last ``remote`` workers are on other machines: their pushes reach the
+      server ``latency`` later and their views come back ``latency`` later, and the
+      server's link carries their Δu and view (16·n bytes a push) at ``bandwidth``
+      bytes per second, one push at a time, like its time.
+    * ``window``: the steps a worker may have pushed but not yet applied before it
+      waits (the pipeline that the staleness bound allows; 0: no limit).
+    """
+
+    step: float
+    column: float = 0.0
+    push: float = 0.0
+    serve: float = 0.0
+    batch: float = 1.0
+    host: bool = False
+    remote: int = 0
+    latency: float = 0.0
+    bandwidth: float = math.inf
+    window: int = 0
+
+    def compute(self, n: int, kept: int) -> float:
+        """A step's compute with ``kept`` features held: the kept columns, the new
+        one and the residual, n·(|S| + 2) numbers read."""
+        return self.step + self.column * n * (kept + 2)
+
+    def checked(self) -> "Clock":
+        values = {"step": self.step, "column": self.column, "push": self.push,
+                  "serve": self.serve, "latency": self.latency}
+        for name, value in values.items():
+            if not (math.isfinite(value) and value >= 0):
+                raise InputError(f"clock: {name} must be a finite number ≥ 0, got "
+                                 f"{value!r}")
+        if self.step + self.column <= 0:
+            raise InputError("clock: a step must cost something (step or column > 0)")
+        if not self.bandwidth > 0:
+            raise InputError(f"clock: bandwidth must be > 0, got {self.bandwidth!r}")
+        if not (math.isfinite(self.batch) and self.batch >= 1):
+            raise InputError(f"clock: batch (steps per push) must be ≥ 1, got "
+                             f"{self.batch!r}")
+        for name in ("remote", "window"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, np.integer)) or value < 0:
+                raise InputError(f"clock: {name} must be an integer ≥ 0, got "
+                                 f"{value!r}")
+        return self
+
+
+def _check_clock(clock) -> Clock:
+    if isinstance(clock, Clock):
+        return clock.checked()
     try:
         a, c_comm = (float(v) for v in clock)
     except (TypeError, ValueError):
-        raise InputError(f"clock must be (a, c_comm), two numbers; got {clock!r}") \
-            from None
+        raise InputError(f"clock must be a Clock or (a, c_comm), two numbers; got "
+                         f"{clock!r}") from None
     if not (np.isfinite(a) and np.isfinite(c_comm) and a > 0 and c_comm >= 0):
         raise InputError(f"clock needs a > 0 and c_comm ≥ 0, got ({a}, {c_comm})")
-    return a, c_comm
+    return Clock(step=0.0, column=a, push=c_comm)
 
 
 class _Simulation:
@@ -133,16 +210,16 @@ class _Simulation:
         self.config = config
         self.server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         self.server.start(n_features, *eta_m)
-        # the simulator schedules single steps, each push one step
-        plans = [replace(config.plan(t, *eta_m), batch=1, adaptive_push=False)
+        # pushes of the configured batch (1 in delay mode), never resized
+        plans = [replace(config.plan(t, *eta_m), adaptive_push=False)
                  for t in range(q)]
         self.drivers = [WorkerDriver(worker_loop(shards[t].stream, y, plans[t],
                                                  groups=shards[t].groups), n)
                         for t in range(q)]
         self.credit = [0] * q                # the newest credit the server granted
-        self.kept = [0] * q                  # |S(t)| after each worker's last step
+        self.kept = [0] * q                  # |S(t)| after each worker's last push
+        self.applied = [[] for _ in range(q)]   # the clock after each one's pushes
         self.history: dict[int, np.ndarray] = {}   # the versions a worker may read
-        self.started = [0] * q               # the version current at each one's start
         self.virtual: list[float] = []       # virtual time of each trace point
         self.now = 0.0
         for t in range(q):
@@ -171,9 +248,11 @@ class _Simulation:
     def _read(self, t: int, age: int) -> None:
         """Deliver to worker t the newest version at least ``age`` updates old that it
         may still use (``AsyServer.aged_view``)."""
-        version, own, granted = self.server.aged_view(t, age,
-                                                      self.drivers[t].view.version)
-        self.drivers[t].receive(messages.View(self.history[version], version, own,
+        version, _, granted = self.server.aged_view(t, age,
+                                                    self.drivers[t].view.version)
+        # its pushes in that version, by number (the server counts their steps)
+        through = bisect.bisect_right(self.applied[t], version)
+        self.drivers[t].receive(messages.View(self.history[version], version, through,
                                               self.credit[t], granted,
                                               self.server.step_size))
 
@@ -183,7 +262,7 @@ class _Simulation:
         push = driver.advance()
         self._deliver(self.server.handle(t, push))
         self.kept[t] = push.selected.size
-        self.started[t] = self.server.clock
+        self.applied[t].append(self.server.clock)
         if driver.ending:   # its last step: Final
             driver.advance()
             self._deliver(self.server.handle(t, driver.final_message()))
@@ -211,17 +290,43 @@ class _Simulation:
             self._read(t, age)
             self._step(t)
 
-    def run_clocked(self, a: float, c_comm: float) -> None:
-        """Event order by virtual finish time; each pull reads the version current at
-        its start (the one published after the worker's previous push)."""
-        n = self.server.u.size
-        finish = {t: a * n * 2 + c_comm for t in self.active}
+    def run_clocked(self, clock: Clock) -> None:
+        """Pushes in the order they reach the server; each reads at its start the
+        u_C applied by then (a remote worker: by ``latency`` before), and is applied
+        when the server has served it (``Clock``).  A push's steps are timed at
+        the kept set it starts from."""
+        n, q, batch = self.server.u.size, len(self.drivers), self.config.batch
+        scale = batch / clock.batch   # the costs per push, for pushes of ``batch``
+        remote = range(max(q - clock.remote, 0), q)
+        lag = [clock.latency if t in remote else 0.0 for t in range(q)]
+        link = 16 * n / clock.bandwidth
+        serve = [scale * (clock.serve + (link if t in remote else 0.0))
+                 for t in range(q)]
+        own = [0.0 if clock.host and t == 0 else scale * clock.push
+               for t in range(q)]   # worker 0 hosting the server: plain calls
+        times, versions = [0.0], [0]   # when each version of u_C was applied
+        waiting = [deque(maxlen=max(1, -(-clock.window // batch))) for _ in range(q)]
+        start = [0.0] * q
+        finish = [batch * clock.compute(n, 0) + own[t] for t in range(q)]
+        free = 0.0   # when the server is done with the pushes it has had
         while self.active:
-            t = min(self.active, key=lambda w: (finish[w], w))
-            self.now = finish[t]
-            self._read(t, self.server.clock - self.started[t])
+            t = min(self.active, key=lambda w: (finish[w] + lag[w], w))
+            arrival = finish[t] + lag[t]
+            begins = max(arrival, free)
+            if clock.host and t and start[0] <= arrival < finish[0]:
+                begins = max(begins, finish[0])   # worker 0's core: between its pushes
+            seen = versions[bisect.bisect_right(times, start[t] - lag[t]) - 1]
+            self._read(t, self.server.clock - seen)
+            free = self.now = begins + serve[t]
             self._step(t)
-            finish[t] = self.now + a * n * (self.kept[t] + 2) + c_comm
+            times.append(free)
+            versions.append(self.server.clock)
+            waiting[t].append(free)
+            nxt = free if clock.host and t == 0 else finish[t]
+            if clock.window and len(waiting[t]) == waiting[t].maxlen:
+                nxt = max(nxt, waiting[t][0] + lag[t])   # the bound: wait for credit
+            start[t] = nxt
+            finish[t] = nxt + batch * clock.compute(n, self.kept[t]) + own[t]
 
     def result(self) -> FitResult:
         result = self.server.result("simulator")

@@ -371,9 +371,13 @@ class WorkerDriver:
                              push.position, more=self.request is PULL)
 
     def final_message(self, communicate_seconds: float = 0.0,
-                      blas_threads: int = 0) -> messages.Final:
+                      blas_threads: int = 0, wait_seconds: float = 0.0
+                      ) -> messages.Final:
+        """Its final report; ``communicate_seconds``: its time outside the kernel,
+        ``wait_seconds`` of which blocked for a view or credit."""
         final = self.final
         return messages.Final(self.view.last_push, final.steps, final.selected,
                               final.weights, final.contribution, final.columns,
                               np.array([final.compute_seconds, final.read_seconds,
-                                        communicate_seconds]), blas_threads)
+                                        communicate_seconds, wait_seconds]),
+                              blas_threads)

@@ -173,18 +173,20 @@ def carry_worker(link, driver, worker: int) -> None:
     dest, worker)``, ``poll(source)`` and ``wait(source)`` → (source, envelope) or
     None, ``drain()``; the server is source and destination 0.  Views are taken
     whenever they have arrived, the next push whenever the driver may step."""
-    communicate = 0.0
+    communicate = waited = 0.0
     link.send(driver.start(), 0, worker)
     while True:
         start = time.perf_counter()
         while (received := link.poll(0)) is not None or driver.blocked:
-            if received is None:
+            if received is None:   # blocked: waits for a view or credit
+                blocked = time.perf_counter()
                 received = link.wait(0)
+                waited += time.perf_counter() - blocked
             driver.receive(received[1].body)
         if driver.ending:
             driver.advance()
             link.send(driver.final_message(communicate + time.perf_counter() - start,
-                                           blas_threads_in_use()), 0, worker)
+                                           blas_threads_in_use(), waited), 0, worker)
             while not isinstance(link.wait(0)[1].body, messages.Done):
                 pass
             link.drain()

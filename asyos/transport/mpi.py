@@ -149,8 +149,10 @@ def serve(comm, server: AsyServer, share: NodeShare,
     lean = frozenset() if vectors is None else frozenset(t + 1 for t in vectors.rows)
     link = Link(comm, _limits(config, server.y.shape[0]), share,
                 in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean)
+    serving = 0.0   # seconds from a request's arrival to its replies' sending
     while not server.done:
         source, envelope = link.wait()
+        start = time.perf_counter()
         worker = source - 1
         if envelope.worker != worker:
             raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
@@ -164,9 +166,11 @@ def serve(comm, server: AsyServer, share: NodeShare,
             if target + 1 in lean:
                 reply = vectors.outgoing(reply, server)
             link.send(reply, target + 1, target)
+        serving += time.perf_counter() - start
     link.drain()
     result = server.result("mpi")
     result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
+    result.asy["server_seconds"] = serving
     result.asy["shared_window_workers"] = \
         [] if vectors is None else sorted(vectors.rows)
     result.asy["server_bytes"] = {

@@ -17,7 +17,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
 | ACK       | s→w | pushes applied | 0          | 0         | —                                        |
 | HEARTBEAT | w→s | 0              | 0          | 0         | —                                        |
-| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), X_S (f8 ×n·k, a column after another; or none), seconds (f8 ×3) |
+| FINAL     | w→s | last push      | steps      | BLAS threads | selected (i8), weights (f8), X_S w_S (f8 ×n), X_S (f8 ×n·k, a column after another; or none), seconds (f8 ×4) |
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 | INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
@@ -215,7 +215,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
         Kind.PUSH: [(i8, 1, b), (f8, v, v), (i8, 0, k), (f8, 0, k), (f8, 0, k)],
         Kind.VIEW: [(f8, v, v), (i8, 1, 1), (f8, 1, 1)],
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, v, v),
-                     (f8, 0, min(n * k, m.COLUMNS_LIMIT)), (f8, 3, 3)],
+                     (f8, 0, min(n * k, m.COLUMNS_LIMIT)), (f8, 4, 4)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
     }
     return layouts[kind]

@@ -14,6 +14,7 @@ from asyos.core.selection import Selection
 from asyos.datasets import paper_n
 from asyos.errors import InputError
 from asyos.experiments import speedup as sp
+from asyos.io.results import load_result
 from asyos.experiments import sweeps
 from asyos.experiments.runner import mean_se
 from asyos.solvers.result import FitResult
@@ -121,6 +122,12 @@ def test_mean_and_standard_error():
     (["vs-p", "--reps", "0"], "--reps: must be >= 1"),
     (["vs-q"], "invalid choice: 'vs-q'"),
     (["vs-p", "--jobs", "0"], "--jobs: must be >= 1"),
+    (["speedup", "--cluster", "6by2"], "expected MACHINESxWORKERS"),
+    (["speedup", "--cluster", "0x2"], "at least one machine"),
+    (["speedup", "--latency", "-1"], "--latency: must be a finite number > 0"),
+    (["speedup", "--bandwidth", "fast"], "--bandwidth: expected a number"),
+    (["vs-p", "-s", "10"], "-s: for speedup only"),
+    (["vs-workers", "--cluster", "6x2"], "--cluster: for speedup only"),
 ])
 def test_cli_usage_errors_exit_2_with_a_message(args, message):
     proc = subprocess.run([sys.executable, "-m", "asyos.experiments", *args],
@@ -163,15 +170,29 @@ def test_speedup_of_hand_made_traces():
     assert gains == pytest.approx({"seq": 1.0, "q2": 4.0, "q4": 8.0 / 1.29, "q8": 0.0})
 
 
-def test_cost_model_recovers_a_and_c_comm():
-    n, s, a, c = 100, 8, 2e-9, 5e-6
+def test_cost_model_recovers_the_step_line_push_and_serve():
+    # steps cost 3 µs + 2e-9·n·(|S| + 2); pushes of 10 steps; the non-host worker
+    # spends 50 µs a push outside its kernel, the server 15 µs a push
+    n, s, step, column, push, serve = 100, 8, 3e-6, 2e-9, 5e-5, 1.5e-5
     empty = dict(selected=np.zeros(0, np.int64), weights=np.zeros(0))
-    sequential = FitResult(**empty, n_steps=1000, seconds=1000 * a * n * (s + 2))
-    workers = [{"steps": 500, "budget": 4, "compute_seconds": 500 * a * n * 6,
-                "communicate_seconds": 500 * c} for _ in range(2)]
-    parallel = FitResult(**empty, asy={"workers": workers})
-    fitted = sp.fit_cost_model([sequential, parallel], n, s)
-    assert fitted == pytest.approx((a, c))
+    sequential = FitResult(**empty, n_steps=1000,
+                           seconds=1000 * (step + column * n * (s + 2)))
+    workers = [{"steps": 500, "pushes": 50, "budget": 4,
+                "compute_seconds": 500 * (step + column * n * 6),
+                "communicate_seconds": 0.0 if t == 0 else 40 * push,
+                "read_seconds": 0.0 if t == 0 else 10 * push} for t in range(2)]
+    parallel = FitResult(**empty, asy={"workers": workers,
+                                       "server_seconds": 100 * serve})
+    fitted = sp.fit_cost_model([sequential, parallel], n, s, host=True)
+    assert (fitted.step, fitted.column) == pytest.approx((step, column))
+    assert fitted.push == pytest.approx(push) and fitted.serve == pytest.approx(serve)
+    assert fitted.host and sp.steps_per_push(parallel) == 10
+    # one budget only: the paper's line through the origin, the push over all workers
+    alone = sp.fit_cost_model([sequential], n, s, host=False)
+    assert alone.step == 0 and alone.column == pytest.approx(
+        (step + column * n * (s + 2)) / (n * (s + 2)))
+    over_mpi = sp.fit_cost_model([sequential, parallel], n, s, host=False)
+    assert over_mpi.push == pytest.approx(push / 2)
 
 
 @pytest.mark.parametrize("carrier", [
@@ -194,15 +215,23 @@ def test_speedup_real_runs_for_one_and_two_workers(tmp_path, carrier):
         assert _finite(row, "speedup", "recall", "recovery_error")
         assert (float(row["speedup"]) > 0) == math.isfinite(float(row["t_threshold"]))
         assert "j mod q" in row["partition"] and Path(row["result_file"]).exists()
-        if row["method"] == method and float(row["speedup"]) > 0:
+        if row["method"] != method:
+            continue
+        assert float(row["wall_error"]) == pytest.approx(
+            float(row["predicted_seconds"]) / float(row["seconds"]) - 1)
+        assert load_result(row["result_file"]).asy["server_seconds"] > 0
+        if float(row["speedup"]) > 0:
             assert float(row["model_error"]) == pytest.approx(
                 float(row["predicted_speedup"]) / float(row["speedup"]) - 1)
     predicted = [r for r in rows if r["kind"] == "predicted"]
-    assert [r["workers"] for r in predicted] == ["1", "2"]
+    assert [(r["workers"], r["method"]) for r in predicted] == [
+        ("1", "Asy-OS (virtual clock)"), ("2", "Asy-OS (virtual clock)"),
+        ("12", "Asy-OS (virtual clock, 6 machines x 2)")]
     for row in predicted:
-        assert _finite(row, "speedup", "model_a", "model_c_comm")
-        assert float(row["model_a"]) > 0
-    assert len(result.rows) == 5
+        assert _finite(row, "speedup", "model_column", "model_serve", "seconds")
+        assert float(row["model_column"]) > 0 and float(row["model_serve"]) > 0
+    assert float(predicted[-1]["latency"]) == sp.LATENCY
+    assert len(result.rows) == 6
 
 
 def test_method_selection_per_task():

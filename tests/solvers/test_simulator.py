@@ -16,7 +16,7 @@ from asyos.datasets import make_classification, make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
 from asyos.solvers.sequential import fit_os
-from asyos.solvers.simulator import fit_simulated
+from asyos.solvers.simulator import Clock, fit_simulated
 
 ETA, M = 0.5, 1.0
 
@@ -119,7 +119,8 @@ def test_virtual_clock_makes_staleness_and_speedup():
                          budget="fixed")
     adaptive = fit_simulated(problem.X, problem.y, 16, 4, clock=(1e-9, 1e-6))
     assert one.asy["staleness"]["max"] == 0
-    assert four.asy["staleness"]["mean"] > 2      # about q − 1 with equal costs
+    # equal costs: the four pull together, so each step follows 0..3 others' pushes
+    assert four.asy["staleness"]["mean"] > 1
     # per step the cost is a·n·(|S(t)|+2): four workers with s/4 each finish sooner;
     # with adaptive budgets each also holds a trial slot (s/4 + 1)
     assert four.virtual_seconds < one.virtual_seconds / 4
@@ -297,3 +298,63 @@ def test_a_classification_run_does_not_freeze_after_a_rise():
     assert result.eta > 1e-2              # it froze at 3e-267
     assert recall(result.selected, problem.support) >= \
         recall(sequential.selected, problem.support) - 0.1
+
+
+# ------------------------------------------------------------------ the cost model
+def _clocked(q, clock, p=240, s=12, epochs=2):
+    problem = make_regression(p=p, s=s, n=60, seed=7)
+    return fit_simulated(problem.X, problem.y, s, q, clock=clock, epochs=epochs)
+
+
+def test_one_worker_hosting_the_server_pays_every_term_in_turn():
+    # q = 1 on the shared-memory carrier: steps and serving follow one another, and
+    # its requests are calls (no push cost); pushes of 8 share a serving of 40 µs
+    steps = 2 * 240
+    hosted = _clocked(1, Clock(step=2e-6, push=3e-6, serve=5e-6, host=True))
+    assert hosted.virtual_seconds == pytest.approx(steps * 7e-6)
+    batched = _clocked(1, Clock(step=2e-6, push=3e-6, serve=40e-6, batch=8, host=True))
+    assert batched.virtual_seconds == pytest.approx(steps * 7e-6)
+    # the pushes are of 8 steps: 240 / 8 of them an epoch
+    assert batched.asy["workers"][0]["pushes"] == steps // 8
+    # with its own core the server overlaps the worker: only the last serving shows
+    apart = _clocked(1, Clock(step=2e-6, push=3e-6, serve=1e-6))
+    assert apart.virtual_seconds == pytest.approx(steps * 5e-6 + 1e-6)
+    assert hosted.asy["staleness"]["max"] == apart.asy["staleness"]["max"] == 0
+
+
+def test_a_busy_server_is_the_bottleneck_and_the_window_bounds_staleness():
+    steps = 2 * 240
+    free = _clocked(4, Clock(step=1e-6))
+    slow = _clocked(4, Clock(step=1e-6, serve=1e-5))            # queue without end
+    bounded = _clocked(4, Clock(step=1e-6, serve=1e-5, window=4))
+    assert free.virtual_seconds == pytest.approx(steps / 4 * 1e-6, rel=0.05)
+    for run in (slow, bounded):   # one push at a time: the server's time, summed
+        assert run.virtual_seconds == pytest.approx(steps * 1e-5, rel=0.01)
+    # pushes wait in the queue: without a window the workers run ahead of it
+    assert slow.asy["staleness"]["max"] > 4 * bounded.asy["staleness"]["max"]
+    assert bounded.asy["staleness"]["max"] <= 4 * 4
+
+
+def test_remote_workers_read_older_views_and_load_the_servers_link():
+    near = _clocked(2, Clock(step=1e-6, serve=1e-7, remote=1))
+    far = _clocked(2, Clock(step=1e-6, serve=1e-7, remote=1, latency=2e-5))
+    assert far.asy["staleness"]["mean"] > near.asy["staleness"]["mean"] + 10
+    # 16·n bytes a remote push over the link, one push at a time with the serving
+    n, remote_steps = 60, 240
+    thin = _clocked(2, Clock(step=1e-6, serve=0.0, remote=2, bandwidth=16 * n / 1e-5))
+    assert thin.virtual_seconds == pytest.approx(2 * remote_steps * 1e-5, rel=0.01)
+
+
+@pytest.mark.parametrize("clock, message", [
+    (Clock(step=0.0), "must cost"),
+    (Clock(step=1e-6, serve=-1.0), "serve"),
+    (Clock(step=1e-6, latency=float("nan")), "latency"),
+    (Clock(step=1e-6, bandwidth=0.0), "bandwidth"),
+    (Clock(step=1e-6, batch=0.5), "batch"),
+    (Clock(step=1e-6, remote=1.5), "remote"),
+    (Clock(step=1e-6, window=-1), "window"),
+])
+def test_bad_clocks_are_refused(clock, message):
+    problem = make_regression(p=50, s=4, n=20, seed=1)
+    with pytest.raises(InputError, match=message):
+        fit_simulated(problem.X, problem.y, 4, 2, clock=clock)

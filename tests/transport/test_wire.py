@@ -59,7 +59,7 @@ MESSAGES = [
     m.View(np.zeros(5), 0, 0, 0),
     m.Ack(9),
     m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.arange(5.0),
-            np.arange(10.0).reshape(2, 5), np.array([0.1, 0.2, 0.3]), blas_threads=2),
+            np.arange(10.0).reshape(2, 5), np.array([0.1, 0.2, 0.3, 0.05]), blas_threads=2),
     m.Hello(3, 40, 5, 1.25, np.array([12, 99], np.int64)),
     m.Hello(3, 40, 5, 0.5),
     m.Config(WorkerPlan(3, Loss.LOGISTIC, 0.5, 1.5, 2, 4, "magnitude", 0.5, 1e-3,
@@ -87,10 +87,10 @@ def test_shared_memory_messages_leave_out_their_n_vectors_but_not_the_columns():
     X_S w_S frame is empty and its kept columns still travel."""
     lean = Limits(n=5, capacity=3, batch=4, run_id=77, vectors=False)
     final = m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.zeros(0),
-                    np.arange(10.0).reshape(2, 5), np.array([0.1, 0.2, 0.3]))
+                    np.arange(10.0).reshape(2, 5), np.array([0.1, 0.2, 0.3, 0.05]))
     assert _equal(decode(_bytes(encode(final, 2, run_id=77)), lean).body, final)
     unsent = m.Final(4, 12, np.array([1, 3]), np.array([0.25, -1.5]), np.zeros(0),
-                     np.zeros((0, 5)), np.array([0.1, 0.2, 0.3]))   # past the limit
+                     np.zeros((0, 5)), np.array([0.1, 0.2, 0.3, 0.05]))   # past the limit
     assert _equal(decode(_bytes(encode(unsent, 2, run_id=77)), lean).body, unsent)
     with pytest.raises(WireError, match="5 values, expected 0..0"):
         decode(_bytes(encode(MESSAGES[5], 2, run_id=77)), lean)   # a full X_S w_S
@@ -156,8 +156,11 @@ def _header(kind, seq=0, a=0, b=0, run_id=77, flags=0, magic=MAGIC, protocol=PRO
       np.ones(1).tobytes()], "negative"),                              # credit < 0
     ([_header(10), b"x" * 5000], "too long"),
     ([_header(8), np.ones(2, "<i8").tobytes(), np.ones(2).tobytes(),
-      np.ones(5).tobytes(), np.ones(9).tobytes(), np.ones(3).tobytes()],
+      np.ones(5).tobytes(), np.ones(9).tobytes(), np.ones(4).tobytes()],
      "2 kept indices but 9 column values"),                           # a short column
+    ([_header(8), np.ones(2, "<i8").tobytes(), np.ones(2).tobytes(),
+      np.ones(5).tobytes(), np.ones(10).tobytes(), np.ones(3).tobytes()],
+     "FINAL frame has 3 values, expected 4..4"),                      # protocol 10's
     ([_header(8), np.ones(1, "<i8").tobytes(), np.ones(1).tobytes(),
       np.ones(5).tobytes(), np.ones(5).tobytes()],
      "FINAL has 4 data frames, expected 5"),                          # protocol 9's

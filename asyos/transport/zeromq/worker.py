@@ -82,7 +82,7 @@ class ZmqWorker:
         self.run_id = 0
         self.tag = 0       # from the last CONFIG; sent back in every message
         self.last_heard = self.last_sent = time.monotonic()
-        self.communicate = 0.0
+        self.communicate = self.waited = 0.0   # waited: blocked, part of it
 
     # -- messages -------------------------------------------------------------------------
     def _open(self, password: str | None) -> None:
@@ -241,8 +241,11 @@ class ZmqWorker:
         resend_at = time.monotonic() + self.timeouts.resend_after
         while True:
             waiting = wait_while()
+            start = time.perf_counter()
             envelope = self._receive(min(0.05, self.timeouts.resend_after)
                                      if waiting else 0)
+            if waiting:
+                self.waited += time.perf_counter() - start
             if envelope is not None:
                 self._on_message(envelope)
                 continue
@@ -288,7 +291,8 @@ class ZmqWorker:
     def _finish(self) -> None:
         self._absorb(lambda: bool(self.unacked))
         self.unacked.final = self.driver.final_message(self.communicate,
-                                                       blas_threads_in_use())
+                                                       blas_threads_in_use(),
+                                                       self.waited)
         while True:
             for item in self.unacked.due(blocked=False):
                 self._send(item)
