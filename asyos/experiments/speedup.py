@@ -127,10 +127,11 @@ def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
       Asy-OS worker (|S| = its budget, its kernel time per step), weighted by steps;
       through the origin (the paper's a·n·(|S| + 2)) when the budgets are all one,
       or the line would give a step a negative fixed cost;
-    * push: the workers' time reading views and communicating, per push, over the
-      workers that talk to the server through a carrier (not worker 0 when
-      ``host``: the server is in its process), less their time blocked for a view
-      or credit (``wait_seconds``: the clock makes its own waits);
+    * push: a worker's time outside its kernel per push (the worker loop's Python,
+      reading blocks, sending, reading views), less its time blocked for a view or
+      credit (``wait_seconds``: the clock makes its own waits) and, for worker 0
+      when ``host``, its time serving (its run's time less its kernel's and the
+      server's);
     * serve: the server's time per push (``asy["server_seconds"]``);
     * host: the server runs on worker 0's core (the shared-memory carrier).
     Per-push costs: a run's steps per push is its own (``steps_per_push``).
@@ -150,10 +151,13 @@ def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
             x.append(n * (worker["budget"] + 2))
             cost.append(worker["compute_seconds"] / worker["steps"])
             weight.append(worker["steps"])
-            if not (host and t == 0):
-                push += worker["communicate_seconds"] - worker.get("wait_seconds", 0.0) \
-                    + worker.get("read_seconds", 0.0)
-                pushed += worker["pushes"]
+            if host and t == 0:
+                push += result.asy["wall_seconds"] - worker["compute_seconds"] - \
+                    result.asy["server_seconds"]
+            else:
+                push += worker["communicate_seconds"] + worker["read_seconds"] - \
+                    worker.get("wait_seconds", 0.0)
+            pushed += worker["pushes"]
         if "server_seconds" in result.asy:
             serve += result.asy["server_seconds"]
             served += sum(w["pushes"] for w in result.asy["workers"])

@@ -206,14 +206,19 @@ class AsyServer:
         return min((self.state.workers[t].sent[0].version for t in workers),
                    default=self.state.clock)
 
-    def aged_view(self, worker: int, age: int, last_read: int) -> tuple[int, int, int]:
-        """The view ``worker`` reads when it reads u_C as it was ``age`` updates ago:
-        the newest offered version at least that old that it may still use (never
-        older than ``last_read``, nor than the credit it spends; else the oldest it
-        may), with the budget granted now (recorded as a view it may act on).
-        Returns (version, its own pushes in it, budget granted)."""
+    def aged_view(self, worker: int, age: int, last_read: int,
+                  steps: int = 1) -> tuple[int, int, int]:
+        """The view ``worker`` reads when it reads u_C as it was ``age`` updates ago
+        for a push of up to ``steps`` steps: the newest offered version at least that
+        old that it may still use (never older than ``last_read``, nor than the
+        credit those steps spend; else the oldest it may), with the budget granted
+        now (recorded as a view it may act on).  Returns (version, its own steps in
+        it, budget granted)."""
         record = self.state.workers[worker]
-        floor = max(record.grants[0].version, last_read)
+        upto = record.pushes + min(steps, record.unspent)
+        spent = next((grant for grant in record.grants if grant.upto >= upto),
+                     record.grants[-1])
+        floor = max(spent.version, last_read)
         usable = [v for v in record.sent if v.version >= floor and v.budget is None]
         target = self.state.clock - age
         chosen = usable[0]

@@ -135,8 +135,8 @@ class Clock:
       feature step (a fixed part, and the kept columns, the new one and the
       residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``),
       and ``push / batch`` of its own time per step outside its kernel: a push
-      carries ``batch`` steps, and its encoding, sending and reading a view are
-      shared by them (worker 0 pays none with ``host``: its requests are calls).
+      carries ``batch`` steps, and the worker loop's Python around the kernel, the
+      encoding, the sending and the reading of a view are shared by them.
     * The server applies pushes one at a time, in the order they reach it, and
       spends ``serve / batch`` per step on them (a push's bookkeeping, shared by its
       steps).  ``host``: it runs on worker 0's core, between worker 0's steps (the
@@ -249,7 +249,8 @@ class _Simulation:
         """Deliver to worker t the newest version at least ``age`` updates old that it
         may still use (``AsyServer.aged_view``)."""
         version, _, granted = self.server.aged_view(t, age,
-                                                    self.drivers[t].view.version)
+                                                    self.drivers[t].view.version,
+                                                    self.config.batch)
         # its pushes in that version, by number (the server counts their steps)
         through = bisect.bisect_right(self.applied[t], version)
         self.drivers[t].receive(messages.View(self.history[version], version, through,
@@ -302,12 +303,11 @@ class _Simulation:
         link = 16 * n / clock.bandwidth
         serve = [scale * (clock.serve + (link if t in remote else 0.0))
                  for t in range(q)]
-        own = [0.0 if clock.host and t == 0 else scale * clock.push
-               for t in range(q)]   # worker 0 hosting the server: plain calls
+        own = scale * clock.push
         times, versions = [0.0], [0]   # when each version of u_C was applied
         waiting = [deque(maxlen=max(1, -(-clock.window // batch))) for _ in range(q)]
         start = [0.0] * q
-        finish = [batch * clock.compute(n, 0) + own[t] for t in range(q)]
+        finish = [batch * clock.compute(n, 0) + own for _ in range(q)]
         free = 0.0   # when the server is done with the pushes it has had
         while self.active:
             t = min(self.active, key=lambda w: (finish[w] + lag[w], w))
@@ -326,7 +326,7 @@ class _Simulation:
             if clock.window and len(waiting[t]) == waiting[t].maxlen:
                 nxt = max(nxt, waiting[t][0] + lag[t])   # the bound: wait for credit
             start[t] = nxt
-            finish[t] = nxt + batch * clock.compute(n, self.kept[t]) + own[t]
+            finish[t] = nxt + batch * clock.compute(n, self.kept[t]) + own
 
     def result(self) -> FitResult:
         result = self.server.result("simulator")

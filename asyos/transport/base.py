@@ -172,11 +172,13 @@ def carry_worker(link, driver, worker: int) -> None:
     ``link`` to the server and back until it is done.  ``link``: ``send(message,
     dest, worker)``, ``poll(source)`` and ``wait(source)`` → (source, envelope) or
     None, ``drain()``; the server is source and destination 0.  Views are taken
-    whenever they have arrived, the next push whenever the driver may step."""
-    communicate = waited = 0.0
+    whenever they have arrived, the next push whenever the driver may step.  Its
+    final report counts as communicating all its time outside the kernel and the
+    reading of its blocks (the worker loop's own Python per push included), and
+    apart the part of it blocked for a view or credit."""
+    waited, began = 0.0, time.perf_counter()
     link.send(driver.start(), 0, worker)
     while True:
-        start = time.perf_counter()
         while (received := link.poll(0)) is not None or driver.blocked:
             if received is None:   # blocked: waits for a view or credit
                 blocked = time.perf_counter()
@@ -185,14 +187,13 @@ def carry_worker(link, driver, worker: int) -> None:
             driver.receive(received[1].body)
         if driver.ending:
             driver.advance()
-            link.send(driver.final_message(communicate + time.perf_counter() - start,
-                                           blas_threads_in_use(), waited), 0, worker)
+            final = driver.final
+            outside = time.perf_counter() - began - final.compute_seconds - \
+                final.read_seconds
+            link.send(driver.final_message(outside, blas_threads_in_use(), waited), 0,
+                      worker)
             while not isinstance(link.wait(0)[1].body, messages.Done):
                 pass
             link.drain()
             return
-        communicate += time.perf_counter() - start
-        push = driver.advance()
-        start = time.perf_counter()
-        link.send(push, 0, worker)
-        communicate += time.perf_counter() - start
+        link.send(driver.advance(), 0, worker)

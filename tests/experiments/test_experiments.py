@@ -171,8 +171,8 @@ def test_speedup_of_hand_made_traces():
 
 
 def test_cost_model_recovers_the_step_line_push_and_serve():
-    # steps cost 3 µs + 2e-9·n·(|S| + 2); pushes of 10 steps; the non-host worker
-    # spends 50 µs a push outside its kernel, the server 15 µs a push
+    # steps cost 3 µs + 2e-9·n·(|S| + 2); pushes of 10 steps; a worker spends 50 µs
+    # a push outside its kernel, the server 15 µs a push
     n, s, step, column, push, serve = 100, 8, 3e-6, 2e-9, 5e-5, 1.5e-5
     empty = dict(selected=np.zeros(0, np.int64), weights=np.zeros(0))
     sequential = FitResult(**empty, n_steps=1000,
@@ -181,7 +181,9 @@ def test_cost_model_recovers_the_step_line_push_and_serve():
                 "compute_seconds": 500 * (step + column * n * 6),
                 "communicate_seconds": 0.0 if t == 0 else 40 * push,
                 "read_seconds": 0.0 if t == 0 else 10 * push} for t in range(2)]
-    parallel = FitResult(**empty, asy={"workers": workers,
+    # worker 0 hosts the server: its run's time is its kernel, its pushes and serving
+    wall = workers[0]["compute_seconds"] + 50 * push + 100 * serve
+    parallel = FitResult(**empty, asy={"workers": workers, "wall_seconds": wall,
                                        "server_seconds": 100 * serve})
     fitted = sp.fit_cost_model([sequential, parallel], n, s, host=True)
     assert (fitted.step, fitted.column) == pytest.approx((step, column))

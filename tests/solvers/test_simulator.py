@@ -12,9 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference_os import os_step
 
+from asyos.core.server_state import ProtocolError
 from asyos.datasets import make_classification, make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
+from asyos.solvers import messages
+from asyos.solvers.asy import AsyConfig
+from asyos.solvers.asy_server import AsyServer
 from asyos.solvers.sequential import fit_os
 from asyos.solvers.simulator import Clock, fit_simulated
 
@@ -307,13 +311,14 @@ def _clocked(q, clock, p=240, s=12, epochs=2):
 
 
 def test_one_worker_hosting_the_server_pays_every_term_in_turn():
-    # q = 1 on the shared-memory carrier: steps and serving follow one another, and
-    # its requests are calls (no push cost); pushes of 8 share a serving of 40 µs
+    # q = 1 on the shared-memory carrier: steps, push and serving follow one another;
+    # pushes of 8 steps share a push of 24 µs and a serving of 40 µs
     steps = 2 * 240
     hosted = _clocked(1, Clock(step=2e-6, push=3e-6, serve=5e-6, host=True))
-    assert hosted.virtual_seconds == pytest.approx(steps * 7e-6)
-    batched = _clocked(1, Clock(step=2e-6, push=3e-6, serve=40e-6, batch=8, host=True))
-    assert batched.virtual_seconds == pytest.approx(steps * 7e-6)
+    assert hosted.virtual_seconds == pytest.approx(steps * 10e-6)
+    batched = _clocked(1, Clock(step=2e-6, push=24e-6, serve=40e-6, batch=8,
+                                host=True))
+    assert batched.virtual_seconds == pytest.approx(steps * 10e-6)
     # the pushes are of 8 steps: 240 / 8 of them an epoch
     assert batched.asy["workers"][0]["pushes"] == steps // 8
     # with its own core the server overlaps the worker: only the last serving shows
@@ -358,3 +363,32 @@ def test_bad_clocks_are_refused(clock, message):
     problem = make_regression(p=50, s=4, n=20, seed=1)
     with pytest.raises(InputError, match=message):
         fit_simulated(problem.X, problem.y, 4, 2, clock=clock)
+
+
+def test_an_aged_view_is_one_the_whole_push_may_spend_credit_from():
+    """A worker that reads an old version (a remote one, behind its own pushes) for a
+    push of several steps gets a view no older than the grant holding the push's
+    last step: the server refuses a push from an older one."""
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, window=2, batch=2,
+                             staleness=None, budget="fixed")
+    server = AsyServer(np.zeros(3), config)
+    server.start(8, 0.1, 1.0)
+    server.handle(0, messages.Pull())            # credit for 4 steps, at version 0
+    server.offer([0])
+
+    def push(seq, version, steps):
+        return server.handle(0, messages.Push(
+            seq, version, np.arange(steps, dtype=np.int64), np.ones(3),
+            np.zeros(0, np.int64), np.zeros(0), np.zeros(0), seq, more=True))
+
+    for seq in (1, 2, 3):   # single steps from view 0; each tops the credit up
+        push(seq, 0, 1)
+        server.offer([0])
+    # 1 step is left of the first grant: a push of 2 spends from the one at version 1
+    assert server.aged_view(0, 3, 0, steps=1)[0] == 0
+    version = server.aged_view(0, 3, 0, steps=2)[0]
+    assert version == 1
+    push(4, version, 2)
+    assert server.state.clock == 5
+    with pytest.raises(ProtocolError, match="may no longer use"):
+        push(5, 0, 2)
