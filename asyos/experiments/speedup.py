@@ -35,6 +35,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from scipy.optimize import nnls
 
 from ..errors import InputError
 from ..io.results import load_result
@@ -122,11 +123,15 @@ def _trace(result: dict, clock: str = "seconds") -> tuple[list, list]:
 def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
     """The virtual clock's costs (``solvers.simulator.Clock``) from measured runs.
 
-    * step and column: the least-squares line of a step's compute against
-      n·(|S| + 2) over sequential OS (|S| = s, its whole time per step) and every
-      Asy-OS worker (|S| = its budget, its kernel time per step), weighted by steps;
-      through the origin (the paper's a·n·(|S| + 2)) when the budgets are all one,
-      or the line would give a step a negative fixed cost;
+    * step and column: the weighted least-squares line of a step's kernel time
+      against n·(|S| + 2) over every Asy-OS worker (|S| = its budget; without any,
+      sequential OS's whole time per step at |S| = s), weighted by steps: flat
+      when the line falls (a step's fixed work outweighs the products at this
+      size), through the origin (the paper's a·n·(|S| + 2)) when it would give a
+      step a negative fixed cost or the budgets are all one;
+    * swap: from sequential OS's passes (``_passes``: the first passes substitute
+      the most and cost the most), which also place the line: its value at
+      |S| = s is then a steady step's time;
     * push: a worker's time outside its kernel per push (the worker loop's Python,
       reading blocks, sending, reading views), less its time blocked for a view or
       credit (``wait_seconds``: the clock makes its own waits) and, for worker 0
@@ -137,13 +142,12 @@ def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
     Per-push costs: a run's steps per push is its own (``steps_per_push``).
     ``runs`` are results (sequential ones have no ``asy``).
     """
-    x, cost, weight = [], [], []
+    x, cost, weight, alone = [], [], [], []
     push = pushed = serve = served = 0.0
     for result in runs:
         if result.asy is None:
-            x.append(n * (s + 2))
-            cost.append(result.seconds / max(result.n_steps, 1))
-            weight.append(result.n_steps)
+            alone.append((n * (s + 2), result.seconds / max(result.n_steps, 1),
+                          result.n_steps))
             continue
         for t, worker in enumerate(result.asy["workers"]):
             if not worker["steps"]:
@@ -161,18 +165,52 @@ def fit_cost_model(runs: list, n: int, s: int, *, host: bool) -> Clock:
         if "server_seconds" in result.asy:
             serve += result.asy["server_seconds"]
             served += sum(w["pushes"] for w in result.asy["workers"])
+    if not weight and alone:
+        x, cost, weight = (list(v) for v in zip(*alone))
     if not weight or sum(weight) <= 0:
         raise InputError("no measured steps to fit the cost model on")
-    x, cost, weight = (np.asarray(v, dtype=float) for v in (x, cost, weight))
-    through_origin = float(np.sum(weight * x * cost) / np.sum(weight * x * x))
-    step, column = 0.0, through_origin
+    step, column = _step_line(*(np.asarray(v, dtype=float) for v in (x, cost, weight)))
+    swap = 0.0
+    passes = [fit for fit in map(_passes, (r for r in runs if r.asy is None)) if fit]
+    if passes:   # a steady step at |S| = s and a swap, from sequential OS's passes
+        steady, swap = np.mean(passes, axis=0)
+        step = steady - column * n * (s + 2)
+        if step < 0:
+            step, column = 0.0, steady / (n * (s + 2))
+    return Clock(step=float(step), column=float(column), swap=float(swap),
+                 push=push / pushed if pushed else 0.0,
+                 serve=serve / served if served else 0.0, host=host)
+
+
+def _passes(result) -> tuple[float, float] | None:
+    """(seconds per step, seconds per substitution) of sequential OS: the least
+    squares (non-negative) of each pass's time, read from its trace, against its
+    steps and its substitutions; None without a trace or with fewer than two
+    passes."""
+    subs = np.asarray(result.substitutions_per_epoch or [], dtype=float)
+    trace = result.trace or {}
+    if subs.size < 2 or len(trace.get("steps", ())) < 2:
+        return None
+    per_pass = result.n_steps / subs.size
+    ends = np.interp(per_pass * np.arange(subs.size + 1), trace["steps"],
+                     trace["seconds"])
+    ends[-1] = max(ends[-1], result.seconds)
+    design = np.column_stack([np.full(subs.size, per_pass), subs])
+    (steady, swap), _ = nnls(design, np.diff(ends))
+    return (steady, swap) if steady > 0 else None
+
+
+def _step_line(x, cost, weight) -> tuple[float, float]:
+    """(step, column) of ``fit_cost_model``'s line through (x, cost)."""
+    mean = float(np.sum(weight * cost) / np.sum(weight))
     if np.ptp(x) > 0:
         design = np.column_stack([np.ones_like(x), x]) * np.sqrt(weight)[:, None]
-        line = np.linalg.lstsq(design, cost * np.sqrt(weight), rcond=None)[0]
-        if line[0] >= 0 and line[1] > 0:
-            step, column = float(line[0]), float(line[1])
-    return Clock(step=step, column=column, push=push / pushed if pushed else 0.0,
-                 serve=serve / served if served else 0.0, host=host)
+        step, column = np.linalg.lstsq(design, cost * np.sqrt(weight), rcond=None)[0]
+        if column <= 0:
+            return mean, 0.0
+        if step >= 0:
+            return float(step), float(column)
+    return 0.0, float(np.sum(weight * x * cost) / np.sum(weight * x * x))
 
 
 def steps_per_push(result) -> float:
@@ -193,27 +231,33 @@ def _clock_for(clock: Clock, q: int, s: int, p: int, remote: int = 0,
 
 
 def predict_speedup(X, y, s: int, clock: Clock, *, loss: str, epochs: int = 2,
-                    workers=MODEL_WORKERS, remote=None, batches=None) -> list[dict]:
-    """Virtual-clock speedups and times: sequential OS is one worker with no push
-    and no server cost; Asy-OS with q workers pays ``clock``'s (``fit_cost_model``)
-    with the pipeline a real run of q workers gets, ``batches[q]`` steps per push
-    (default: the pipeline's batch) and ``remote(q)`` workers on other machines.
-    Threshold and speedup as for the measured runs, on virtual time."""
+                    workers=MODEL_WORKERS, remote=None, batches=None,
+                    baseline=None) -> list[dict]:
+    """Virtual-clock speedups and times of Asy-OS with q workers paying ``clock``'s
+    costs (``fit_cost_model``), with the pipeline a real run of q workers gets,
+    ``batches[q]`` steps per push (default: the pipeline's batch) and ``remote(q)``
+    workers on other machines.  Against ``baseline``, the measured trace
+    (seconds, objective) of sequential OS on the same data, or else sequential OS
+    simulated with the same step costs (no push, no server).  Threshold and speedup
+    as for the measured runs."""
     p, batches = X.shape[1], batches or {}
-    alone = replace(clock, push=0.0, serve=0.0, host=False)
-    runs = {0: fit_simulated(X, y, s, 1, clock=alone, loss=loss, epochs=epochs)}
+    runs = {}
+    if baseline is None:
+        alone = replace(clock, push=0.0, serve=0.0, host=False)
+        runs[0] = fit_simulated(X, y, s, 1, clock=alone, loss=loss, epochs=epochs)
+        baseline = _trace(runs[0], "virtual_seconds")
     for q in workers:
         if q <= s:
             runs[q] = fit_simulated(
                 X, y, s, q, loss=loss, epochs=epochs,
                 clock=_clock_for(clock, q, s, p, remote(q) if remote else 0,
                                  batches.get(q)))
-    threshold, times, gains = speedups(
-        {q: _trace(r, "virtual_seconds") for q, r in runs.items()}, 0)
+    traces = {q: _trace(r, "virtual_seconds") for q, r in runs.items() if q}
+    threshold, times, gains = speedups({0: baseline, **traces}, 0)
     return [{"workers": q, "t_threshold": times[q], "threshold": threshold,
              "speedup": gains[q], "final_objective": r.objective,
              "seconds": r.virtual_seconds,
-             "wall_speedup": runs[0].virtual_seconds / r.virtual_seconds,
+             "wall_speedup": baseline[0][-1] / r.virtual_seconds,
              "staleness_mean": r.asy["staleness"]["mean"],
              "staleness_max": r.asy["staleness"]["max"]}
             for q, r in runs.items() if q > 0]
@@ -344,12 +388,16 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
         for row, result in zip(mine, results):
             if result.asy is not None:
                 batches.setdefault(row["workers"], []).append(steps_per_push(result))
+        sequential = next(_trace(result) for row, result in zip(mine, results)
+                          if row["rep"] == 0 and result.asy is None)
+        model["baseline"] = sequential   # measured, on the problem simulated
         predicted = predict_speedup(problem.X, problem.y, sizes[task], clock,
                                     workers=model_workers, **model,
                                     batches={q: float(np.mean(b))
                                              for q, b in batches.items()})
         parameters = {"model_step": clock.step, "model_column": clock.column,
-                      "model_push": clock.push, "model_serve": clock.serve}
+                      "model_swap": clock.swap, "model_push": clock.push,
+                      "model_serve": clock.serve}
         for entry in predicted:
             rows.append({"experiment": "speedup", "kind": "predicted", "task": task,
                          "p": p, "n": n, "s": sizes[task], "epochs": epochs,

@@ -26,6 +26,7 @@ same result.  Only the delivery of views is scheduled, deterministically for a s
 """
 
 import bisect
+import heapq
 import math
 from collections import deque
 from dataclasses import dataclass, replace
@@ -45,6 +46,7 @@ from .worker_loop import WorkerDriver, worker_loop
 
 ORDERS = ("round_robin", "random")
 UNBOUNDED = 1 << 30   # the credit of a clock with no window: more steps than a run
+ARRIVE, START = 0, 1  # the virtual clock's events (a push arriving first, at a tie)
 
 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
@@ -133,7 +135,9 @@ class Clock:
 
     * A worker holding |S| features spends ``step + column · n · (|S| + 2)`` on each
       feature step (a fixed part, and the kept columns, the new one and the
-      residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``),
+      residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``), and ``swap`` for
+      each feature its push adds to its kept set (a substitution: the fitted rule
+      solves again for the kept weights, so the first passes cost the most),
       and ``push / batch`` of its own time per step outside its kernel: a push
       carries ``batch`` steps, and the worker loop's Python around the kernel, the
       encoding, the sending and the reading of a view are shared by them.
@@ -152,6 +156,7 @@ class Clock:
 
     step: float
     column: float = 0.0
+    swap: float = 0.0
     push: float = 0.0
     serve: float = 0.0
     batch: float = 1.0
@@ -167,8 +172,8 @@ class Clock:
         return self.step + self.column * n * (kept + 2)
 
     def checked(self) -> "Clock":
-        values = {"step": self.step, "column": self.column, "push": self.push,
-                  "serve": self.serve, "latency": self.latency}
+        values = {"step": self.step, "column": self.column, "swap": self.swap,
+                  "push": self.push, "serve": self.serve, "latency": self.latency}
         for name, value in values.items():
             if not (math.isfinite(value) and value >= 0):
                 raise InputError(f"clock: {name} must be a finite number ≥ 0, got "
@@ -259,8 +264,12 @@ class _Simulation:
 
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""
+        self._apply(t, self.drivers[t].advance())
+
+    def _apply(self, t: int, push) -> None:
+        """The server applies worker t's push (and its final report after its
+        last), at ``self.now``."""
         driver = self.drivers[t]
-        push = driver.advance()
         self._deliver(self.server.handle(t, push))
         self.kept[t] = push.selected.size
         self.applied[t].append(self.server.clock)
@@ -292,10 +301,10 @@ class _Simulation:
             self._step(t)
 
     def run_clocked(self, clock: Clock) -> None:
-        """Pushes in the order they reach the server; each reads at its start the
-        u_C applied by then (a remote worker: by ``latency`` before), and is applied
-        when the server has served it (``Clock``).  A push's steps are timed at
-        the kept set it starts from."""
+        """Events in time order: a worker starts a push (it reads the u_C applied by
+        then, a remote worker's as it was ``latency`` before, and takes its steps),
+        its push reaches the server, which applies it when it has served it
+        (``Clock``); the next push starts at once, or when the window allows."""
         n, q, batch = self.server.u.size, len(self.drivers), self.config.batch
         scale = batch / clock.batch   # the costs per push, for pushes of ``batch``
         remote = range(max(q - clock.remote, 0), q)
@@ -306,27 +315,38 @@ class _Simulation:
         own = scale * clock.push
         times, versions = [0.0], [0]   # when each version of u_C was applied
         waiting = [deque(maxlen=max(1, -(-clock.window // batch))) for _ in range(q)]
-        start = [0.0] * q
-        finish = [batch * clock.compute(n, 0) + own for _ in range(q)]
+        start, finish = [0.0] * q, [0.0] * q
+        pending = [None] * q
+        kept = [np.zeros(0, np.int64) for _ in range(q)]
+        events = [(0.0, START, t) for t in range(q)]
         free = 0.0   # when the server is done with the pushes it has had
-        while self.active:
-            t = min(self.active, key=lambda w: (finish[w] + lag[w], w))
-            arrival = finish[t] + lag[t]
-            begins = max(arrival, free)
-            if clock.host and t and start[0] <= arrival < finish[0]:
+        while events:
+            now, kind, t = heapq.heappop(events)
+            if kind == START:
+                seen = versions[bisect.bisect_right(times, now - lag[t]) - 1]
+                self._read(t, self.server.clock - seen)
+                push = pending[t] = self.drivers[t].advance()
+                swaps = np.setdiff1d(push.selected, kept[t], assume_unique=True).size
+                kept[t] = push.selected
+                start[t] = now
+                finish[t] = now + push.features.size * clock.compute(
+                    n, self.kept[t]) + clock.swap * swaps + own
+                heapq.heappush(events, (finish[t] + lag[t], ARRIVE, t))
+                continue
+            begins = max(now, free)
+            if clock.host and t and start[0] <= now < finish[0]:
                 begins = max(begins, finish[0])   # worker 0's core: between its pushes
-            seen = versions[bisect.bisect_right(times, start[t] - lag[t]) - 1]
-            self._read(t, self.server.clock - seen)
             free = self.now = begins + serve[t]
-            self._step(t)
+            self._apply(t, pending[t])
             times.append(free)
             versions.append(self.server.clock)
+            if self.drivers[t].finished:
+                continue
             waiting[t].append(free)
             nxt = free if clock.host and t == 0 else finish[t]
             if clock.window and len(waiting[t]) == waiting[t].maxlen:
                 nxt = max(nxt, waiting[t][0] + lag[t])   # the bound: wait for credit
-            start[t] = nxt
-            finish[t] = nxt + batch * clock.compute(n, self.kept[t]) + own
+            heapq.heappush(events, (nxt, START, t))
 
     def result(self) -> FitResult:
         result = self.server.result("simulator")

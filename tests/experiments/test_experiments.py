@@ -177,8 +177,8 @@ def test_cost_model_recovers_the_step_line_push_and_serve():
     empty = dict(selected=np.zeros(0, np.int64), weights=np.zeros(0))
     sequential = FitResult(**empty, n_steps=1000,
                            seconds=1000 * (step + column * n * (s + 2)))
-    workers = [{"steps": 500, "pushes": 50, "budget": 4,
-                "compute_seconds": 500 * (step + column * n * 6),
+    workers = [{"steps": 500, "pushes": 50, "budget": 4 + 2 * t,
+                "compute_seconds": 500 * (step + column * n * (6 + 2 * t)),
                 "communicate_seconds": 0.0 if t == 0 else 40 * push,
                 "read_seconds": 0.0 if t == 0 else 10 * push} for t in range(2)]
     # worker 0 hosts the server: its run's time is its kernel, its pushes and serving
@@ -189,12 +189,17 @@ def test_cost_model_recovers_the_step_line_push_and_serve():
     assert (fitted.step, fitted.column) == pytest.approx((step, column))
     assert fitted.push == pytest.approx(push) and fitted.serve == pytest.approx(serve)
     assert fitted.host and sp.steps_per_push(parallel) == 10
-    # one budget only: the paper's line through the origin, the push over all workers
+    # sequential OS alone, one budget: the paper's line through the origin
     alone = sp.fit_cost_model([sequential], n, s, host=False)
     assert alone.step == 0 and alone.column == pytest.approx(
         (step + column * n * (s + 2)) / (n * (s + 2)))
     over_mpi = sp.fit_cost_model([sequential, parallel], n, s, host=False)
     assert over_mpi.push == pytest.approx(push / 2)
+    # a step that costs more with fewer columns (its fixed work dominates): flat
+    for worker, seconds in zip(workers, (6e-6, 5e-6)):
+        worker["compute_seconds"] = 500 * seconds
+    flat = sp.fit_cost_model([parallel], n, s, host=True)
+    assert (flat.step, flat.column) == pytest.approx((5.5e-6, 0.0))
 
 
 @pytest.mark.parametrize("carrier", [
@@ -230,8 +235,10 @@ def test_speedup_real_runs_for_one_and_two_workers(tmp_path, carrier):
         ("1", "Asy-OS (virtual clock)"), ("2", "Asy-OS (virtual clock)"),
         ("12", "Asy-OS (virtual clock, 6 machines x 2)")]
     for row in predicted:
-        assert _finite(row, "speedup", "model_column", "model_serve", "seconds")
-        assert float(row["model_column"]) > 0 and float(row["model_serve"]) > 0
+        assert _finite(row, "speedup", "model_step", "model_column", "model_serve",
+                       "seconds")
+        assert float(row["model_step"]) + float(row["model_column"]) > 0
+        assert float(row["model_serve"]) > 0
     assert float(predicted[-1]["latency"]) == sp.LATENCY
     assert len(result.rows) == 6
 
