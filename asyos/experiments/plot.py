@@ -132,7 +132,7 @@ def plot_speedup(path: Path, tasks: dict, *, title: str) -> Path:
 
     ``tasks[task]`` = {"traces": {label: (seconds, objective)}, "threshold": float,
     "measured": (qs, mean, se), "predicted": (qs, speedups) or None,
-    "staleness": {label: counts}}.
+    "staleness": {label: counts}, "cluster": (q, speedup, label) or absent}.
     """
     plt = pyplot()
     names = [t for t in TASK_ORDER if t in tasks]
@@ -159,6 +159,10 @@ def plot_speedup(path: Path, tasks: dict, *, title: str) -> Path:
             pq, ps = info["predicted"]
             top = max(top, *pq)
             ax.plot(pq, ps, "C1--", marker="s", label="predicted (virtual clock)")
+        if info.get("cluster"):
+            cq, cs, label = info["cluster"]
+            top = max(top, cq)
+            ax.plot([cq], [cs], "C3*", markersize=12, label=label)
         ax.plot([1, top], [1, top], color="0.5", linewidth=1, label="y = q")
         ax.errorbar(qs, mean, yerr=se, color="C0", marker="o", capsize=3,
                     label="measured")

@@ -403,6 +403,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
                          "p": p, "n": n, "s": sizes[task], "epochs": epochs,
                          "method": "Asy-OS (virtual clock)", "rep": 0, "seed": seed,
                          "partition": PARTITION, **entry, **parameters})
+        figure[task] = {}
         if cluster is not None:
             machines, per_machine = cluster
             remote = replace(clock, host=False, latency=latency, bandwidth=bandwidth)
@@ -417,6 +418,10 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
                              "seed": seed, "partition": PARTITION, **entry,
                              **parameters, "latency": latency,
                              "bandwidth": bandwidth})
+                figure[task]["cluster"] = (
+                    entry["workers"], entry["speedup"],
+                    f"{machines} machines x {per_machine} (model: "
+                    f"{1e6 * latency:g} µs, {8e-9 * bandwidth:g} Gb/s)")
         by_q = {e["workers"]: e for e in predicted}
         for row in mine:   # the model beside each measured point it predicts
             q = row["workers"]
@@ -427,7 +432,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
             if row["speedup"] > 0:
                 row["predicted_speedup"] = by_q[q]["speedup"]
                 row["model_error"] = by_q[q]["speedup"] / row["speedup"] - 1.0
-        figure[task] = _figure_data(mine, results, predicted, CARRIERS[carrier])
+        figure[task].update(_figure_data(mine, results, predicted, CARRIERS[carrier]))
     keys = ("task", "kind", "method", "workers")
     summary = runner.summarize(rows, keys, METRICS)
     files = [runner.write_csv(out / "speedup.csv", rows)]

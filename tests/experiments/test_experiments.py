@@ -14,9 +14,9 @@ from asyos.core.selection import Selection
 from asyos.datasets import paper_n
 from asyos.errors import InputError
 from asyos.experiments import speedup as sp
-from asyos.io.results import load_result
 from asyos.experiments import sweeps
 from asyos.experiments.runner import mean_se
+from asyos.io.results import load_result
 from asyos.solvers.result import FitResult
 
 ROOT = Path(__file__).resolve().parents[2]
