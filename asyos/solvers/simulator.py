@@ -323,6 +323,8 @@ class _Simulation:
         while events:
             now, kind, t = heapq.heappop(events)
             if kind == START:
+                if clock.host and t == 0:
+                    now = max(now, free)   # its core serves what has arrived first
                 seen = versions[bisect.bisect_right(times, now - lag[t]) - 1]
                 self._read(t, self.server.clock - seen)
                 push = pending[t] = self.drivers[t].advance()
@@ -334,7 +336,7 @@ class _Simulation:
                 heapq.heappush(events, (finish[t] + lag[t], ARRIVE, t))
                 continue
             begins = max(now, free)
-            if clock.host and t and start[0] <= now < finish[0]:
+            if clock.host and t and now < finish[0]:
                 begins = max(begins, finish[0])   # worker 0's core: between its pushes
             free = self.now = begins + serve[t]
             self._apply(t, pending[t])

@@ -335,6 +335,10 @@ def test_a_busy_server_is_the_bottleneck_and_the_window_bounds_staleness():
     assert free.virtual_seconds == pytest.approx(steps / 4 * 1e-6, rel=0.05)
     for run in (slow, bounded):   # one push at a time: the server's time, summed
         assert run.virtual_seconds == pytest.approx(steps * 1e-5, rel=0.01)
+    # on worker 0's core the serving and worker 0's own steps take turns
+    hosted = _clocked(2, Clock(step=1e-6, serve=1e-5, host=True, window=4))
+    assert hosted.virtual_seconds == pytest.approx(steps / 2 * 1e-6 + steps * 1e-5,
+                                                   rel=0.01)
     # pushes wait in the queue: without a window the workers run ahead of it
     assert slow.asy["staleness"]["max"] > 4 * bounded.asy["staleness"]["max"]
     assert bounded.asy["staleness"]["max"] <= 4 * 4
