@@ -661,14 +661,17 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     block: a push covers a few arrivals, and the products X_SᵀDx of the next ones,
     computed with these, do not depend on the view (only S, D and H_S⁻¹ void them), so
     a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
-    Returns the new size."""
+    Returns (new size, substitutions)."""
     st.info[0].objective_current = False   # a new view
+    swaps = 0
     for b in range(start, end):
         row = _batched(cols, size, block, b, st, run)
-        size, _ = fitted_arrival(cols, index, weights, size, capacity, block[b],
-                                 block_index[b], u_local, y, loss, contribution, True,
-                                 damping, st, row)
-    return size
+        size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
+                                       block_index[b], u_local, y, loss, contribution,
+                                       True, damping, st, row)
+        if dropped >= 0 and dropped != block_index[b]:
+            swaps += 1
+    return size, swaps
 
 
 @njit(**_PLAIN_KERNEL)

@@ -142,13 +142,15 @@ class KeptSet(_Kept):
 
     def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
-                  end: int | None = None) -> None:
+                  end: int | None = None) -> int | None:
         """An Asy-OS worker's steps over features ``start:end`` of a block from its
-        view ``u_local`` (updated)."""
+        view ``u_local`` (updated).  Returns its substitutions where the rule counts
+        them (the fitted rules), else None."""
         block_index, block = block_index[start:end], block[start:end]
         self.size = os_local(self._buffers, self.size, self.limit, block, block_index,
                              u_local, y, int(loss), float(eta), float(m), self._scratch,
                              self.groups)
+        return None
 
     def twin(self):
         """(a 2-sample kept set of this kind and storage type, room for 2, a block):
@@ -325,19 +327,21 @@ class FittedKeptSet(_Kept):
         step_state[NU_MAX] = self.model.info[0]["nu"]   # the driver checks its scale
 
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
-                  m: float, start: int = 0, end: int | None = None) -> None:
+                  m: float, start: int = 0, end: int | None = None) -> int:
         """An Asy-OS worker's arrivals ``start:end`` of a block from its view
-        ``u_local``.  The batched products of a block's arrivals outlive a call
-        (``fitted_local``): a worker passes the same block for all its pushes."""
+        ``u_local``; returns its substitutions.  The batched products of a block's
+        arrivals outlive a call (``fitted_local``): a worker passes the same block
+        for all its pushes."""
         damping = self._damping(u_local, y, loss, eta)
         if start == 0 or block is not self._block:   # a new block (streams may
             self._block, self._run[:] = block, 0    # reuse one buffer for all)
         end = block.shape[0] if end is None else end
-        self.size = fitted_local(self.cols, self.index, self.weights, self.size,
-                                 self.limit, block, block_index, start, end, u_local, y,
-                                 int(loss), self.contribution, damping, self.model,
-                                 self._run)
+        self.size, swaps = fitted_local(self.cols, self.index, self.weights, self.size,
+                                        self.limit, block, block_index, start, end,
+                                        u_local, y, int(loss), self.contribution,
+                                        damping, self.model, self._run)
         check_scale(self.model.info[0]["nu"])
+        return swaps
 
     def _damping(self, u_local, y, loss: Loss, eta: float) -> float:
         """The scale of a worker's moves from this view on: halved when the loss at
@@ -456,7 +460,8 @@ class SparseKeptSet(_Pool, _Kept):
     def run_local(self, block_index: np.ndarray, block: CSCBlock, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
                   end: int | None = None) -> None:
-        """An Asy-OS worker's steps over a CSC block from its view ``u_local``."""
+        """An Asy-OS worker's steps over a CSC block from its view ``u_local``
+        (substitutions not counted: None)."""
         block_index, block = block_index[start:end], block[start:end]
         fixed = np.array([float(eta), 0.0, 0.0, 0.0, 1.0, np.inf, 0.0])
         self._steps(block_index, block, u_local, True, y, loss, m, fixed, self.limit)
@@ -529,17 +534,18 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         step_state[NU_MAX] = self.model.info[0]["nu"]
 
     def run_local(self, block_index, block: CSCBlock, u_local, y, loss: Loss,
-                  eta: float, m: float, start: int = 0, end: int | None = None) -> None:
+                  eta: float, m: float, start: int = 0, end: int | None = None) -> int:
         """An Asy-OS worker's arrivals ``start:end`` of a CSC block from its view
-        ``u_local``."""
+        ``u_local``; returns its substitutions."""
         block_index, block = block_index[start:end], block[start:end]
         damping = self._damping(u_local, y, loss, eta)
         self._room(block.nnz)
-        self.size, self.fill, _ = sparse_fitted_run(
+        self.size, self.fill, swaps = sparse_fitted_run(
             self._columns(), self.size, self.fill, self.limit,
             SparseBlock(block.indptr, block.rows, block.vals, block_index), u_local,
             y, int(loss), True, damping, self.model, self.sparse)
         check_scale(self.model.info[0]["nu"])
+        return swaps
 
     def set_limit(self, limit: int) -> None:
         """As ``FittedKeptSet.set_limit``."""

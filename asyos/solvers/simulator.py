@@ -328,7 +328,9 @@ class _Simulation:
                 seen = versions[bisect.bisect_right(times, now - lag[t]) - 1]
                 self._read(t, self.server.clock - seen)
                 push = pending[t] = self.drivers[t].advance()
-                swaps = np.setdiff1d(push.selected, kept[t], assume_unique=True).size
+                swaps = self.drivers[t].swaps
+                if swaps is None:   # a rule that does not count them: newcomers kept
+                    swaps = np.setdiff1d(push.selected, kept[t], assume_unique=True).size
                 kept[t] = push.selected
                 start[t] = now
                 finish[t] = now + push.features.size * clock.compute(

@@ -103,6 +103,7 @@ class Steps:
     weights: np.ndarray     # ... and its weights: the worker's resume state
     importance: np.ndarray  # ... and their worth (``KeptSet.importance``)
     position: int           # features processed so far (this push included)
+    swaps: int | None = None   # its substitutions, where the rule counts them
 
 
 @dataclass
@@ -255,8 +256,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                 if granted:
                     kept.set_limit(granted)
                     u_local += kept.contribution - before   # its own change, seen
-                kept.run_local(block_index, block, u_local, y, loss, eta_now or eta,
-                               m, first, last)
+                swaps = kept.run_local(block_index, block, u_local, y, loss,
+                                       eta_now or eta, m, first, last)
                 delta = kept.contribution - before
                 end = time.perf_counter()
                 compute += end - start
@@ -265,7 +266,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                 steps += features.size
                 first = last
                 yield Steps(delta, version, features.copy(), *kept.selected(),
-                           kept.importance(), steps)
+                           kept.importance(), steps, swaps)
                 pushed = time.perf_counter()
     selected, weights = kept.selected()
     columns = np.asarray(stream.columns(selected), dtype=np.float64) \
@@ -334,6 +335,7 @@ class WorkerDriver:
         self.view = LocalView(n_samples, last_push, steps)
         self.request = next(loop)
         self.final: Finish | None = None
+        self.swaps: int | None = None   # the substitutions of its last push's steps
 
     def start(self) -> messages.Pull:
         return messages.Pull()
@@ -365,6 +367,7 @@ class WorkerDriver:
             return None
         push = self.loop.send(self.view.current())
         self.request = next(self.loop)
+        self.swaps = push.swaps   # of these steps (None: not counted), for the simulator
         seq = self.view.pushed(push.delta, push.features.size)
         return messages.Push(seq, push.version, push.features, push.delta,
                              push.selected, push.weights, push.importance,
