@@ -10,6 +10,10 @@ on the first repetition's problem and against its measured sequential run
 
     python benchmarks/cluster_model.py OUT [--cluster 6x2] [--latency 10 50 200]
                                            [--bandwidth 1 10 100] [--task regression]
+
+``--workers Q`` asks instead what Q workers on this machine would gain if a push cost
+its worker and the server a fraction of what was measured (``--scale``), with pushes
+of ``--batch`` steps: what a leaner carrier would have to reach.
 """
 
 import argparse
@@ -34,6 +38,12 @@ def main():
     parser.add_argument("--bandwidth", type=float, nargs="+", default=[1, 10, 100],
                         help="the server's link, Gb/s")
     parser.add_argument("--task", default="regression")
+    parser.add_argument("--workers", type=int, help="instead: Q workers on this "
+                        "machine, with the per-push costs scaled")
+    parser.add_argument("--scale", type=float, nargs="+", default=[1, 0.5, 0.25, 0.1],
+                        help="with --workers: factors on the push and serve costs")
+    parser.add_argument("--batch", type=int, nargs="+", default=[16, 64],
+                        help="with --workers: steps per push")
     args = parser.parse_args()
     machines, per_machine = (int(v) for v in
                              re.fullmatch(r"(\d+)x(\d+)", args.cluster).groups())
@@ -50,6 +60,8 @@ def main():
           f"step {1e6 * clock.step:.2f} µs + {1e9 * clock.column:.3f} ns·n·(|S|+2), "
           f"swap {1e6 * clock.swap:.0f} µs, push {1e6 * clock.push:.0f} µs, "
           f"serve {1e6 * clock.serve:.0f} µs")
+    if args.workers:
+        return what_if(args, clock, problem, s, epochs, baseline)
     print(f"{machines} machines x {per_machine} workers: speedup at 1.05 x sequential "
           f"OS's final objective (wall-time ratio)")
     print("latency µs | " + " | ".join(f"{b:g} Gb/s" for b in args.bandwidth))
@@ -67,6 +79,22 @@ def main():
             table[f"{latency:g} us, {bandwidth:g} Gb/s"] = entry
         print(f"{latency:g} | " + " | ".join(cells))
     print(json.dumps({k: round(v["speedup"], 3) for k, v in table.items()}))
+
+
+def what_if(args, clock, problem, s: int, epochs: int, baseline) -> None:
+    print(f"{args.workers} workers on this machine: speedup at 1.05 x sequential OS's "
+          f"final objective (wall-time ratio), push and serve costs scaled")
+    print("scale | " + " | ".join(f"pushes of {b}" for b in args.batch))
+    for factor in args.scale:
+        cells = []
+        for batch in args.batch:
+            scaled = replace(clock, push=factor * clock.push, serve=factor * clock.serve)
+            entry, = sp.predict_speedup(
+                problem.X, problem.y, s, scaled, loss=LOSS[args.task], epochs=epochs,
+                workers=(args.workers,), batches={args.workers: batch},
+                baseline=baseline)
+            cells.append(f"{entry['speedup']:.2f} ({entry['wall_speedup']:.2f})")
+        print(f"{factor:g} | " + " | ".join(cells))
 
 
 def _rows(path: Path, task: str) -> list[dict]:
