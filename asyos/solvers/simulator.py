@@ -14,15 +14,16 @@ same result.  Only the delivery of views is scheduled, deterministically for a s
   sees its own steps).  A worker cannot read a version older than the one it read
   last, nor one older than the credit it spends (``core.server_state``); then it
   reads the oldest it may.
-* **virtual clock** (``clock=Clock(...)``, or ``(a, c_comm)``): each worker step
-  costs its compute and its share of a push on its own core, then waits its turn at
-  the one server (a queue served one push at a time, on worker 0's core for the
-  shared-memory carrier, behind a network link for remote workers).  A worker pulls
-  at the start of a step the u_C applied by then and is applied when the server is
-  done with it, so staleness arises from the timing as on a real machine with one
-  core per worker; the result carries ``virtual_seconds`` and a trace against
-  virtual time, from which speedups on more cores than this machine has are
-  modelled (``Clock`` says what each term stands for).
+* **virtual clock** (``clock=Clock(...)``, or ``(a, c_comm)``): each push of a
+  worker costs its steps, its substitutions and its own share of the push on its own
+  core, then waits its turn at the one server (a queue served one push at a time, on
+  worker 0's core for the shared-memory carrier, behind a network link for remote
+  workers).  A worker pulls at the start of a push the u_C applied by then, and its
+  push is applied when the server is done with it, so staleness arises from the
+  timing as on a real machine with one core per worker; the result carries
+  ``virtual_seconds`` and a trace against virtual time, from which speedups on more
+  cores than this machine has are modelled (``Clock`` says what each term stands
+  for).
 """
 
 import bisect
@@ -116,8 +117,8 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     group_of, s2 = group_constraint(groups, s2, p) or (None, None)
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=None, window=-(-depth // batch), batch=batch,
-                             n_features=p,
-                             s2=s2, budget=budget, rule=rule, ridge=ridge)
+                             n_features=p, s2=s2, budget=budget, rule=rule,
+                             ridge=ridge)
     shards = [shard_of(stream, config, t, group_of) for t in range(q)]
     eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
     sim = _Simulation(y, config, shards, eta_m, p, record_order, group_of)
@@ -135,10 +136,11 @@ class Clock:
 
     * A worker holding |S| features spends ``step + column · n · (|S| + 2)`` on each
       feature step (a fixed part, and the kept columns, the new one and the
-      residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``), and ``swap`` for
-      each feature its push adds to its kept set (a substitution: the fitted rule
-      solves again for the kept weights, so the first passes cost the most),
-      and ``push / batch`` of its own time per step outside its kernel: a push
+      residual: the paper's a·n·(|S| + 2) is ``Clock(0, a)``), ``swap`` for each
+      substitution (a newcomer kept in place of another: the fitted rule solves
+      again for the kept weights, so the first passes cost the most; a rule that
+      does not count them is charged for each newcomer its push keeps), and
+      ``push / batch`` of its own time per step outside its kernel: a push
       carries ``batch`` steps, and the worker loop's Python around the kernel, the
       encoding, the sending and the reading of a view are shared by them.
     * The server applies pushes one at a time, in the order they reach it, and
