@@ -332,7 +332,8 @@ class _Simulation:
                 push = pending[t] = self.drivers[t].advance()
                 swaps = self.drivers[t].swaps
                 if swaps is None:   # a rule that does not count them: newcomers kept
-                    swaps = np.setdiff1d(push.selected, kept[t], assume_unique=True).size
+                    swaps = np.setdiff1d(push.selected, kept[t],
+                                         assume_unique=True).size
                 kept[t] = push.selected
                 start[t] = now
                 finish[t] = now + push.features.size * clock.compute(

@@ -367,7 +367,7 @@ class WorkerDriver:
             return None
         push = self.loop.send(self.view.current())
         self.request = next(self.loop)
-        self.swaps = push.swaps   # of these steps (None: not counted), for the simulator
+        self.swaps = push.swaps   # of these steps (None: not counted): the simulator's
         seq = self.view.pushed(push.delta, push.features.size)
         return messages.Push(seq, push.version, push.features, push.delta,
                              push.selected, push.weights, push.importance,
