@@ -319,7 +319,7 @@ class _Simulation:
         waiting = [deque(maxlen=max(1, -(-clock.window // batch))) for _ in range(q)]
         start, finish = [0.0] * q, [0.0] * q
         pending = [None] * q
-        kept = [np.zeros(0, np.int64) for _ in range(q)]
+        held = [np.zeros(0, np.int64) for _ in range(q)]   # for newcomers
         events = [(0.0, START, t) for t in range(q)]
         free = 0.0   # when the server is done with the pushes it has had
         while events:
@@ -332,9 +332,9 @@ class _Simulation:
                 push = pending[t] = self.drivers[t].advance()
                 swaps = self.drivers[t].swaps
                 if swaps is None:   # a rule that does not count them: newcomers kept
-                    swaps = np.setdiff1d(push.selected, kept[t],
+                    swaps = np.setdiff1d(push.selected, held[t],
                                          assume_unique=True).size
-                kept[t] = push.selected
+                held[t] = push.selected
                 start[t] = now
                 finish[t] = now + push.features.size * clock.compute(
                     n, self.kept[t]) + clock.swap * swaps + own

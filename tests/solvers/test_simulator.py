@@ -327,6 +327,27 @@ def test_one_worker_hosting_the_server_pays_every_term_in_turn():
     assert hosted.asy["staleness"]["max"] == apart.asy["staleness"]["max"] == 0
 
 
+@pytest.mark.parametrize("rule", ["fitted", "magnitude"])
+def test_each_substitution_is_charged(rule):
+    """One worker is sequential OS step for step: under the fitted rule the clock
+    charges exactly its substitutions (the kernels count them); the paper's rule is
+    charged for each newcomer its pushes keep (its first s included)."""
+    problem = make_regression(p=240, s=12, n=60, seed=7)
+
+    def run(swap):
+        return fit_simulated(problem.X, problem.y, 12, 1, epochs=2, rule=rule,
+                             clock=Clock(step=1e-6, swap=swap)).virtual_seconds
+
+    extra = (run(1e-3) - run(0.0)) / 1e-3   # the substitutions charged
+    assert extra == pytest.approx(round(extra), abs=1e-6)
+    swaps = sum(fit_os(problem.X, problem.y, 12, epochs=2,
+                       rule=rule).substitutions_per_epoch)
+    if rule == "fitted":
+        assert round(extra) == swaps > 0
+    else:
+        assert 12 <= round(extra) <= 12 + swaps
+
+
 def test_a_busy_server_is_the_bottleneck_and_the_window_bounds_staleness():
     steps = 2 * 240
     free = _clocked(4, Clock(step=1e-6))
