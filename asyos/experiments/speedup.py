@@ -230,29 +230,22 @@ def _clock_for(clock: Clock, q: int, s: int, p: int, remote: int = 0,
                    window=config.depth if q > 1 else 0)
 
 
-def predict_speedup(X, y, s: int, clock: Clock, *, loss: str, epochs: int = 2,
-                    workers=MODEL_WORKERS, remote=None, batches=None,
-                    baseline=None) -> list[dict]:
+def predict_speedup(X, y, s: int, clock: Clock, baseline, *, loss: str,
+                    epochs: int = 2, workers=MODEL_WORKERS, remote=None,
+                    batches=None) -> list[dict]:
     """Virtual-clock speedups and times of Asy-OS with q workers paying ``clock``'s
     costs (``fit_cost_model``), with the pipeline a real run of q workers gets,
     ``batches[q]`` steps per push (default: the pipeline's batch) and ``remote(q)``
-    workers on other machines.  Against ``baseline``, the measured trace
-    (seconds, objective) of sequential OS on the same data, or else sequential OS
-    simulated with the same step costs (no push, no server).  Threshold and speedup
-    as for the measured runs."""
+    workers on other machines, against ``baseline``: the measured trace (seconds,
+    objective) of sequential OS on the same data.  Threshold and speedup as for the
+    measured runs."""
     p, batches = X.shape[1], batches or {}
-    runs = {}
-    if baseline is None:
-        alone = replace(clock, push=0.0, serve=0.0, host=False)
-        runs[0] = fit_simulated(X, y, s, 1, clock=alone, loss=loss, epochs=epochs)
-        baseline = _trace(runs[0], "virtual_seconds")
-    for q in workers:
-        if q <= s:
-            runs[q] = fit_simulated(
-                X, y, s, q, loss=loss, epochs=epochs,
-                clock=_clock_for(clock, q, s, p, remote(q) if remote else 0,
-                                 batches.get(q)))
-    traces = {q: _trace(r, "virtual_seconds") for q, r in runs.items() if q}
+    runs = {q: fit_simulated(X, y, s, q, loss=loss, epochs=epochs,
+                             clock=_clock_for(clock, q, s, p,
+                                              remote(q) if remote else 0,
+                                              batches.get(q)))
+            for q in workers if q <= s}
+    traces = {q: _trace(r, "virtual_seconds") for q, r in runs.items()}
     threshold, times, gains = speedups({0: baseline, **traces}, 0)
     return [{"workers": q, "t_threshold": times[q], "threshold": threshold,
              "speedup": gains[q], "final_objective": r.objective,
@@ -260,7 +253,7 @@ def predict_speedup(X, y, s: int, clock: Clock, *, loss: str, epochs: int = 2,
              "wall_speedup": baseline[0][-1] / r.virtual_seconds,
              "staleness_mean": r.asy["staleness"]["mean"],
              "staleness_max": r.asy["staleness"]["max"]}
-            for q, r in runs.items() if q > 0]
+            for q, r in runs.items()]
 
 
 # ------------------------------------------------------------------ real runs

@@ -207,13 +207,13 @@ class AsyServer:
                    default=self.state.clock)
 
     def aged_view(self, worker: int, age: int, last_read: int,
-                  steps: int = 1) -> tuple[int, int, int]:
+                  steps: int = 1) -> tuple[int, int]:
         """The view ``worker`` reads when it reads u_C as it was ``age`` updates ago
         for a push of up to ``steps`` steps: the newest offered version at least that
         old that it may still use (never older than ``last_read``, nor than the
         credit those steps spend; else the oldest it may), with the budget granted
-        now (recorded as a view it may act on).  Returns (version, its own steps in
-        it, budget granted)."""
+        now (recorded as a view it may act on).  Returns (version, budget
+        granted)."""
         record = self.state.workers[worker]
         upto = record.pushes + min(steps, record.unspent)
         spent = next((grant for grant in record.grants if grant.upto >= upto),
@@ -228,7 +228,7 @@ class AsyServer:
         granted = self.state.budgets.grant(worker) if self.config.adaptive else 0
         if granted:   # granted now: recorded as a view it may act on (held budgets)
             record.sent.append(SentView(self.state.clock, record.pushes, granted))
-        return chosen.version, chosen.own, granted
+        return chosen.version, granted
 
     def rejoin(self, worker: int) -> None:
         """``worker`` (a replacement, or the same one resynchronised) takes over from

@@ -255,9 +255,8 @@ class _Simulation:
     def _read(self, t: int, age: int) -> None:
         """Deliver to worker t the newest version at least ``age`` updates old that it
         may still use (``AsyServer.aged_view``)."""
-        version, _, granted = self.server.aged_view(t, age,
-                                                    self.drivers[t].view.version,
-                                                    self.config.batch)
+        version, granted = self.server.aged_view(t, age, self.drivers[t].view.version,
+                                                 self.config.batch)
         # its pushes in that version, by number (the server counts their steps)
         through = bisect.bisect_right(self.applied[t], version)
         self.drivers[t].receive(messages.View(self.history[version], version, through,
