@@ -278,6 +278,7 @@ class Shard(FeatureStream):
         super().__init__(block_size=parent.block_size, shuffle=parent.shuffle,
                          seed=parent.seed, dtype=parent.dtype)
         self.parent, self.q, self.t = parent, q, t
+        self.prefetch = parent.prefetch   # a carrier may set its own (``NodeShare``)
         self._index: np.ndarray | None = None
 
     @property
@@ -333,9 +334,12 @@ class Shard(FeatureStream):
         """A sparse parent's CSC blocks of ``order`` (shards of shards too)."""
         return self.parent.csc_blocks_in(order, block_size)
 
-    def csc_blocks_of(self, chunks: Iterable[np.ndarray]) -> Iterator:
-        """A sparse parent's CSC blocks of the index pieces ``chunks``."""
-        return self.parent.csc_blocks_of(chunks)
+    def csc_blocks_of(self, chunks: Iterable[np.ndarray],
+                      read_ahead: bool | None = None) -> Iterator:
+        """A sparse parent's CSC blocks of the index pieces ``chunks``, read ahead
+        as this shard's ``prefetch`` says (unless ``read_ahead`` is given)."""
+        return self.parent.csc_blocks_of(
+            chunks, self.prefetch if read_ahead is None else read_ahead)
 
     @property
     def sparse(self) -> bool:

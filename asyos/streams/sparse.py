@@ -58,11 +58,14 @@ class CSCColumns(FeatureStream):
         return self.csc_blocks_of(order[start:start + block_size]
                                   for start in range(0, len(order), block_size))
 
-    def csc_blocks_of(self, chunks: Iterable[np.ndarray]) -> Iterator:
+    def csc_blocks_of(self, chunks: Iterable[np.ndarray],
+                      read_ahead: bool | None = None) -> Iterator:
         """(indices, CSCBlock) of each index piece of ``chunks`` in turn, read ahead
-        in a thread like ``blocks``."""
+        in a thread like ``blocks``; ``read_ahead``: whether to (None: as this
+        stream's ``prefetch`` says; a shard passes its own)."""
         raw = (self._csc(index) for index in chunks)
-        return prefetch(raw) if self.prefetch else raw
+        return prefetch(raw) if (self.prefetch if read_ahead is None else read_ahead) \
+            else raw
 
     def _csc(self, index: np.ndarray) -> tuple[np.ndarray, CSCBlock]:
         indptr, rows, vals = self._slice(index)

@@ -123,16 +123,32 @@ class NodeShare:
     when no process goes without a core; on a full node it spins briefly (an answer
     already on its way is caught without a sleep's latency) and then sleeps.  The
     measurements behind both rules are in docs/benchmarks.md ("Asy-OS over MPI").
+
+    ``read_ahead``: whether a worker reads its next block in a thread while its kernel
+    runs (``streams.prefetch``).  Only with a core to spare: on a node with a busy
+    process per core the reading thread takes its core from a kernel, and the worker
+    then waits for the GIL it holds (docs/benchmarks.md, "Reading ahead on a full
+    node"), so there the worker reads between its pushes instead (``reading``).
     """
 
     threads: int
     spin_seconds: float
+    read_ahead: bool = True
 
     @classmethod
-    def of(cls, processes: int, threads: int | None = None) -> "NodeShare":
+    def of(cls, processes: int, threads: int | None = None,
+           workers: int | None = None) -> "NodeShare":
+        """The share of one of ``processes`` on this node, ``workers`` of which run
+        kernels (default all; MPI's server rank mostly waits)."""
         cores = usable_cores()
         return cls(threads or max(1, cores // max(processes, 1)),
-                   SPARE_CORE_SPIN if processes <= cores else FULL_NODE_SPIN)
+                   SPARE_CORE_SPIN if processes <= cores else FULL_NODE_SPIN,
+                   read_ahead=(processes if workers is None else workers) < cores)
+
+    def reading(self, stream):
+        """``stream`` (a worker's shard) set to read ahead as this share allows."""
+        stream.prefetch = self.read_ahead
+        return stream
 
     def backoff(self) -> Backoff:
         return Backoff(spin=self.spin_seconds)

@@ -256,7 +256,9 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         raise InputError("Asy-OS needs at least 2 MPI ranks (a server and a worker); "
                          f"got {size}")
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    share = NodeShare.of(node.Get_size(), threads)
+    server_here = node.allreduce(int(rank == 0))
+    share = NodeShare.of(node.Get_size(), threads,
+                         workers=node.Get_size() - server_here)
     share.apply()
     q = size - 1
     error, nu, shard = None, 0.0, None
@@ -265,6 +267,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         config = config_factory(q, stream.n_features)
         if rank != 0:
             shard = shard_of(stream, config, rank - 1, group_of)
+            share.reading(shard.stream)
             nu = shard.nu
     except InputError as exc:
         error = str(exc)

@@ -15,7 +15,8 @@ The memory is an anonymous shared mapping made before the fork: it has no name i
 /dev/shm, so nothing outlives the run, whatever ends it (normal exit, an error,
 SIGINT, SIGTERM, SIGKILL).  A worker that dies is lost (``ServerState.lose``): the
 others finish, and the result is marked partial (the CLI exits with status 3).  Each
-process uses one BLAS thread (q processes share the machine's cores).
+process uses one BLAS thread (q processes share the machine's cores), and reads its
+blocks ahead in a thread only when a core is left over (``NodeShare.read_ahead``).
 """
 
 import mmap
@@ -38,6 +39,7 @@ from .base import (
     failure_report,
     handle_request,
     reported_failure,
+    usable_cores,
 )
 from .node_memory import NodeVectors, carry_on_node
 
@@ -220,8 +222,11 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
         raise InputError("Asy-OS on one machine (--workers) needs fork(): use the "
                          "simulator, or MPI")
     q, n = config.n_workers, y.shape[0]
-    NodeShare(threads=1, spin_seconds=0.0).apply()   # q processes on the cores
+    share = NodeShare(threads=1, spin_seconds=0.0, read_ahead=q < usable_cores())
+    share.apply()   # q processes on the cores
     shards = [shard_of(stream, config, t, group_of) for t in range(q)]
+    for shard in shards:
+        share.reading(shard.stream)
     warm_worker(shards[0], config)   # compiled once, inherited by the fork
     if eta_m is None:
         eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))

@@ -42,6 +42,32 @@ def test_a_run_is_the_same_with_and_without_prefetch():
     np.testing.assert_array_equal(a.weights, b.weights)
 
 
+@pytest.mark.parametrize("sparse", [False, True])
+def test_a_shard_reads_ahead_as_its_own_flag_says(sparse):
+    """A shard starts with its parent's setting; a carrier sets a worker's shard
+    alone (``NodeShare.reading``), dense or sparse, and the parent keeps its own."""
+    import scipy.sparse as sp
+
+    from asyos.streams import as_stream
+
+    X = np.random.default_rng(3).standard_normal((20, 300))
+    parent = as_stream(sp.csc_matrix(X) if sparse else X)
+    parent.block_size = 16
+    assert parent.shard(2, 1).prefetch
+    parent.prefetch = False
+    assert not parent.shard(2, 1).prefetch
+    parent.prefetch = True
+    shard = parent.shard(2, 1)
+    for reads_ahead in (True, False):
+        shard.prefetch = reads_ahead
+        blocks = iter(shard.step_blocks(0))
+        next(blocks)
+        assert (_threads() > 0) is reads_ahead
+        blocks.close()
+        assert _wait_for_no_threads()
+    assert parent.prefetch
+
+
 def test_a_bad_column_raises_in_the_consumer_at_its_block():
     X = np.ones((5, 100))
     X[2, 70] = np.nan

@@ -24,6 +24,20 @@ def test_cores_are_shared_among_the_node_processes(monkeypatch, cores, processes
     assert NodeShare.of(processes, threads=7).threads == 7   # explicit wins
 
 
+@pytest.mark.parametrize("cores, processes, workers, reads_ahead", [
+    (2, 1, None, True), (2, 2, None, False), (2, 3, None, False), (16, 12, None, True),
+    (2, 2, 1, True), (2, 3, 2, False), (4, 3, 2, True)])
+def test_a_worker_reads_ahead_only_with_a_core_to_spare(monkeypatch, cores, processes,
+                                                      workers, reads_ahead):
+    """The reading thread takes a core of its own; ``workers``: the processes that
+    run kernels (MPI's server rank mostly waits)."""
+    monkeypatch.setattr(base, "usable_cores", lambda: cores)
+    share = NodeShare.of(processes, workers=workers)
+    assert share.read_ahead is reads_ahead
+    stream = type("Stream", (), {"prefetch": not reads_ahead})()
+    assert share.reading(stream) is stream and stream.prefetch is reads_ahead
+
+
 def test_without_spin_every_wait_sleeps(monkeypatch):
     """spin 0: the first wait already sleeps (sched_yield would not hand the core to
     a busy worker), and sleeps double up to the cap."""

@@ -19,6 +19,7 @@ from asyos.metrics import recall
 from asyos.solvers.asy import AsyConfig
 from asyos.solvers.sequential import fit_os
 from asyos.streams import ArrayStream, as_stream
+from asyos.streams.prefetch import prefetch as _prefetch
 from asyos.transport import shared
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,6 +97,29 @@ def test_sparse_columns():
     result = shared.run(as_stream(sparse.csc_matrix(X)), y, config)
     _check_invariants(result, config)
     assert recall(result.selected, problem.support) >= 0.9
+
+
+@pytest.mark.parametrize("cores, reads_ahead", [(16, True), (2, False)])
+def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_ahead):
+    """Two workers on two cores read their blocks between pushes: a reading thread
+    would take a kernel's core and hold the GIL its worker waits for.  Counted in
+    the first worker's process (the test's own), whose pass reads through
+    ``prefetch`` only when it reads ahead."""
+    from asyos.streams import base
+
+    reads = []
+    monkeypatch.setattr(shared, "usable_cores", lambda: cores)
+    monkeypatch.setattr(base, "prefetch", lambda items: reads.append(1) or
+                        _prefetch(items))
+    problem = make_regression(p=400, s=8, n=100, seed=1)
+    config = AsyConfig.build(8, 2, epochs=2, n_features=400)
+    stream = as_stream(problem.X)
+    result = shared.run(stream, problem.y, config)
+    _check_invariants(result, config)
+    assert stream.prefetch   # the caller's stream is left as it was
+    # each shard's first block (its ν, read before the run) and, reading ahead,
+    # each of the first worker's passes
+    assert len(reads) == 2 + (config.epochs if reads_ahead else 0)
 
 
 class _Sabotaged(ArrayStream):
