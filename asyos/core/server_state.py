@@ -35,10 +35,11 @@ from .budgets import AdaptiveBudgets
 
 
 @njit(cache=True)
-def all_finite(values) -> bool:
-    """One pass, no temporaries: the server checks every n-vector it receives."""
+def all_finite(values, least=-np.inf) -> bool:
+    """Whether every value is finite (and ≥ ``least``): one pass, no temporaries;
+    the server checks every n-vector and kept set it receives."""
     for value in values:
-        if not np.isfinite(value):
+        if not (np.isfinite(value) and value >= least):
             return False
     return True
 
@@ -133,6 +134,7 @@ class ServerState:
             raise InputError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
         self.u = np.zeros(n_samples)
         all_finite(self.u)   # compiled (or loaded from cache) now, not in the first push
+        all_finite(self.u, 0.0)
         self.clock = 0
         self.tau = staleness
         self.depth, self.batch = depth, batch
@@ -333,8 +335,7 @@ class ServerState:
     def _importance(self, worker: int, importance, selected) -> np.ndarray:
         """A copy of a kept set's importance, checked: one finite value ≥ 0 each."""
         importance = np.array(importance, dtype=np.float64)
-        if importance.shape != np.shape(selected) or not all_finite(importance) or \
-                np.any(importance < 0):
+        if importance.shape != np.shape(selected) or not all_finite(importance, 0.0):
             raise ProtocolError(f"worker {worker}: the importance of its kept set must "
                                 f"be {np.size(selected)} finite values ≥ 0")
         return importance

@@ -27,6 +27,9 @@ from .base import FeatureStream
 
 _PAGE = mmap.PAGESIZE
 _FAULT_AROUND = 1 << 16   # Linux's default fault_around_bytes
+GAP_BYTES = 1 << 15   # a gap this small is read and dropped rather than skipped by a
+#                       system call more (docs/benchmarks.md, "Reading a shard")
+_IOV_MAX = 1024       # buffers in one preadv (Linux's IOV_MAX)
 
 
 def save_feature_major(path, X) -> None:
@@ -168,15 +171,51 @@ class NpyStream(FeatureStream):
         return block
 
     def _read_columns(self, indices: np.ndarray) -> np.ndarray:
-        """Feature-major: each run of consecutive columns is one ``pread`` straight
-        into the block.  Not a memory map: its pages would count in this process's
-        resident memory until dropped (and read-ahead maps more than was read), while
-        pread leaves them in the page cache only, so RSS stays at one block."""
-        size = self._column_bytes
+        """Feature-major: each stretch of increasing columns whose gaps are under
+        ``GAP_BYTES`` is one ``preadv``, the columns straight into the block and the
+        gaps into a scratch buffer.  A shard's every q-th column then costs one
+        system call a block, not one a column (which made reading most of a worker's
+        time on cheap steps).  Not a memory map: its pages would count in this
+        process's resident memory until dropped (and read-ahead maps more than was
+        read), while pread leaves them in the page cache only, so RSS stays at one
+        block (and the scratch buffer)."""
         block = np.empty((len(indices), self.n_samples), self._dtype)
         view = memoryview(block).cast("B")
-        cut = np.flatnonzero(np.diff(indices) != 1) + 1
-        for first, stop in zip(np.r_[0, cut], np.r_[cut, len(indices)], strict=True):
-            read_exactly(self._file, view[int(first) * size:int(stop) * size],
-                         self._offset + int(indices[first]) * size, self.path)
+        columns = indices.tolist()
+        first = 0
+        for stop in range(1, len(columns) + 1):
+            if stop == len(columns) or stop - first == _IOV_MAX // 2 or \
+                    not 0 <= columns[stop] - columns[stop - 1] - 1 <= self._gap_columns:
+                self._read_stretch(view, columns, first, stop)
+                first = stop
         return block
+
+    @property
+    def _gap_columns(self) -> int:
+        return GAP_BYTES // self._column_bytes
+
+    def _read_stretch(self, view: memoryview, columns: list, first: int,
+                      stop: int) -> None:
+        """Columns ``columns[first:stop]`` (increasing, small gaps) into their rows of
+        the block ``view``: one ``preadv``; a short read (a signal) reads them again
+        one run of consecutive columns at a time."""
+        size = self._column_bytes
+        runs, start = [], first
+        for k in range(first + 1, stop + 1):
+            if k == stop or columns[k] != columns[k - 1] + 1:
+                runs.append((start, k))
+                start = k
+        where = self._offset + columns[first] * size
+        if len(runs) > 1:
+            skip = memoryview(bytearray(self._gap_columns * size))
+            buffers = []
+            for (a, b), (c, _) in zip(runs, runs[1:] + [(None, None)]):
+                buffers.append(view[a * size:b * size])
+                if c is not None:
+                    buffers.append(skip[:(columns[c] - columns[b - 1] - 1) * size])
+            if os.preadv(self._file.fileno(), buffers, where) == \
+                    (columns[stop - 1] - columns[first] + 1) * size:
+                return
+        for a, b in runs:
+            read_exactly(self._file, view[a * size:b * size],
+                         self._offset + columns[a] * size, self.path)

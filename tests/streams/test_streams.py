@@ -1,5 +1,6 @@
 """Feature streams: exact columns, ordering, shards, NaN checks, npy files, memory."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -158,6 +159,40 @@ def test_shards_of_every_kind(kind, tmp_path):
     np.testing.assert_array_equal(inner.columns([17, 5]), Xe[:, [17, 5]].T)
     with pytest.raises(InputError, match="feature 4"):
         stream.shard(3, 0).columns([3, 4])
+
+
+@pytest.mark.parametrize("short", [False, True])
+def test_a_shard_of_a_feature_major_file_reads_a_block_at_a_time(short, monkeypatch,
+                                                                 tmp_path):
+    """Every q-th column of a block in one ``preadv`` (the gaps into scratch), not
+    one system call a column; a short read (a signal) reads them again by runs.
+    Shuffled shards and gaps too wide to read through still read right."""
+    from asyos.streams import npy
+
+    X = _X(n=40, p=300)
+    save_feature_major(tmp_path / "f.npy", X)
+    calls, real = [], os.preadv
+
+    def preadv(fd, buffers, where):
+        got = real(fd, buffers, where)
+        calls.append(len(buffers))
+        return got - 1 if short and len(buffers) > 1 else got
+
+    monkeypatch.setattr(npy.os, "preadv", preadv)
+    for q, shuffle in ((2, False), (3, True), (7, False)):
+        stream = NpyStream(tmp_path / "f.npy", block_size=32, shuffle=shuffle, seed=1)
+        monkeypatch.setattr(npy, "GAP_BYTES", 5 * 40 * 8)   # gaps of ≤ 5 columns
+        for t in range(q):
+            shard = stream.shard(q, t)
+            shard.prefetch = False
+            calls.clear()
+            for index, block in shard.blocks(1):
+                np.testing.assert_array_equal(block, X[:, index].T)
+            if q == 2 and not short:   # one call per block of 32 columns
+                assert len(calls) == -(-len(range(t, 300, 2)) // 32)
+                assert min(calls) > 32   # the columns and the gaps between them
+            if q == 7:                 # gaps of 6 columns: a call per column
+                assert max(calls) == 1
 
 
 def test_shuffled_shard_shuffles_within_itself_and_bad_shards_are_refused():
