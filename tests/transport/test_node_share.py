@@ -80,3 +80,24 @@ def test_sequential_run_on_one_blas_thread(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert json.loads(out.read_text())["truth"]["recall"] > 0.5
+
+
+@pytest.mark.parametrize("cores, q, reads_ahead", [(2, 1, True), (2, 2, False),
+                                                   (8, 3, True)])
+def test_a_loopback_zeromq_worker_reads_ahead_as_its_machine_allows(
+        monkeypatch, tmp_path, cores, q, reads_ahead):
+    """The q ZeroMQ workers an estimator starts share its machine, as ``--workers q``
+    does; the worker's shard reads as its stream does."""
+    import numpy as np
+
+    from asyos.streams.npy import save_feature_major
+    from asyos.transport.zeromq import process
+
+    save_feature_major(tmp_path / "X.npy", np.ones((5, 12)))
+    monkeypatch.setattr(base, "usable_cores", lambda: cores)
+    monkeypatch.setattr(NodeShare, "apply", lambda self: None)   # BLAS: not here
+    job = {"data": str(tmp_path / "X.npy"), "shuffle": False, "seed": 0,
+           "dtype": "float64", "q": q, "threads": 1}
+    stream = process.worker_stream(job)
+    assert stream.prefetch is reads_ahead
+    assert stream.shard(q, 0).prefetch is reads_ahead

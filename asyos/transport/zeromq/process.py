@@ -29,13 +29,21 @@ def start(endpoint: str, data: Path, t: int, q: int, *, dtype: str, shuffle: boo
                                 stdout=subprocess.DEVNULL, stderr=err)
 
 
+def worker_stream(job: dict) -> NpyStream:
+    """The job's data, read as one of its q workers on this machine may
+    (``NodeShare``: its BLAS threads, and reading ahead only with a core to spare;
+    its shard inherits that)."""
+    share = NodeShare.of(job["q"], job["threads"])
+    share.apply()
+    return share.reading(NpyStream(job["data"], shuffle=job["shuffle"],
+                                   seed=job["seed"], dtype=job["dtype"]))
+
+
 def main(argv=None) -> int:
     job = json.loads((sys.argv[1:] if argv is None else argv)[0])
     die_with_parent(job["parent"])   # a killed estimator leaves no worker waiting
-    NodeShare.of(1, job["threads"]).apply()
     try:
-        stream = NpyStream(job["data"], shuffle=job["shuffle"], seed=job["seed"],
-                           dtype=job["dtype"])
+        stream = worker_stream(job)
         worker = ZmqWorker(job["endpoint"], stream, job["t"], job["q"],
                            timeouts=Timeouts(server_timeout=job["timeout"]),
                            secret_file=Path(job["secret"]))
