@@ -256,9 +256,10 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         raise InputError("Asy-OS needs at least 2 MPI ranks (a server and a worker); "
                          f"got {size}")
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    server_here = node.allreduce(int(rank == 0))
+    server_here = np.array([rank == 0], np.int8)   # a buffer, never a pickled object
+    node.Allreduce(MPI.IN_PLACE, server_here, op=MPI.MAX)
     share = NodeShare.of(node.Get_size(), threads,
-                         workers=node.Get_size() - server_here)
+                         workers=node.Get_size() - int(server_here[0]))
     share.apply()
     q = size - 1
     error, nu, shard = None, 0.0, None

@@ -254,3 +254,19 @@ def test_a_selected_constant_column_is_warned_about_once_under_mpiexec(tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.count("asyos: warning: selected constant column(s) [3] with a "
                              "nonzero weight") == 1, proc.stderr
+
+
+def test_no_mpi_call_pickles_an_object():
+    """mpi4py's lower-case calls pickle Python objects; every MPI message and
+    collective of asyos moves buffers (upper-case calls).  Read from the sources of
+    every module that imports mpi4py."""
+    import re
+
+    package = Path(__file__).resolve().parents[2] / "asyos"
+    lower = re.compile(r"\b(comm|node|group|world|\w*comm\w*)\.(send|recv|isend|irecv|"
+                       r"bsend|ssend|sendrecv|bcast|gather|scatter|allgather|alltoall|"
+                       r"reduce|allreduce|scan|exscan|probe)\(")
+    found = [f"{path.name}: {line.strip()}" for path in package.rglob("*.py")
+             if "mpi4py" in (text := path.read_text())
+             for line in text.splitlines() if lower.search(line)]
+    assert found == []
