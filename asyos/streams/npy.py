@@ -181,11 +181,11 @@ class NpyStream(FeatureStream):
         block (and the scratch buffer)."""
         block = np.empty((len(indices), self.n_samples), self._dtype)
         view = memoryview(block).cast("B")
-        columns = indices.tolist()
+        columns, widest = indices.tolist(), self._gap_columns
         first = 0
         for stop in range(1, len(columns) + 1):
             if stop == len(columns) or stop - first == _IOV_MAX // 2 or \
-                    not 0 <= columns[stop] - columns[stop - 1] - 1 <= self._gap_columns:
+                    not 0 <= columns[stop] - columns[stop - 1] - 1 <= widest:
                 self._read_stretch(view, columns, first, stop)
                 first = stop
         return block
@@ -209,10 +209,10 @@ class NpyStream(FeatureStream):
         if len(runs) > 1:
             skip = memoryview(bytearray(self._gap_columns * size))
             buffers = []
-            for (a, b), (c, _) in zip(runs, runs[1:] + [(None, None)]):
+            for a, b in runs:
+                if buffers:   # the columns between the previous run and this one
+                    buffers.append(skip[:(columns[a] - columns[a - 1] - 1) * size])
                 buffers.append(view[a * size:b * size])
-                if c is not None:
-                    buffers.append(skip[:(columns[c] - columns[b - 1] - 1) * size])
             if os.preadv(self._file.fileno(), buffers, where) == \
                     (columns[stop - 1] - columns[first] + 1) * size:
                 return
