@@ -5,6 +5,16 @@ import sys
 from ..solvers.result import FitResult
 
 
+
+def _pipeline_text(asy: dict) -> str:
+    """", pipeline 2 × 128 for a step of 7.5 us": how deep the workers' pipeline
+    was, and the step it was sized for where it was timed."""
+    if not asy.get("batch"):
+        return ""
+    step = asy.get("step_seconds")
+    return f", pipeline {asy['depth'] // asy['batch']} × {asy['batch']}" + \
+        (f" for a step of {1e6 * step:.1f} us" if step else "")
+
 def label_mapping(config: dict) -> str | None:
     """"0 → -1, 1 → +1" for a run whose classification labels were mapped (None when
     there were no classes, or they were -1 and +1 already)."""
@@ -77,7 +87,7 @@ def report(result: FitResult | None, out=None) -> None:
         simulated = asy.get("transport") == "simulator"
         limit = f"delay {config.get('delay') or asy['n_workers']}" + \
             (", random" if config.get("random_delay") else "") if simulated \
-            else f"bound {stale.get('bound')}"
+            else f"bound {stale.get('bound')}{_pipeline_text(asy)}"
         budgets = asy["budgets"] if asy.get("budget") != "adaptive" else \
             f"adaptive (kept at the end {[w['kept'] for w in asy['workers']]})"
         if "group_budgets" in asy:

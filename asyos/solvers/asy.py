@@ -40,6 +40,9 @@ DEPTH_FRACTION, MAX_DEPTH = 256, 512   # on large p the depth grows to p/256 (a 
 #                                        of two, ≤ 512): τ stays ≤ 1/128 of an epoch
 #                                        at q = 2, and a push of cheap steps can carry
 #                                        enough of them to pay for itself
+PUSH_SECONDS = 1e-3   # with cheap steps the depth grows until a push can carry this
+#                      much kernel time: its fixed cost (some 100 µs of Python on the
+#                      server and the worker) is then about a tenth of it
 BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
@@ -77,6 +80,9 @@ class AsyConfig:
     budget_rule: str = "adaptive"     # or "fixed": s_t = s/q, the paper
     sized_for: int | None = None      # p the automatic pipeline was sized for; -1:
     #                                   given by the user, None: p not known yet
+    step_seconds: float | None = None   # a worker's step as timed before the run
+    #                                     (``time_a_step``), when the pipeline was
+    #                                     sized for it
     rule: str = "auto"                # the substitution rule (core.kept_set.RULES)
     ridge: float | None = None        # the fitted rule's relative ridge; None: default
     n_features: int | None = None     # p, once known
@@ -141,9 +147,22 @@ class AsyConfig:
         if self.sized_for is not None:
             return self if self.n_features == n_features else \
                 replace(self, n_features=n_features)
-        staleness, depth, batch = _pipeline(self.n_workers, "auto", {}, n_features)
+        staleness, depth, batch = _pipeline(self.n_workers, "auto", {}, n_features,
+                                            self.step_seconds)
         return replace(self, staleness=staleness, depth=depth, batch=batch,
                        sized_for=n_features, n_features=n_features)
+
+    def for_step(self, seconds: float) -> "AsyConfig":
+        """This configuration for workers whose OS step takes ``seconds``
+        (``time_a_step``): an automatic pipeline deepens, within the bound's limits,
+        until a push can carry ``PUSH_SECONDS`` of kernel time.  A pipeline or bound
+        the user gave, or one not sized for p yet, stays as it is."""
+        if self.sized_for is None or self.sized_for < 0 or not seconds > 0:
+            return self
+        staleness, depth, batch = _pipeline(self.n_workers, "auto", {},
+                                            self.sized_for, seconds)
+        return replace(self, staleness=staleness, depth=depth, batch=batch,
+                       step_seconds=float(seconds))
 
     @property
     def damping(self) -> float:
@@ -212,10 +231,12 @@ class AsyConfig:
         return coef / max(nu_max, np.finfo(float).tiny), m
 
 
-def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
+def _pipeline(n_workers: int, staleness, given: dict, n_features,
+              step_seconds: float | None = None) -> tuple:
     """(τ, depth, batch) from the user's ``staleness`` (a number, "auto" or None) and
     ``given`` window/batch, sized for p = ``n_features`` when known
-    (``AsyConfig.build`` says why)."""
+    (``AsyConfig.build`` says why) and for a worker's step of ``step_seconds`` when
+    timed (``AsyConfig.for_step``)."""
     if n_workers == 1 and not given and staleness == "auto":
         # no other worker's step can come between its view and its push: τ = 0, and
         # a push as long as the kernel's batched products (docs/benchmarks.md)
@@ -224,6 +245,10 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features) -> tuple:
     limit = PIPELINE["window"] * PIPELINE["batch"]
     if n_features is not None:
         limit = max(limit, _power_of_two(min(MAX_DEPTH, n_features // DEPTH_FRACTION)))
+        if step_seconds:   # cheap steps: pushes long enough to pay for themselves
+            steps = int(np.ceil(PUSH_SECONDS / step_seconds))
+            limit = max(limit, min(MAX_DEPTH, PIPELINE["window"] *
+                                   (1 << (steps - 1).bit_length())))   # 2^k ≥ steps
         limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
     bound = staleness
     if staleness == "auto" and n_features is not None:
@@ -276,6 +301,23 @@ def warm_worker(shard: "WorkerShard", config: AsyConfig) -> None:
     kept, _ = kept_set(shard.stream, 1, shard.groups, config.rule, ridge=config.ridge,
                        loss=config.loss, damping=config.damping)
     warm_up(kept, asy=True)
+
+
+def time_a_step(shard: "WorkerShard", y, config: AsyConfig, eta: float,
+                m: float) -> float:
+    """Seconds per OS step of worker 0's kernel (compiled: ``warm_worker``), timed
+    over its shard's first block from u = 0 with its share of s; 0.0 for an empty
+    shard.  What a push must carry to pay for its fixed cost depends on it
+    (``AsyConfig.for_step``): 6–8 µs at the paper's size, over 100 µs at n = 2000,
+    s = 256 (docs/benchmarks.md)."""
+    kept, blocks = kept_set(shard.stream, config.budgets[0], shard.groups, config.rule,
+                            ridge=config.ridge, loss=config.loss,
+                            damping=config.damping)
+    for index, block in blocks(0):
+        start = time.perf_counter()
+        kept.run_local(index, block, np.zeros(y.shape[0]), y, config.loss, eta, m)
+        return (time.perf_counter() - start) / max(index.size, 1)
+    return 0.0
 
 
 def _hash63(*buffers: bytes) -> int:

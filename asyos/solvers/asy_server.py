@@ -246,6 +246,7 @@ class AsyServer:
             workers.append({**stats, "pushes": record.messages, "lost": record.lost})
         result = self.monitor.result(self.state, workers, self.step_size, self.m)
         result.asy.update(transport=transport, depth=self.config.depth,
-                          batch=self.config.batch)
+                          batch=self.config.batch,
+                          step_seconds=self.config.step_seconds)
         check_u(result.asy["u_check_max_abs_diff"], self.state.u)
         return result

@@ -25,6 +25,7 @@ from ..errors import InputError
 from ..solvers.asy import (
     AsyConfig,
     shard_of,
+    time_a_step,
     warm_worker,
     worker_driver,
 )
@@ -111,9 +112,10 @@ class Link:
             _wait(request, self.share)
 
 
-def _agree(comm, error: str | None, nu: float,
-           share: NodeShare) -> tuple[str | None, float]:
-    """Collective: did any rank fail to set up?  And the largest ν of the first blocks.
+def _agree(comm, error: str | None, nu: float, step: float,
+           share: NodeShare) -> tuple[str | None, float, float]:
+    """Collective: did any rank fail to set up?  And the largest ν of the first blocks
+    and the slowest worker's step (``time_a_step``: the pipeline is sized for it).
 
     A failing worker sends its message to rank 0 first (small, so it is buffered).
     Polled with backoff: the server's rank arrives at once and waits while a worker
@@ -122,17 +124,17 @@ def _agree(comm, error: str | None, nu: float,
     """
     if error is not None and comm.Get_rank() != 0:
         comm.Send([error.encode(), MPI.BYTE], dest=0, tag=ERROR_TAG)
-    flags = np.array([0.0 if error is None else 1.0, nu])
+    flags = np.array([0.0 if error is None else 1.0, nu, step])
     _wait(comm.Iallreduce(MPI.IN_PLACE, flags, op=MPI.MAX), share)
     if flags[0] == 0.0:
-        return None, float(flags[1])
+        return None, float(flags[1]), float(flags[2])
     if comm.Get_rank() == 0 and error is None:
         status = MPI.Status()
         comm.Probe(source=MPI.ANY_SOURCE, tag=ERROR_TAG, status=status)
         text = bytearray(status.Get_count(MPI.BYTE))
         comm.Recv([text, MPI.BYTE], source=status.Get_source(), tag=ERROR_TAG)
         error = f"rank {status.Get_source()}: {text.decode()}"
-    return error or "setup failed", 0.0
+    return error or "setup failed", 0.0, 0.0
 
 
 def _limits(config: AsyConfig, n: int, vectors: bool = True) -> wire.Limits:
@@ -262,7 +264,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
                          workers=node.Get_size() - int(server_here[0]))
     share.apply()
     q = size - 1
-    error, nu, shard = None, 0.0, None
+    error, nu, step, shard = None, 0.0, 0.0, None
     try:
         stream, y, group_of = open_job()
         config = config_factory(q, stream.n_features)
@@ -275,13 +277,18 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     if shard is not None:   # one rank of the machine compiles, on a cold cache; the
         try:                # others wait and load its kernels (core/compile_notice)
             warm_worker(shard, config)
+            step = time_a_step(shard, y, config,
+                               *config.eta_and_m(y.shape[0], shard.nu))
+        except InputError as exc:
+            error = str(exc)
         except Exception as exc:   # reported by _agree, like a setup error
             error = f"{type(exc).__name__}: {exc}"
-    error, nu = _agree(comm, error, nu, share)
+    error, nu, step = _agree(comm, error, nu, step, share)
     if error is not None:
         node.Free()
         raise InputError(error)
     n = y.shape[0]
+    config = config.for_step(step)
     eta, m = config.eta_and_m(n, nu)
     server_node = ServerNode(comm, node, n, config, share, ranks_per_node)
     node.Free()

@@ -59,7 +59,8 @@ def test_invariants_of_every_run(staleness, window, batch):
         assert worker["kept"] <= worker["budget"]
     bound = asy["staleness"]["bound"]   # "auto": derived from p and the pipeline
     config = AsyConfig.build(s, Q, staleness=staleness, window=window, batch=batch,
-                             n_features=90)
+                             n_features=90).for_step(asy["step_seconds"] or 0.0)
+    assert asy["step_seconds"] > 0   # the workers timed their step
     assert (bound, asy["depth"], asy["batch"]) == (config.staleness, config.depth,
                                                    config.batch)
     assert staleness == "auto" or bound == staleness

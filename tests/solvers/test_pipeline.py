@@ -118,6 +118,55 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
         ServerState(3, 2, 1, depth=2, batch=3)
 
 
+
+def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
+    """``for_step``: a push carries about ``PUSH_SECONDS`` of kernel time once steps
+    are cheap (the paper's size: 7.5 µs a step, 2 × 128 steps, τ = 512 = p/16),
+    never shallower than the pipeline sized for p, never past the bound's limits, and
+    a pipeline or bound the user gave is kept."""
+    paper = AsyConfig.build(64, 2, n_features=8192)
+    assert (paper.depth, paper.batch, paper.staleness) == (32, 16, 64)
+    cheap = paper.for_step(7.5e-6)
+    assert (cheap.depth, cheap.batch, cheap.staleness) == (256, 128, 512)
+    assert cheap.step_seconds == 7.5e-6 and cheap.sized_for == 8192
+    middling = paper.for_step(2e-5)   # 50 steps: 64 a push
+    assert (middling.depth, middling.batch, middling.staleness) == (128, 64, 256)
+    dear = paper.for_step(1e-4)       # n = 2000, s = 256: as sized for p
+    assert (dear.depth, dear.batch, dear.staleness) == (32, 16, 64)
+    huge = AsyConfig.build(8, 2, n_features=1_000_000).for_step(1e-7)   # ≤ MAX_DEPTH
+    assert (huge.depth, huge.batch, huge.staleness) == (512, 256, 1024)
+    eleven = AsyConfig.build(16, 11, n_features=8192).for_step(1e-7)    # τ ≤ p/16
+    assert (eleven.depth, eleven.batch, eleven.staleness) == (24, 12, 480)
+    small = AsyConfig.build(8, 2, n_features=160).for_step(1e-7)   # ≤ 1/8 of a shard
+    assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
+    solo = AsyConfig.build(8, 1, n_features=8192)
+    for step in (1e-7, 1e-3):   # one worker: τ = 0, its own long pushes
+        alone = solo.for_step(step)
+        assert (alone.depth, alone.batch, alone.staleness) == \
+            (solo.depth, solo.batch, 0)
+    for kept in (AsyConfig.build(8, 2, n_features=8192, window=2, batch=4),
+                 AsyConfig.build(8, 2, n_features=8192, staleness=40),
+                 AsyConfig.build(8, 2)):   # p not known yet (a ZeroMQ server)
+        assert kept.for_step(1e-7) is kept
+    assert paper.for_step(0.0) is paper and paper.for_step(float("nan")) is paper
+    # p learnt later keeps the step the pipeline was sized for
+    assert cheap.for_features(8192) is cheap
+    assert cheap.for_features(16384).n_features == 16384
+
+
+def test_time_a_step_times_the_worker_kernel():
+    from asyos.datasets import make_regression
+    from asyos.solvers.asy import shard_of, time_a_step, warm_worker
+    from asyos.streams import as_stream
+
+    problem = make_regression(p=600, s=10, n=200, seed=1)
+    config = AsyConfig.build(10, 2, n_features=600)
+    shard = shard_of(as_stream(problem.X), config, 0)
+    warm_worker(shard, config)
+    seconds = time_a_step(shard, problem.y, config, *config.eta_and_m(200, shard.nu))
+    assert 0.0 < seconds < 0.1
+
+
 def _drive(loop, u, batch, stop_after=None):
     """A single worker whose views are exact (q = 1): returns its last Push / Final."""
     request, pushes, last = next(loop), 0, None

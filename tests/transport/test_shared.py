@@ -32,9 +32,11 @@ def _shm() -> set:
 def _check_invariants(result, config):
     """What every run of every carrier must keep: ≤ s features, the staleness bound,
     u_C = Σ_t X_S(t) w_S(t)."""
-    stale = result.asy["staleness"]
-    assert stale["bound"] == config.staleness
-    assert stale["max"] <= config.staleness
+    stale, asy = result.asy["staleness"], result.asy
+    ran = config.for_step(asy["step_seconds"] or 0.0)   # sized for its timed step
+    assert (stale["bound"], asy["depth"], asy["batch"]) == \
+        (ran.staleness, ran.depth, ran.batch)
+    assert stale["max"] <= ran.staleness
     assert sum(stale["histogram"]) == result.n_steps
     assert result.asy["u_check_max_abs_diff"] <= 1e-10 * max(1.0, result.objective)
     assert result.selected.size <= config.s
@@ -121,9 +123,10 @@ def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_
     result = shared.run(stream, problem.y, config)
     _check_invariants(result, config)
     assert stream.prefetch   # the caller's stream is left as it was
-    # each shard's first block (its ν, read before the run) and, reading ahead,
-    # each of the first worker's passes
-    assert len(reads) == 2 + (config.epochs if reads_ahead else 0)
+    # each shard's first block (its ν, read before the run), the first worker's
+    # once more where it reads ahead (its step timed, ``time_a_step``) and, reading
+    # ahead, each of the first worker's passes
+    assert len(reads) == 2 + ((1 + config.epochs) if reads_ahead else 0)
 
 
 class _Sabotaged(ArrayStream):
