@@ -60,7 +60,8 @@ def test_invariants_of_every_run(staleness, window, batch):
     bound = asy["staleness"]["bound"]   # "auto": derived from p and the pipeline
     config = AsyConfig.build(s, Q, staleness=staleness, window=window, batch=batch,
                              n_features=90).for_step(asy["step_seconds"] or 0.0)
-    assert asy["step_seconds"] > 0   # the workers timed their step
+    # the workers timed their step, for the automatic pipeline
+    assert (asy["step_seconds"] or 0.0) > 0 or (staleness, window) != ("auto", "auto")
     assert (bound, asy["depth"], asy["batch"]) == (config.staleness, config.depth,
                                                    config.batch)
     assert staleness == "auto" or bound == staleness
