@@ -78,7 +78,8 @@ def add_protocol_arguments(group) -> None:
                        "problems or a small τ)")
     group.add_argument("--batch", default="auto", type=auto_or_int,
                        help=f"OS steps summed into one push ('auto': "
-                       f"{PIPELINE['batch']}, less on small problems or a small τ)")
+                       f"{PIPELINE['batch']}, more on large p or where the workers' "
+                       "timed step is cheap, less on small problems or a small τ)")
     group.add_argument("--budget", choices=BUDGETS, default="auto",
                        help="adaptive: the server re-grants budgets from a global |w| "
                        "threshold; fixed: s/q features per worker (the paper); auto "

@@ -303,20 +303,24 @@ def warm_worker(shard: "WorkerShard", config: AsyConfig) -> None:
     warm_up(kept, asy=True)
 
 
-def time_a_step(shard: "WorkerShard", y, config: AsyConfig, eta: float,
-                m: float) -> float:
-    """Seconds per OS step of worker 0's kernel (compiled: ``warm_worker``), timed
-    over its shard's first block from u = 0 with its share of s; 0.0 for an empty
-    shard.  What a push must carry to pay for its fixed cost depends on it
-    (``AsyConfig.for_step``): 6–8 µs at the paper's size, over 100 µs at n = 2000,
+def time_a_step(shard: "WorkerShard", y, config: AsyConfig) -> float:
+    """Seconds per OS step of a worker's kernel (compiled: ``warm_worker``), timed
+    over its ``shard``'s first block from u = 0 with its share of s; 0.0 for an empty
+    shard, or where the data makes the kernel refuse (the run then says so, naming
+    the worker).  What a push must carry to pay for its fixed cost depends on it
+    (``AsyConfig.for_step``): 7–8 µs at the paper's size, about 100 µs at n = 2000,
     s = 256 (docs/benchmarks.md)."""
     kept, blocks = kept_set(shard.stream, config.budgets[0], shard.groups, config.rule,
                             ridge=config.ridge, loss=config.loss,
                             damping=config.damping)
-    for index, block in blocks(0):
-        start = time.perf_counter()
-        kept.run_local(index, block, np.zeros(y.shape[0]), y, config.loss, eta, m)
-        return (time.perf_counter() - start) / max(index.size, 1)
+    try:
+        eta, m = config.eta_and_m(y.shape[0], shard.nu)
+        for index, block in blocks(0):
+            start = time.perf_counter()
+            kept.run_local(index, block, np.zeros(y.shape[0]), y, config.loss, eta, m)
+            return (time.perf_counter() - start) / max(index.size, 1)
+    except InputError:
+        pass
     return 0.0
 
 

@@ -277,10 +277,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     if shard is not None:   # one rank of the machine compiles, on a cold cache; the
         try:                # others wait and load its kernels (core/compile_notice)
             warm_worker(shard, config)
-            step = time_a_step(shard, y, config,
-                               *config.eta_and_m(y.shape[0], shard.nu))
-        except InputError as exc:
-            error = str(exc)
+            step = time_a_step(shard, y, config)
         except Exception as exc:   # reported by _agree, like a setup error
             error = f"{type(exc).__name__}: {exc}"
     error, nu, step = _agree(comm, error, nu, step, share)

@@ -238,7 +238,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     if eta_m is None:
         eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
     eta, m = eta_m
-    config = config.for_step(time_a_step(shards[0], y, config, eta, m))
+    config = config.for_step(time_a_step(shards[0], y, config))
     server = AsyServer(y, config, record_order=record_order, group_of=group_of)
     server.start(stream.n_features, eta, m)
     ring = config.depth // config.batch + 2
