@@ -56,12 +56,13 @@ def main():
     problem = make_problem(args.task, p, s, runner.problem_seed(seed, 0), n=n)
     baseline = next(sp._trace(r) for row, r in zip(rows, results)
                     if int(row["rep"]) == 0 and r.asy is None)
+    step = sp.timed_step(results)   # the runs' pipeline was sized for it
     print(f"{args.task}, n = {n}, p = {p}, s = {s}, {epochs} passes; fitted: "
           f"step {1e6 * clock.step:.2f} µs + {1e9 * clock.column:.3f} ns·n·(|S|+2), "
           f"swap {1e6 * clock.swap:.0f} µs, push {1e6 * clock.push:.0f} µs, "
           f"serve {1e6 * clock.serve:.0f} µs")
     if args.workers:
-        return what_if(args, clock, problem, s, epochs, baseline)
+        return what_if(args, clock, problem, s, epochs, baseline, step)
     print(f"{machines} machines x {per_machine} workers: speedup at 1.05 x sequential "
           f"OS's final objective (wall-time ratio)")
     print("latency µs | " + " | ".join(f"{b:g} Gb/s" for b in args.bandwidth))
@@ -74,14 +75,15 @@ def main():
             entry, = sp.predict_speedup(
                 problem.X, problem.y, s, remote, loss=LOSS[args.task], epochs=epochs,
                 workers=(machines * per_machine,),
-                remote=lambda q: q - per_machine, baseline=baseline)
+                remote=lambda q: q - per_machine, baseline=baseline,
+                step_seconds=step)
             cells.append(f"{entry['speedup']:.2f} ({entry['wall_speedup']:.2f})")
             table[f"{latency:g} us, {bandwidth:g} Gb/s"] = entry
         print(f"{latency:g} | " + " | ".join(cells))
     print(json.dumps({k: round(v["speedup"], 3) for k, v in table.items()}))
 
 
-def what_if(args, clock, problem, s: int, epochs: int, baseline) -> None:
+def what_if(args, clock, problem, s: int, epochs: int, baseline, step) -> None:
     print(f"{args.workers} workers on this machine: speedup at 1.05 x sequential OS's "
           f"final objective (wall-time ratio), push and serve costs scaled")
     print("scale | " + " | ".join(f"pushes of {b}" for b in args.batch))
@@ -92,7 +94,7 @@ def what_if(args, clock, problem, s: int, epochs: int, baseline) -> None:
             entry, = sp.predict_speedup(
                 problem.X, problem.y, s, scaled, loss=LOSS[args.task], epochs=epochs,
                 workers=(args.workers,), batches={args.workers: batch},
-                baseline=baseline)
+                baseline=baseline, step_seconds=step)
             cells.append(f"{entry['speedup']:.2f} ({entry['wall_speedup']:.2f})")
         print(f"{factor:g} | " + " | ".join(cells))
 

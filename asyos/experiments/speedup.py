@@ -220,30 +220,40 @@ def steps_per_push(result) -> float:
     return sum(w["steps"] for w in workers) / max(sum(w["pushes"] for w in workers), 1)
 
 
+def timed_step(results) -> float | None:
+    """The step the measured Asy-OS runs sized their pipeline for (their median
+    ``step_seconds``; None where none was timed)."""
+    steps = [r.asy["step_seconds"] for r in results
+             if r.asy is not None and r.asy.get("step_seconds")]
+    return float(np.median(steps)) if steps else None
+
+
 def _clock_for(clock: Clock, q: int, s: int, p: int, remote: int = 0,
-               batch: float | None = None) -> Clock:
+               batch: float | None = None, step_seconds: float | None = None
+               ) -> Clock:
     """``clock`` for q workers as a real run configures them: the credit window of
-    the automatic pipeline, ``batch`` steps per push (None: the pipeline's largest)
-    and ``remote`` workers on other machines."""
-    config = AsyConfig.build(s, q, n_features=p)
+    the automatic pipeline (sized for p and a step of ``step_seconds``, as timed by
+    the measured runs), ``batch`` steps per push (None: the pipeline's largest) and
+    ``remote`` workers on other machines."""
+    config = AsyConfig.build(s, q, n_features=p).for_step(step_seconds or 0.0)
     return replace(clock, batch=batch or config.batch, remote=remote,
                    window=config.depth if q > 1 else 0)
 
 
 def predict_speedup(X, y, s: int, clock: Clock, baseline, *, loss: str,
                     epochs: int = 2, workers=MODEL_WORKERS, remote=None,
-                    batches=None) -> list[dict]:
+                    batches=None, step_seconds=None) -> list[dict]:
     """Virtual-clock speedups and times of Asy-OS with q workers paying ``clock``'s
-    costs (``fit_cost_model``), with the pipeline a real run of q workers gets,
-    ``batches[q]`` steps per push (default: the pipeline's batch) and ``remote(q)``
-    workers on other machines, against ``baseline``: the measured trace (seconds,
-    objective) of sequential OS on the same data.  Threshold and speedup as for the
-    measured runs."""
+    costs (``fit_cost_model``), with the pipeline a real run of q workers gets (for
+    a step of ``step_seconds``: ``timed_step``), ``batches[q]`` steps per push
+    (default: the pipeline's batch) and ``remote(q)`` workers on other machines,
+    against ``baseline``: the measured trace (seconds, objective) of sequential OS on
+    the same data.  Threshold and speedup as for the measured runs."""
     p, batches = X.shape[1], batches or {}
     runs = {q: fit_simulated(X, y, s, q, loss=loss, epochs=epochs,
                              clock=_clock_for(clock, q, s, p,
                                               remote(q) if remote else 0,
-                                              batches.get(q)))
+                                              batches.get(q), step_seconds))
             for q in workers if q <= s}
     traces = {q: _trace(r, "virtual_seconds") for q, r in runs.items()}
     threshold, times, gains = speedups({0: baseline, **traces}, 0)
@@ -376,7 +386,7 @@ def speedup(out, *, tasks=TASKS, max_workers=None, reps=None, seed=0, quick=Fals
         results = [load_result(r["result_file"]) for r in mine]
         clock = fit_cost_model(results, n, sizes[task], host=carrier == "shared")
         problem = _problem(task, p, n, sizes[task], runner.problem_seed(seed, 0))
-        model = dict(loss=LOSS[task], epochs=epochs)
+        model = dict(loss=LOSS[task], epochs=epochs, step_seconds=timed_step(results))
         batches = {}   # the measured steps per push of each q, over its runs
         for row, result in zip(mine, results):
             if result.asy is not None:
