@@ -202,6 +202,22 @@ def test_cost_model_recovers_the_step_line_push_and_serve():
     assert (flat.step, flat.column) == pytest.approx((5.5e-6, 0.0))
 
 
+
+def test_the_model_simulates_the_pipeline_the_runs_had():
+    """The measured runs timed their step and sized their pipeline for it; the
+    virtual clock gets the same window (the paper's size: 2 × 128 for 7.5 µs)."""
+    from asyos.solvers.simulator import Clock
+
+    empty = dict(selected=np.zeros(0, np.int64), weights=np.zeros(0))
+    runs = [FitResult(**empty), *(FitResult(**empty, asy={"step_seconds": step})
+                                  for step in (7e-6, 8e-6, 7.5e-6, None))]
+    assert sp.timed_step(runs) == pytest.approx(7.5e-6)
+    assert sp.timed_step(runs[:1]) is None
+    clock = Clock(5e-6)
+    assert sp._clock_for(clock, 2, 64, 8192, step_seconds=7.5e-6).window == 256
+    assert sp._clock_for(clock, 2, 64, 8192).window == 32          # p alone
+    assert sp._clock_for(clock, 2, 64, 8192, step_seconds=1e-4).window == 32
+
 @pytest.mark.parametrize("carrier", [
     "shared", pytest.param("mpi", marks=pytest.mark.skipif(
         not sp.mpiexec_path().exists(), reason="no mpiexec next to python"))],
