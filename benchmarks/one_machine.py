@@ -15,6 +15,7 @@ T_sequential / T_carrier ("never": the run ended above the threshold).
                                      [--repeat 5] [--epochs 3] [--mpi] [--mpi-messages]
                                      [--seeds 0]
                                      [--pipeline auto:auto 2:16]
+                                     [--staleness auto 128]
     python benchmarks/one_machine.py --scale /tmp/asyos-scale --n 1000 --p 1000000 \
                                      -s 100 --epochs 1 --repeat 5 --workers 2
 """
@@ -106,6 +107,9 @@ def main():
     parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
                         metavar="WINDOW:BATCH", help="--workers pipelines to run for "
                         "each q (asyos run --window/--batch)")
+    parser.add_argument("--staleness", nargs="+", default=["auto"], metavar="TAU",
+                        help="bounds to run each Asy-OS command with (asyos run "
+                        "--staleness; 'auto': the default)")
     parser.add_argument("--scale", metavar="DIR", help="instead: scale.py's dense "
                         "problem from disk (--n x --p float32 in DIR, written once; "
                         "y = x_0 - 2 x_{p/2} + noise), e.g. --n 1000 --p 1000000 "
@@ -124,17 +128,22 @@ def main():
                    str(args.epochs), *extra]
             commands = {"sequential": job}
             for q in args.workers:
-                for pipeline in args.pipeline:
-                    window, batch = pipeline.split(":")
-                    name = f"--workers {q}" + ("" if pipeline == "auto:auto" else
-                                               f" {pipeline}")
-                    commands[name] = job + ["--workers", str(q), "--window", window,
-                                            "--batch", batch]
-                if args.mpi:
-                    commands[f"mpiexec -n {q + 1}"] = [mpiexec, "-n", str(q + 1), *job]
-                if args.mpi_messages:
-                    commands[f"mpiexec -n {q + 1} messages"] = [
-                        mpiexec, "-n", str(q + 1), *job, "--ranks-per-node", "1"]
+                for tau in args.staleness:
+                    bound = ["--staleness", tau]
+                    tag = "" if tau == "auto" else f" τ={tau}"
+                    for pipeline in args.pipeline:
+                        window, batch = pipeline.split(":")
+                        name = f"--workers {q}" + ("" if pipeline == "auto:auto" else
+                                                   f" {pipeline}") + tag
+                        commands[name] = job + ["--workers", str(q), "--window",
+                                                window, "--batch", batch, *bound]
+                    if args.mpi:
+                        commands[f"mpiexec -n {q + 1}{tag}"] = [
+                            mpiexec, "-n", str(q + 1), *job, *bound]
+                    if args.mpi_messages:
+                        commands[f"mpiexec -n {q + 1} messages{tag}"] = [
+                            mpiexec, "-n", str(q + 1), *job, "--ranks-per-node", "1",
+                            *bound]
             for rep in range(args.repeat):
                 names = list(commands)[::-1 if rep % 2 else 1]
                 results = {name: run(commands[name], tmp / "r.json") for name in names}
