@@ -5,7 +5,6 @@ import sys
 from ..solvers.result import FitResult
 
 
-
 def _pipeline_text(asy: dict) -> str:
     """", pipeline 2 × 128 for a step of 7.5 us": how deep the workers' pipeline
     was, and the step it was sized for where it was timed."""
@@ -14,6 +13,7 @@ def _pipeline_text(asy: dict) -> str:
     step = asy.get("step_seconds")
     return f", pipeline {asy['depth'] // asy['batch']} × {asy['batch']}" + \
         (f" for a step of {1e6 * step:.1f} us" if step else "")
+
 
 def label_mapping(config: dict) -> str | None:
     """"0 → -1, 1 → +1" for a run whose classification labels were mapped (None when
