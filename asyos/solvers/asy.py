@@ -435,7 +435,8 @@ class ServerMonitor:
         (``core.refit.joint_refit``) when every column of it was reported: each
         worker fitted its own against views the others kept moving, so that the
         weights, and the objective, depend on the features chosen and not on the
-        interleaving.  u_C, the trace and the objective per epoch stay the run's.
+        interleaving.  u_C and the objective per epoch stay the run's; the trace
+        gains the refit's point, so that it ends at the objective reported.
         """
         selected, weights, difference = server.assemble()
         loss = self.config.loss
@@ -447,6 +448,9 @@ class ServerMonitor:
             weights, u, steps = joint_refit(columns, self.y, loss, ridge, weights)
             objective = loss_value(int(loss), u, self.y)
             refit = {"objective_before": before, "newton_steps": steps}
+            # the trace ends where the result does, when the refit is done
+            self.trace.append((server.clock, time.perf_counter() - self.start,
+                               objective))
         if columns is not None:
             warn_constant_selected(constant_selected(selected, weights, columns))
         # a lost worker with its trial slot on top of s keeps it: partial runs only

@@ -358,5 +358,8 @@ class _Simulation:
         result = self.server.result("simulator")
         if self.virtual:
             result.virtual_seconds = self.now
-            result.trace["virtual_seconds"] = self.virtual
+            # the joint refit's point, if any, at the end (the model does not time it)
+            points = len(result.trace["steps"])
+            result.trace["virtual_seconds"] = self.virtual + \
+                [self.now] * (points - len(self.virtual))
         return result

@@ -197,11 +197,26 @@ class _Host:
                     self.lose(t)      # its process exited, nothing left to read
 
     # -- the run ----------------------------------------------------------------------
+    def ahead(self) -> bool:
+        """Whether worker 0 is more than two pipelines ahead of a forked worker that
+        holds credit (so a message from it is on its way).  Worker 0 is served at
+        once and the others only between its pushes: with a one-push pipeline it
+        ran far ahead and ended its last pass while the others were still fitting
+        theirs, its kept set chosen against a residual they had not fitted yet (the
+        bound limits staleness, not how far one worker's passes run ahead;
+        docs/benchmarks.md, "Worker 0 kept in step").  Waiting costs no wall time:
+        the slowest worker ends the run."""
+        records, depth = self.server.state.workers, self.server.state.depth
+        mine = records[0].pushes
+        return any(mine > record.pushes + 2 * depth and record.unspent > 0
+                   for t, record in enumerate(records[1:], 1)
+                   if not (t in self.gone or record.finished or record.lost))
+
     def run(self) -> None:
         driver = self.driver
         self.serve_own(driver.start())
         while not self.server.done:
-            if driver.finished or driver.blocked:
+            if driver.finished or driver.blocked or self.ahead():
                 if len(self.gone) == len(self.conns) - 1:
                     raise RuntimeError("the run cannot end: worker 0 waits for credit "
                                        "and no other worker is left to free it")
