@@ -105,8 +105,8 @@ def main():
                         "q+1 --ranks-per-node 1: every n-vector in a message, not "
                         "through the node's shared window")
     parser.add_argument("--pipeline", nargs="+", default=["auto:auto"],
-                        metavar="WINDOW:BATCH", help="--workers pipelines to run for "
-                        "each q (asyos run --window/--batch)")
+                        metavar="WINDOW:BATCH", help="pipelines to run each Asy-OS "
+                        "command with, for each q (asyos run --window/--batch)")
     parser.add_argument("--staleness", nargs="+", default=["auto"], metavar="TAU",
                         help="bounds to run each Asy-OS command with (asyos run "
                         "--staleness; 'auto': the default)")
@@ -133,13 +133,13 @@ def main():
                     tag = "" if tau == "auto" else f" τ={tau}"
                     for pipeline in args.pipeline:
                         window, batch = pipeline.split(":")
-                        name = f"--workers {q}" + ("" if pipeline == "auto:auto" else
-                                                   f" {pipeline}") + tag
-                        commands[name] = job + ["--workers", str(q), "--window",
-                                                window, "--batch", batch, *bound]
-                    if args.mpi:
-                        commands[f"mpiexec -n {q + 1}{tag}"] = [
-                            mpiexec, "-n", str(q + 1), *job, *bound]
+                        shape = "" if pipeline == "auto:auto" else f" {pipeline}"
+                        flags = ["--window", window, "--batch", batch, *bound]
+                        commands[f"--workers {q}{shape}{tag}"] = \
+                            job + ["--workers", str(q), *flags]
+                        if args.mpi:
+                            commands[f"mpiexec -n {q + 1}{shape}{tag}"] = [
+                                mpiexec, "-n", str(q + 1), *job, *flags]
                     if args.mpi_messages:
                         commands[f"mpiexec -n {q + 1} messages{tag}"] = [
                             mpiexec, "-n", str(q + 1), *job, "--ranks-per-node", "1",
