@@ -9,9 +9,14 @@ until one changes nothing (``--epochs auto``) it is 1.
 
     python benchmarks/order_noise.py [--n 2000] [--p 8192] [--s 256]
                                      [--seeds 0 1 2 3] [--orders 4] [--epochs 3 auto]
+                                     [--sweep auto 0]
+
+``--sweep``: the closing sweep's arrivals (``fit_os``'s ``sweep``; 0: none), each
+value a table of its own.
 """
 
 import argparse
+import itertools
 
 import numpy as np
 
@@ -30,11 +35,13 @@ def main() -> None:
     parser.add_argument("--orders", type=int, default=4,
                         help="orders per seed: the data's own, then random ones")
     parser.add_argument("--epochs", nargs="+", default=["3", "auto"])
+    parser.add_argument("--sweep", nargs="+", default=["auto", "0"])
     args = parser.parse_args()
-    for epochs in args.epochs:
+    for sweep, epochs in itertools.product(args.sweep, args.epochs):
         passes = epochs if epochs == "auto" else int(epochs)
-        print(f"n = {args.n}, p = {args.p}, s = {args.s}, epochs = {epochs}: "
-              "final objective over the first order's (recall, passes run)")
+        arrivals = sweep if sweep == "auto" else int(sweep)
+        print(f"n = {args.n}, p = {args.p}, s = {args.s}, epochs = {epochs}, sweep = "
+              f"{sweep}: final objective over the first order's (recall, passes run)")
         missed = 0
         for seed in args.seeds:
             data = make_regression(p=args.p, s=args.s, n=args.n, seed=seed)
@@ -43,7 +50,7 @@ def main() -> None:
             for order in range(args.orders):
                 perm = np.arange(args.p) if order == 0 else rng.permutation(args.p)
                 fit = fit_os(ArrayStream(np.asfortranarray(data.X[:, perm])), data.y,
-                             args.s, epochs=passes)
+                             args.s, epochs=passes, sweep=arrivals)
                 first = fit.objective if first is None else first
                 ratio = fit.objective / first
                 missed += order > 0 and ratio > 1.05

@@ -172,7 +172,7 @@ def run_server(args) -> FitResult:
                              eta=args.eta, m=args.m, staleness=args.staleness,
                              window=args.window, batch=args.batch, s2=s2,
                              budget=args.budget, rule=args.rule,
-                             ridge=args.ridge)
+                             ridge=args.ridge, sweep=args.sweep)
     server = ZmqServer(args.bind, y, config, timeouts=_timeouts(args), keys=args.keys,
                        checkpoint=args.checkpoint,
                        checkpoint_every=check_at_least("checkpoint-every",

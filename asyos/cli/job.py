@@ -118,7 +118,8 @@ def finish(args, result: FitResult, *, source: str, n_samples: int, n_features: 
                          **{name: getattr(args, name, None) for name in (
                              "standardize", "shuffle", "seed", "orders", "staleness",
                              "window", "batch", "simulate", "delay", "random_delay",
-                             "budget", "rule", "ridge", "dtype", "degree", "groups",
+                             "budget", "rule", "ridge", "sweep", "dtype", "degree",
+                             "groups",
                              "group_sparsity")}}
     if s == "auto":   # the path over sizes: what picked the size, and how far it went
         context["config"].update(criterion=getattr(args, "criterion", None) or "sic",

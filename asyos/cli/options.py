@@ -62,6 +62,12 @@ def add_algorithm_arguments(group) -> None:
                        help="the fitted rule's ridge λ, relative to the largest "
                        "curvature of a column (default: 10/n for classification, "
                        "1e-10 for the squared loss); tune it like abess's alpha")
+    group.add_argument("--sweep", type=auto_or_int, default="auto",
+                       help="arrivals of the closing sweep that ends the last pass: "
+                       "every feature scored against the final residual, the best "
+                       "ones not kept offered once more ('auto' (default): s/8, at "
+                       "least 8, under the fitted rule, none under the paper's; 0: "
+                       "none)")
 
 
 def add_protocol_arguments(group) -> None:

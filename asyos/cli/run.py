@@ -13,6 +13,7 @@ import logging
 
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
+from ..core.sweep import sweep_size
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun
 from ..io.results import check_new_out
@@ -172,8 +173,9 @@ def run_sequential(args) -> FitResult:
         refuse_orders(args, "counts features: it does not take --groups")
     orders = args.orders if args.orders != "auto" else 1 if job.groups is not None \
         or not job.stream.reorderable else default_orders(job.loss)
-    total = most_steps(job.stream.n_features, job.s, orders, args.epochs,
-                       resolve_rule(args.rule))
+    rule = resolve_rule(args.rule)
+    total = most_steps(job.stream.n_features, job.s, orders, args.epochs, rule,
+                       min(sweep_size(args.sweep, job.s, rule), job.stream.n_features))
     with ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
                      f"OS in {orders} orders", total=total) as bar:
         result = fit_os_voted(job.stream, job.y, job.s, orders=orders, seed=args.seed,
@@ -181,7 +183,8 @@ def run_sequential(args) -> FitResult:
                               epochs=args.epochs, standardize=args.standardize,
                               progress=bar.update, groups=job.groups,
                               s2=args.group_sparsity, rule=args.rule,
-                              ridge=args.ridge, blas_threads=None)   # run() applied
+                              ridge=args.ridge, sweep=args.sweep,
+                              blas_threads=None)   # run() applied
     return finish_job(args, job, result)
 
 
@@ -191,7 +194,8 @@ def asy_config(args, job, q: int, n_features: int, s2) -> AsyConfig:
     return AsyConfig.build(job.s, q, loss=job.loss, epochs=args.epochs, eta=args.eta,
                            m=args.m, staleness=args.staleness, window=args.window,
                            batch=args.batch, n_features=n_features, s2=s2,
-                           budget=args.budget, rule=args.rule, ridge=args.ridge)
+                           budget=args.budget, rule=args.rule, ridge=args.ridge,
+                           sweep=args.sweep)
 
 
 def run_mpi(args) -> FitResult | None:
@@ -259,13 +263,16 @@ def run_on_this_machine(args, backend: str, q: int) -> FitResult:
     q = check_at_least("workers" if backend == "shared" else "simulate", q, 1,
                        integer=True)
     job = load_job(args)
-    epochs = resolve_epochs(args.epochs, resolve_rule(args.rule), asy=True)
+    rule = resolve_rule(args.rule)
+    epochs = resolve_epochs(args.epochs, rule, asy=True)
+    p = job.stream.n_features   # each worker's passes, then its closing sweep
+    swept = q * min(sweep_size(args.sweep, job.s, rule), p // q)
     with ProgressBar(args.quiet or backend == "simulated", unit="feature",
-                     desc=f"Asy-OS, {q} workers",
-                     total=job.stream.n_features * epochs) as bar:
+                     desc=f"Asy-OS, {q} workers", total=p * epochs + swept) as bar:
         fitted = fit_asy(backend, job.stream, job.y, job.s, q, loss=job.loss,
                          epochs=args.epochs, eta=args.eta, m=args.m, rule=args.rule,
-                         ridge=args.ridge, budget=args.budget, groups=job.groups,
+                         ridge=args.ridge, budget=args.budget, sweep=args.sweep,
+                         groups=job.groups,
                          s2=args.group_sparsity, staleness=args.staleness,
                          window=args.window, batch=args.batch, delay=args.delay,
                          random_delay=args.random_delay, seed=args.seed,

@@ -26,6 +26,7 @@ from ..core.refit import joint_refit
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize, check_scale
+from ..core.sweep import sweep_size
 from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError, warn_constant_selected
 from ..streams.base import GroupShard
@@ -86,12 +87,13 @@ class AsyConfig:
     rule: str = "auto"                # the substitution rule (core.kept_set.RULES)
     ridge: float | None = None        # the fitted rule's relative ridge; None: default
     n_features: int | None = None     # p, once known
+    sweep: int = 0                    # each worker's closing sweep (core/sweep.py)
 
     @classmethod
     def build(cls, s, n_workers, *, loss="squared", epochs="auto", eta="auto", m="auto",
               staleness="auto", window="auto", batch="auto",
               n_features=None, s2=None, budget="auto",
-              rule="auto", ridge=None) -> "AsyConfig":
+              rule="auto", ridge=None, sweep="auto") -> "AsyConfig":
         """Validated configuration; raises InputError naming the problem.
 
         ``staleness``: the bound τ the server enforces, "auto" (derived from the
@@ -111,7 +113,9 @@ class AsyConfig:
         (docs/results.md), except with groups, where only fixed budgets exist.
         ``rule``: the substitution rule every worker uses ("auto", "fitted",
         "magnitude"; ``core.kept_set.resolve_rule``) and ``ridge`` (the fitted rule's,
-        as for ``fit_os``).
+        as for ``fit_os``).  ``sweep``: the arrivals of each worker's closing sweep
+        over its shard after its last pass (``core/sweep.py``; "auto": as sequential
+        OS's for s).
         """
         s = check_sparsity(s, n_features)
         budget_split(s, n_workers)  # q ≤ s, q ≥ 1
@@ -139,7 +143,8 @@ class AsyConfig:
         return cls(s, n_workers, Loss.parse(loss), epochs, step.eta, step.m, staleness,
                    depth, batch, s2=None if s2 is None else int(s2), budget_rule=budget,
                    sized_for=n_features if automatic else -1, rule=rule,
-                   ridge=check_ridge(ridge), n_features=n_features)
+                   ridge=check_ridge(ridge), n_features=n_features,
+                   sweep=sweep_size(sweep, s, resolve_rule(rule)))
 
     def for_features(self, n_features: int) -> "AsyConfig":
         """This configuration once p is known (a ZeroMQ server learns it from its
@@ -206,7 +211,8 @@ class AsyConfig:
         return WorkerPlan(self.capacities[t], self.loss, eta, m, self.epochs,
                           self.batch, self.rule, self.damping, self.ridge,
                           adaptive_push=self.n_workers > 1,
-                          group_budget=0 if self.s2 is None else self.group_budgets[t])
+                          group_budget=0 if self.s2 is None else self.group_budgets[t],
+                          sweep=self.sweep)
 
     def groups(self, t: int, group_of) -> tuple | None:
         """``worker_loop``'s groups argument for worker t: (group_of, s2_t), or None."""

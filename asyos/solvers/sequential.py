@@ -15,6 +15,7 @@ from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule,
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
+from ..core.sweep import ClosingSweep, sweep_size
 from ..core.validate import (
     check_at_least,
     check_labels,
@@ -43,7 +44,7 @@ def blas_limit(threads: int | None):
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
            standardize=False, progress=None, groups=None, s2=None,
            rule="auto", ridge=None, blas_threads: int | None = 1,
-           intercept: bool = False) -> FitResult:
+           intercept: bool = False, sweep="auto") -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -72,6 +73,10 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         streams: ``core.kept_set.resolve_rule``)
     ridge : the fitted rule's λ relative to curv·max‖x‖²/n (None: 10/n for the
         classification losses, 1e-10 for the squared loss; ``default_ridge``)
+    sweep : arrivals of the closing sweep after the last pass (``core/sweep.py``): every
+        feature scored against the final residual, the best not kept offered once
+        more; "auto": s/8, at least 8, under the fitted rule and none under the
+        paper's; 0: none
     intercept : fit an unpenalised intercept with the weights (``result.intercept``):
         sparse streams under the fitted rule, which never centre a column
         (``core/sparse_fitted.py``); a dense stream is centred instead (the estimators'
@@ -111,11 +116,13 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
 
     kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss,
                             intercept=bool(intercept))
+    size = min(sweep_size(sweep, s, rule), stream.n_features)
+    closing = ClosingSweep(stream, blocks, y, loss, size) if size else None
     warm_up(kept)
     state = step.state(loss, stream.n_samples, s)
     with blas_limit(blas_threads):
         result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
-                        stream.n_features, progress)
+                        stream.n_features, progress, closing)
     if intercept:
         result.intercept = kept.intercept
     if standardize:
@@ -135,11 +142,20 @@ def stalled(objectives: list) -> bool:
     return objectives[-2] - objectives[-1] <= STALL * abs(objectives[-2])
 
 
+def _trace(result: FitResult, start: float, objective: float) -> None:
+    """One point of the trace: steps so far, seconds since ``start``, the loss."""
+    for key, value in zip(("steps", "seconds", "objective"),
+                          (result.n_steps, time.perf_counter() - start, objective)):
+        result.trace[key].append(value)
+
+
 def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bool,
-           n_features: int, progress=None) -> FitResult:
+           n_features: int, progress=None, closing=None) -> FitResult:
     """Up to ``epochs`` passes of ``kept`` over ``blocks`` (the fitted rule stops after
-    a pass without a swap or one that did not pay, ``stalled``); the result of where they end.  ``kept`` may start
-    non-empty: a path over s warm-starts each size from the last (``solvers.path``)."""
+    a pass without a swap or one that did not pay, ``stalled``), the last ending with
+    the ``closing`` sweep (``core.sweep.ClosingSweep``; None: none); the result of
+    where they end.  ``kept`` may start non-empty: a path over s warm-starts each size
+    from the last (``solvers.path``)."""
     result = FitResult(selected=np.zeros(0, np.int64), weights=np.zeros(0),
                        substitutions_per_epoch=[])
     trace_every = max(1, epochs * n_features // 200)
@@ -154,23 +170,36 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
             result.n_steps += len(block_index)
             if result.n_steps >= next_trace:  # ~200 points, whatever p is
                 next_trace += trace_every
-                for key, value in zip(("steps", "seconds", "objective"), (
-                        result.n_steps, time.perf_counter() - start,
-                        loss_value(int(loss), kept.contribution, y))):
-                    result.trace[key].append(value)
+                _trace(result, start, loss_value(int(loss), kept.contribution, y))
             if progress is not None:
                 progress(len(block_index))
+        swaps = int(state[SUBSTITUTIONS] - before)
+        last = epoch == epochs - 1 or (fitted and epoch > 0 and (
+            swaps == 0 or stalled(result.objective_per_epoch + [
+                float(loss_value(int(loss), kept.contribution, y))])))
+        if last and closing is not None:   # the sweep ends the last pass; where it
+            #                                  swapped, one more may follow
+            block_index = block = None   # a view of the pass's O(p) order: let it go
+            for block_index, block in closing.arrivals(
+                    kept.contribution, kept.index[:kept.size], epoch):
+                kept.run_block(block_index, block, y, loss, m, state)
+                check_scale(state[NU_MAX])
+                result.n_steps += len(block_index)
+                if progress is not None:
+                    progress(len(block_index))
+            _trace(result, start, loss_value(int(loss), kept.contribution, y))
+            last = epoch == epochs - 1 or state[SUBSTITUTIONS] - before == swaps
         result.objective_per_epoch.append(float(loss_value(int(loss), kept.contribution,
                                                            y)))
         result.substitutions_per_epoch.append(int(state[SUBSTITUTIONS] - before))
-        swaps = result.substitutions_per_epoch[-1]
         if epoch > 0 and stalled(result.objective_per_epoch) and swaps and not fitted:
             warnings.warn(f"OS substituted {swaps} features in pass {epoch + 1} without "
                           "lowering the loss: the paper's rule is not scale-invariant; "
                           "standardize the columns or use rule='fitted'",
                           StallWarning, stacklevel=3)
-        if fitted and epoch > 0 and (swaps == 0 or stalled(result.objective_per_epoch)):
-            break   # converged: another pass would change nothing, or nothing worth it
+        if last:
+            break   # under the fitted rule, converged: another pass would change
+            #         nothing, or nothing worth it (and the sweep swapped nothing)
     result.seconds = time.perf_counter() - start
     result.objective = result.objective_per_epoch[-1]
     result.selected, result.weights = kept.selected()

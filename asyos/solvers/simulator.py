@@ -53,13 +53,15 @@ ARRIVE, START = 0, 1  # the virtual clock's events (a push arriving first, at a 
 def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
                   order="round_robin", clock=None, budget="auto", loss="squared",
                   epochs="auto", eta="auto", m="auto", seed=0, record_order=False,
-                  groups=None, s2=None, rule="auto", ridge=None) -> FitResult:
+                  groups=None, s2=None, rule="auto", ridge=None,
+                  sweep="auto") -> FitResult:
     """Run Asy-OS with ``n_workers`` virtual workers in this process.
 
     Parameters
     ----------
-    source, y, s, loss, eta, m, epochs, rule, ridge : as for ``fit_os``
-        The data, the budget and the workers' OS (``epochs`` "auto": 3 passes).
+    source, y, s, loss, eta, m, epochs, rule, ridge, sweep : as for ``fit_os``
+        The data, the budget and the workers' OS (``epochs`` "auto": 3 passes;
+        ``sweep``: each worker's closing sweep, over its shard).
     n_workers : int
         q, the virtual workers; feature j belongs to shard j mod q.
     delay : int or None, default=None
@@ -118,7 +120,7 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
     config = AsyConfig.build(s, q, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=None, window=-(-depth // batch), batch=batch,
                              n_features=p, s2=s2, budget=budget, rule=rule,
-                             ridge=ridge)
+                             ridge=ridge, sweep=sweep)
     shards = [shard_of(stream, config, t, group_of) for t in range(q)]
     eta_m = config.eta_and_m(n, max(shard.nu for shard in shards))
     sim = _Simulation(y, config, shards, eta_m, p, record_order, group_of)

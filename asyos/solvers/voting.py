@@ -40,13 +40,15 @@ def default_orders(loss) -> int:
     return CLASSIFICATION_ORDERS if Loss.parse(loss).is_classification else 1
 
 
-def most_steps(n_features: int, s: int, orders: int, epochs, rule) -> int:
+def most_steps(n_features: int, s: int, orders: int, epochs, rule,
+               sweep: int = 0) -> int:
     """The most feature steps ``fit_os_voted`` takes (a progress bar's total): every
-    order's passes, and with several orders the refit's on at most s features."""
+    order's passes, each with the ``sweep`` arrivals that may end it, and with several
+    orders the refit's on at most s features."""
     if orders == 1:
-        return n_features * resolve_epochs(epochs, rule)
+        return (n_features + sweep) * resolve_epochs(epochs, rule)
     passes = PASSES_PER_ORDER if epochs == "auto" else epochs
-    return n_features * orders * passes + s * resolve_epochs("auto", rule)
+    return (n_features + sweep) * orders * passes + s * resolve_epochs("auto", rule)
 
 
 def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",

@@ -26,6 +26,7 @@ import numpy as np
 from ..core.kept_set import RULES, kept_set, warm_up
 from ..core.losses import Loss
 from ..core.server_state import ProtocolError
+from ..core.sweep import ClosingSweep
 from ..streams import FeatureStream
 from . import messages
 
@@ -42,7 +43,8 @@ class WorkerPlan:
     one push, ``adaptive_push``: fewer when a push's cost allows (``PushSize``: real
     carriers with more than one worker); ``group_budget``: s2_t, the most groups it
     keeps (0: not group-aware); ``damping``, ``ridge``: the fitted rule's
-    (``AsyConfig.damping``, ``fit_os``)."""
+    (``AsyConfig.damping``, ``fit_os``); ``sweep``: the arrivals of its closing sweep
+    (``core/sweep.py``; 0: none)."""
 
     capacity: int
     loss: Loss
@@ -55,15 +57,16 @@ class WorkerPlan:
     ridge: float | None = None
     adaptive_push: bool = False
     group_budget: int = 0
+    sweep: int = 0
 
     INTS = ("capacity", "loss", "epochs", "batch", "rule", "adaptive_push",
-            "group_budget")
+            "group_budget", "sweep")
     FLOATS = ("eta", "m", "damping", "ridge")
 
     def ints(self) -> np.ndarray:
         return np.array([self.capacity, int(self.loss), self.epochs, self.batch,
                          RULES.index(self.rule), int(self.adaptive_push),
-                         self.group_budget], dtype=np.int64)
+                         self.group_budget, self.sweep], dtype=np.int64)
 
     def floats(self) -> np.ndarray:
         return np.array([self.eta, self.m, self.damping,
@@ -73,23 +76,25 @@ class WorkerPlan:
     def received(cls, ints, floats) -> "WorkerPlan":
         """The plan a CONFIG carries; a ``ProtocolError`` naming what is out of
         range (the server sent what no server sends)."""
-        capacity, loss, epochs, batch, rule, adaptive, groups = (int(v) for v in ints)
+        capacity, loss, epochs, batch, rule, adaptive, groups, sweep = \
+            (int(v) for v in ints)
         eta, m, damping, ridge = (float(v) for v in floats)
         if loss not in {int(code) for code in Loss}:
             raise ProtocolError(f"CONFIG names loss {loss}")
         if rule not in range(len(RULES)):
             raise ProtocolError(f"CONFIG names substitution rule {rule}; known: "
                              f"0..{len(RULES) - 1}")
-        if min(capacity, epochs, batch) < 1 or groups < 0 or adaptive not in (0, 1):
+        if min(capacity, epochs, batch) < 1 or min(groups, sweep) < 0 or \
+                adaptive not in (0, 1):
             raise ProtocolError(f"CONFIG names capacity {capacity}, epochs {epochs}, "
                              f"batch {batch}, group budget {groups}, adaptive "
-                             f"{adaptive}")
+                             f"{adaptive}, sweep {sweep}")
         if not (eta > 0 and m >= 1 and 0 < damping <= 1 and ridge >= 0 and
                 all(math.isfinite(v) for v in (eta, m, ridge))):
             raise ProtocolError(f"CONFIG names eta {eta!r}, m {m!r}, damping "
                              f"{damping!r}, ridge {ridge!r}")
         return cls(capacity, Loss(loss), eta, m, epochs, batch, RULES[rule], damping,
-                   None if ridge == 0.0 else ridge, bool(adaptive), groups)
+                   None if ridge == 0.0 else ridge, bool(adaptive), groups, sweep)
 
 
 @dataclass
@@ -239,35 +244,52 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
         kept.load(np.asarray(selected, np.int64), stream.columns(selected),
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
+
+    def arrivals(block_index, block):
+        """The steps over one block, a push at a time."""
+        nonlocal compute, steps, pushed, u_local
+        first = 0
+        while first < block_index.size:
+            u_hat, version, allowed, granted, eta_now = yield PULL
+            start = time.perf_counter()
+            last = min(first + min(size.size, allowed), block_index.size)
+            features = block_index[first:last]
+            u_local[:] = u_hat
+            before[:] = kept.contribution
+            if granted:
+                kept.set_limit(granted)
+                u_local += kept.contribution - before   # its own change, seen
+            swaps = kept.run_local(block_index, block, u_local, y, loss,
+                                   eta_now or eta, m, first, last)
+            delta = kept.contribution - before
+            end = time.perf_counter()
+            compute += end - start
+            size.timed(features.size, end - start,
+                       0.0 if pushed is None else start - pushed)
+            steps += features.size
+            first = last
+            yield Steps(delta, version, features.copy(), *kept.selected(),
+                        kept.importance(), steps, swaps)
+            pushed = time.perf_counter()
+
     for epoch in range(first_epoch, epochs):
         kept.start_epoch()
         for block_index, block in _timed(blocks(epoch), read):
             if skip:   # a resumed worker passes over what its predecessor processed
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)
-            first = 0
-            while first < block_index.size:
-                u_hat, version, allowed, granted, eta_now = yield PULL
-                start = time.perf_counter()
-                last = min(first + min(size.size, allowed), block_index.size)
-                features = block_index[first:last]
-                u_local[:] = u_hat
-                before[:] = kept.contribution
-                if granted:
-                    kept.set_limit(granted)
-                    u_local += kept.contribution - before   # its own change, seen
-                swaps = kept.run_local(block_index, block, u_local, y, loss,
-                                       eta_now or eta, m, first, last)
-                delta = kept.contribution - before
-                end = time.perf_counter()
-                compute += end - start
-                size.timed(features.size, end - start,
-                           0.0 if pushed is None else start - pushed)
-                steps += features.size
-                first = last
-                yield Steps(delta, version, features.copy(), *kept.selected(),
-                           kept.importance(), steps, swaps)
-                pushed = time.perf_counter()
+            yield from arrivals(block_index, block)
+    # the closing sweep, at its û after its last step; a worker resumed in its
+    # predecessor's sweep offers what is left of it (at û = 0: it has no view yet)
+    left = plan.sweep - max(0, steps - epochs * stream.n_features)
+    if left > 0:
+        block_index = block = None   # a view of the last pass's order: let it go
+        start = time.perf_counter()
+        candidates = ClosingSweep(stream, blocks, y, loss, left).arrivals(
+            u_local, kept.selected()[0], epochs - 1)
+        read[0] += time.perf_counter() - start
+        for block_index, block in _timed(candidates, read):
+            yield from arrivals(block_index, block)
     selected, weights = kept.selected()
     columns = np.asarray(stream.columns(selected), dtype=np.float64) \
         if selected.size * n <= messages.COLUMNS_LIMIT else np.zeros((0, n))

@@ -386,5 +386,7 @@ class Subset(Shard):
         self._index = np.ascontiguousarray(indices, dtype=np.int64)
 
     def feature_indices(self) -> np.ndarray:
+        if self.parent._range() is not None:   # a range increases: its order is sorted
+            return self._index.copy()          # (and its O(p) indices are not made)
         order = self.parent.feature_indices()
         return np.ascontiguousarray(order[np.isin(order, self._index)])

@@ -45,7 +45,8 @@ def refuse_options(backend: str, given: dict, spell) -> None:
 
 
 def fit_asy(backend: str, stream, y, s, n_workers: int, *, loss, epochs, eta, m,
-            rule, ridge, budget="auto", groups=None, s2=None, staleness="auto",
+            rule, ridge, budget="auto", sweep="auto", groups=None, s2=None,
+            staleness="auto",
             window="auto", batch="auto", delay=None, random_delay=False, seed=0,
             record_order=False, progress=None, timeout=300.0,
             allow_partial=False) -> FitResult:
@@ -55,7 +56,7 @@ def fit_asy(backend: str, stream, y, s, n_workers: int, *, loss, epochs, eta, m,
     that lost workers raises PartialRun, or on "shared" with ``allow_partial`` returns
     the partial result (``asy["lost_shards"]``) for the caller to write first."""
     algorithm = dict(loss=loss, epochs=epochs, eta=eta, m=m, rule=rule, ridge=ridge,
-                     budget=budget)
+                     budget=budget, sweep=sweep)
     if backend == "simulated":
         result = fit_simulated(stream, y, s, n_workers, delay=delay,
                                random_delay=random_delay, seed=seed,

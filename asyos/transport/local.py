@@ -106,12 +106,13 @@ def reclaim_orphans() -> None:
 
 def fit_loopback(stream: FeatureStream, y, s, n_workers, *, loss="squared",
                  epochs="auto", eta="auto", m="auto", staleness="auto", budget="auto",
-                 timeout: float = 300.0, rule="auto", ridge=None) -> FitResult:
+                 timeout: float = 300.0, rule="auto", ridge=None,
+                 sweep="auto") -> FitResult:
     """Asy-OS with ``n_workers`` worker processes over loopback ZeroMQ;
     returns its result (as ``asyos server`` writes it)."""
     config = AsyConfig.build(s, n_workers, loss=loss, epochs=epochs, eta=eta, m=m,
                              staleness=staleness, n_features=stream.n_features,
-                             budget=budget, rule=rule, ridge=ridge)
+                             budget=budget, rule=rule, ridge=ridge, sweep=sweep)
     y = check_labels(y, config.loss, stream.n_samples)
     timeout = check_at_least("timeout", timeout, 1e-3)
     reclaim_orphans()

@@ -11,7 +11,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | kind      | dir | seq            | a          | b         | frames                                   |
 |-----------|-----|----------------|------------|-----------|------------------------------------------|
 | HELLO     | w→s | shard size     | q (workers)| n         | ν of its first block (f8 ×1), groups (i8 ×0 or 2), p (i8 ×1), secret (≤ 64 bytes), data (i8 ×0 or 2) |
-| CONFIG    | s→w | last push      | position   | n         | plan (i8 ×7, f8 ×4), y (f8 ×n), selected (i8), weights (f8) |
+| CONFIG    | s→w | last push      | position   | n         | plan (i8 ×8, f8 ×4), y (f8 ×n), selected (i8), weights (f8) |
 | PULL      | w→s | 0              | 0          | 0         | —                                        |
 | PUSH      | w→s | push number    | version    | position  | features (i8 ≤ batch), Δu (f8 ×n), selected (i8 ≤ capacity), weights (f8), importance (f8) |
 | VIEW      | s→w | pushes applied | version    | credit    | u_C (f8 ×n), budget (i8 ×1), η (f8 ×1)   |
@@ -26,7 +26,7 @@ A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
 fingerprint) of the data (``solvers.asy.data_fingerprint``).  A CONFIG carries the
 worker's ``solvers.worker_loop.WorkerPlan``: its integers (``INTS``: capacity, loss,
-epochs, batch, rule, adaptive push, group budget s2_t) as int64, then its reals
+epochs, batch, rule, adaptive push, group budget s2_t, closing sweep) as int64, then its reals
 (``FLOATS``: η, m, damping, ridge) as float64.  A VIEW's
 credit is cumulative: the steps the worker may have pushed in all.
 

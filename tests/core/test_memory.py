@@ -7,6 +7,8 @@ import sys
 import numpy as np
 from numpy.lib.format import open_memmap
 
+from asyos.core.sweep import sweep_size
+
 N, P, S = 64, 200_000, 20
 
 PROBE = r"""
@@ -48,7 +50,7 @@ def test_memory_is_bounded_by_the_kept_set_not_the_data(tmp_path):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     data_bytes = N * P * 8                     # 102 MB: what holding X would cost
     kept_bytes = N * S * 8
-    assert report["steps"] == P
+    assert report["steps"] == P + sweep_size("auto", S, "fitted")   # and the sweep
     assert report["kept_bytes"] < 2 * N * (S + 5) * 8
     # numpy allocations during the run: the kept set, the feature order (8 bytes a
     # feature), and the blocks in flight: the one in use, the one read ahead (prefetch)

@@ -63,7 +63,7 @@ def test_workers_find_what_sequential_os_finds(q):
         _check_invariants(result, config)
         assert not result.asy["partial"] and result.asy["lost_shards"] == []
         assert [w["steps"] for w in result.asy["workers"]] == \
-            [len(range(t, 1200, q)) * 3 for t in range(q)]
+            [len(range(t, 1200, q)) * 3 + config.sweep for t in range(q)]
         gaps.append(recall(sequential.selected, problem.support) -
                     recall(result.selected, problem.support))
         ratios.append(result.objective / sequential.objective)
@@ -147,8 +147,9 @@ def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_
     assert stream.prefetch   # the caller's stream is left as it was
     # each shard's first block (its ν, read before the run), the first worker's
     # once more where it reads ahead (its step timed, ``time_a_step``) and, reading
-    # ahead, each of the first worker's passes
-    assert len(reads) == 2 + ((1 + config.epochs) if reads_ahead else 0)
+    # ahead, each of the first worker's passes, its closing sweep's scan and its
+    # arrivals
+    assert len(reads) == 2 + ((1 + config.epochs + 2) if reads_ahead else 0)
 
 
 class _Sabotaged(ArrayStream):
@@ -204,7 +205,8 @@ def test_a_worker_killed_mid_run_is_lost_and_the_result_is_partial(monkeypatch):
     result = shared.run(_Sabotaged(problem.X, block_size=8), problem.y, config)
     assert result.asy["partial"] and result.asy["lost_shards"] == ["1/2"]
     assert result.asy["workers"][1]["lost"]
-    assert result.asy["workers"][0]["steps"] == 600 * 3   # the other one finished
+    # the other one finished: its passes and its closing sweep
+    assert result.asy["workers"][0]["steps"] == 600 * 3 + config.sweep
     assert result.asy["u_check_max_abs_diff"] <= 1e-10
     assert result.selected.size <= 12 + 1
 
@@ -229,7 +231,8 @@ def test_cli_workers_runs_the_embedded_default(tmp_path):
     assert _shm() <= before
     shown = _run("--workers", "2", "-p", "400", "-s", "10")   # a progress bar
     assert shown.returncode == 0 and "Asy-OS, 2 workers" in shown.stderr
-    assert "1200/1200" in shown.stderr                       # 3 passes over 400
+    # 3 passes over 400, then each worker's closing sweep of 8
+    assert "1216/1216" in shown.stderr
 
 
 @pytest.mark.parametrize("args, message", [
@@ -303,7 +306,8 @@ def test_loss_enum_round_trips_through_the_fork():
     config = AsyConfig.build(4, 2, loss="squared_hinge", epochs=1, n_features=40)
     problem = make_classification(p=40, s=4, n=60, seed=2)
     result = shared.run(as_stream(problem.X), problem.y, config)
-    assert config.loss is Loss.SQUARED_HINGE and result.n_steps == 40
+    assert config.loss is Loss.SQUARED_HINGE
+    assert result.n_steps == 40 + 2 * config.sweep   # a pass, the closing sweeps
 
 
 def test_group_aware_shards_keep_at_most_s2_groups():

@@ -16,6 +16,8 @@ import pytest
 from floods import FLOODS, flood
 from netns import SERVER_ADDRESS, Unavailable, veth_pair
 
+from asyos.core.sweep import sweep_size
+
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120
 PROBLEM = ["-p", "3000", "-s", "20", "--seed", "8", "--samples", "528"]
@@ -27,6 +29,9 @@ PLAIN = ["--window", "1", "--batch", "1"]     # one round trip per step: ~1 ms h
 # by ±0.1 from run to run (s = 20: one feature is 0.05); after 4 it has settled.
 SETTLED = ["--epochs", "4"]
 SLACK = 1e-9     # 0.8 - 0.1 is 0.7000000000000001
+# each of the two workers ends its passes with a closing sweep of s/8, at least 8,
+# arrivals (core/sweep.py): steps of a whole run = passes × p + SWEPT
+SWEPT = 2 * sweep_size("auto", 20, "fitted")
 
 
 def _port() -> int:
@@ -96,7 +101,7 @@ def test_a_normal_run_matches_the_mpi_quality(undisturbed, tmp_path):
     assert asy["transport"] == "zeromq" and asy["lost_shards"] == []
     assert asy["u_check_max_abs_diff"] < 1e-9
     assert len(undisturbed["selected"]) <= 20
-    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000
+    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000 + SWEPT
     mpiexec = Path(sys.executable).parent / "mpiexec"
     if not mpiexec.exists():
         pytest.skip("no mpiexec in this environment")
@@ -120,19 +125,19 @@ def test_ten_percent_of_messages_lost_and_the_run_still_finishes(tmp_path, undis
     asy = result["asy"]
     assert asy["dropped_messages"] > 0
     assert asy["u_check_max_abs_diff"] < 1e-9           # the sum invariant held
-    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000
+    assert sum(w["steps"] for w in asy["workers"]) == 4 * 3000 + SWEPT
     assert result["truth"]["recall"] >= undisturbed["truth"]["recall"] - 0.15 - SLACK
 
 
 def _assert_whole(tmp_path, epochs: int, reference: dict) -> None:
     """The run in ``tmp_path`` did every step of every shard once (``epochs``
-    passes), u exact, nothing lost, and its recall is within one feature of
+    passes and the sweeps), u exact, nothing lost, and its recall is within one feature of
     ``reference``'s."""
     result = _result(tmp_path)
     asy = result["asy"]
     assert asy["lost_shards"] == [] and not asy["partial"]
     assert asy["u_check_max_abs_diff"] < 1e-9
-    assert sum(w["steps"] for w in asy["workers"]) == epochs * 3000
+    assert sum(w["steps"] for w in asy["workers"]) == epochs * 3000 + SWEPT
     assert result["truth"]["recall"] >= reference["truth"]["recall"] - 0.05 - SLACK
 
 
@@ -187,7 +192,7 @@ def test_a_killed_worker_is_replaced_and_the_run_completes(tmp_path, plain8):
     result = _result(tmp_path)
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
     assert result["asy"]["lost_shards"] == []
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 8 * 3000
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 8 * 3000 + SWEPT
     assert result["truth"]["recall"] >= plain8["truth"]["recall"] - 0.05 - SLACK
 
 
@@ -234,7 +239,7 @@ def test_a_killed_server_resumes_from_its_checkpoint(tmp_path, plain, how):
     assert all(code == 0 for code, _, _ in rest), rest
     result = _result(tmp_path)
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 4 * 3000 + SWEPT
     assert result["truth"]["recall"] >= plain["truth"]["recall"] - 0.05 - SLACK
     if result["selected"] == plain["selected"]:   # (all 20 true ones, nearly always)
         # the same support, refit jointly from the columns the finished workers
@@ -379,7 +384,7 @@ def test_server_and_workers_in_separate_network_namespaces_with_curve(tmp_path,
     endpoint = f"tcp://{SERVER_ADDRESS}:{_port()}"
     result = _secure_run(tmp_path, keys, endpoint, endpoint,
                          prefix=[network.server, network.worker])
-    assert sum(w["steps"] for w in result["asy"]["workers"]) == 3 * 3000   # 3 passes
+    assert sum(w["steps"] for w in result["asy"]["workers"]) == 3 * 3000 + SWEPT   # 3 passes
 
 
 def test_a_network_partition_past_the_heartbeat_timeout_heals(tmp_path, network,

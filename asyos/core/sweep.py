@@ -1,0 +1,96 @@
+"""The closing sweep: after the last pass, every feature is scored against the final
+residual and the best ones not kept are offered once more.
+
+Within a pass OS judges each arrival against the residual of the moment it arrives.
+Early in a pass that residual still holds the misfit of features yet to come, and a
+weak true feature can lose to noise there; after a fixed number of passes, which weak
+features a run keeps then depends on the order of the stream (docs/algorithms.md,
+"The closing sweep").  One more read of the stream scores every feature by
+|x_jᵀ∇L(u)| / ‖x_j‖ at the final u, the size of the loss's gradient along the unit
+column (the test of Grafting, Perkins et al. 2003), and the ``size`` best that are not
+kept arrive once more.  The substitution rule judges them as any arrival, so a sweep
+swaps only where the rule finds a gain.  It reads the stream once more, computing one
+dot product per feature, and holds the scores of at most 2·``size`` features.
+"""
+
+import math
+
+import numpy as np
+
+from .losses import Loss, loss_grad
+from .sparse_step import CSCBlock
+from .validate import check_at_least
+
+SWEEP_FRACTION = 8   # "auto": s/8 arrivals, at least SWEEP_LEAST
+SWEEP_LEAST = 8
+
+
+def sweep_size(sweep, s: int, rule: str) -> int:
+    """Arrivals of the closing sweep: ``sweep`` (an integer ≥ 0; 0: none) or "auto":
+    ceil(s/``SWEEP_FRACTION``), at least ``SWEEP_LEAST``, under the fitted rule, and
+    none under the paper's, which is kept as the paper has it."""
+    if isinstance(sweep, str) and sweep == "auto":
+        if rule != "fitted":
+            return 0
+        return max(SWEEP_LEAST, math.ceil(s / SWEEP_FRACTION))
+    return check_at_least("sweep", sweep, 0, integer=True)
+
+
+def _scores(block, g: np.ndarray) -> np.ndarray:
+    """|x_jᵀg| / ‖x_j‖ for each column of a dense (b, n) block or a ``CSCBlock`` (0 for
+    an all-zero column)."""
+    if isinstance(block, CSCBlock):
+        counts = np.diff(block.indptr)
+        column = np.repeat(np.arange(len(block)), counts)
+        start = block.indptr[0]
+        rows, vals = block.rows[start:start + counts.sum()], \
+            block.vals[start:start + counts.sum()].astype(np.float64, copy=False)
+        dots, squares = (np.bincount(column, weights=w, minlength=len(block)).astype(
+            np.float64, copy=False) for w in (vals * g[rows], vals * vals))
+    else:
+        values = np.asarray(block, dtype=np.float64)
+        dots, squares = values @ g, np.einsum("ij,ij->i", values, values)
+    norms = np.sqrt(squares)
+    return np.divide(np.abs(dots), norms, out=np.zeros_like(dots), where=norms > 0)
+
+
+def sweep_candidates(blocks, u: np.ndarray, y: np.ndarray, loss: Loss,
+                     kept: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` features of ``blocks`` (an iterator of (block_index, block)) with
+    the largest |x_jᵀ∇L(u)| / ‖x_j‖ that are not in ``kept``, sorted by index (fewer
+    where fewer score above 0)."""
+    g = loss_grad(int(loss), np.ascontiguousarray(u, dtype=np.float64), y,
+                  np.empty(u.shape[0]))
+    best_index, best_score = np.zeros(0, np.int64), np.zeros(0)
+    kept = np.asarray(kept, np.int64)
+    for block_index, block in blocks:
+        score = _scores(block, g)
+        fresh = (score > 0) & ~np.isin(block_index, kept)
+        best_index = np.concatenate([best_index, block_index[fresh]])
+        best_score = np.concatenate([best_score, score[fresh]])
+        if best_index.size > 2 * size:
+            top = np.argpartition(-best_score, size - 1)[:size]
+            best_index, best_score = best_index[top], best_score[top]
+    if best_index.size > size:
+        best_index = best_index[np.argpartition(-best_score, size - 1)[:size]]
+    return np.sort(best_index)
+
+
+class ClosingSweep:
+    """The closing sweep of one kept set over ``stream`` (the whole stream for
+    sequential OS, a worker's shard for Asy-OS): ``blocks`` is the reader the kept set
+    was made with (``core.kept_set.kept_set``: the stream's ``blocks`` or
+    ``step_blocks``), ``size`` ≥ 1 the arrivals it offers (``sweep_size``)."""
+
+    def __init__(self, stream, blocks, y: np.ndarray, loss: Loss, size: int):
+        self.stream, self.blocks, self.y, self.loss = stream, blocks, y, loss
+        self.size = size
+
+    def arrivals(self, u: np.ndarray, kept: np.ndarray, epoch: int):
+        """The candidates at ``u`` (the final u, or a worker's view of it), as blocks
+        in the kept set's form; ``epoch``: the pass whose order the scan reads."""
+        candidates = sweep_candidates(self.blocks(epoch), u, self.y, self.loss, kept,
+                                      self.size)
+        if candidates.size == 0:
+            return iter(())
+        return getattr(self.stream.subset(candidates), self.blocks.__name__)(0)
