@@ -213,6 +213,28 @@ def test_a_resumed_worker_continues_exactly_where_its_predecessor_stopped(batch,
     assert resumed.steps == whole.steps == 240
 
 
+def test_a_worker_resumed_in_its_closing_sweep_offers_only_what_is_left_of_it():
+    """Nothing lost, nothing doubled: the passes and the sweep's arrivals are counted
+    once, whether the sweep ran in one worker or was split between two."""
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=120, s=6, n=50, seed=5)
+    stream = ArrayStream(problem.X, block_size=16)
+    plan = WorkerPlan(6, Loss.SQUARED, 0.3, 1.5, 2, 1, "fitted", sweep=8)
+    start = np.zeros(50)
+    whole, _ = _drive(worker_loop(stream, problem.y, plan), start, 1)
+    assert whole.steps == 240 + 8   # two passes, then the sweep's 8 arrivals
+    stopped, u = _drive(worker_loop(stream, problem.y, plan), start, 1, stop_after=243)
+    assert stopped.position == 243   # three arrivals into the sweep
+    resumed, u = _drive(worker_loop(stream, problem.y, plan, resume=(
+        stopped.selected, stopped.weights, stopped.position)), u, 1)
+    assert resumed.steps == 248
+    np.testing.assert_allclose(resumed.contribution, resumed.weights @
+                               stream.columns(resumed.selected), atol=1e-9)
+
+
 def test_a_push_takes_as_few_steps_as_keep_its_own_cost_under_a_tenth():
     from asyos.solvers.worker_loop import PushSize
 
