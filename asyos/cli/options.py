@@ -66,8 +66,8 @@ def add_algorithm_arguments(group) -> None:
                        help="arrivals of the closing sweep that ends the last pass: "
                        "every feature scored against the final residual, the best "
                        "ones not kept offered once more ('auto' (default): s/8, at "
-                       "least 8, under the fitted rule, none under the paper's; 0: "
-                       "none)")
+                       "least 8, under the fitted rule when more than one pass runs, "
+                       "else none; 0: none)")
 
 
 def add_protocol_arguments(group) -> None:

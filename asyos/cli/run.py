@@ -175,7 +175,9 @@ def run_sequential(args) -> FitResult:
         or not job.stream.reorderable else default_orders(job.loss)
     rule = resolve_rule(args.rule)
     total = most_steps(job.stream.n_features, job.s, orders, args.epochs, rule,
-                       min(sweep_size(args.sweep, job.s, rule), job.stream.n_features))
+                       min(sweep_size(args.sweep, job.s, rule,
+                                      resolve_epochs(args.epochs, rule)),
+                           job.stream.n_features))
     with ProgressBar(args.quiet, unit="feature", desc="OS" if orders == 1 else
                      f"OS in {orders} orders", total=total) as bar:
         result = fit_os_voted(job.stream, job.y, job.s, orders=orders, seed=args.seed,
@@ -266,7 +268,7 @@ def run_on_this_machine(args, backend: str, q: int) -> FitResult:
     rule = resolve_rule(args.rule)
     epochs = resolve_epochs(args.epochs, rule, asy=True)
     p = job.stream.n_features   # each worker's passes, then its closing sweep
-    swept = q * min(sweep_size(args.sweep, job.s, rule), p // q)
+    swept = q * min(sweep_size(args.sweep, job.s, rule, epochs), p // q)
     with ProgressBar(args.quiet or backend == "simulated", unit="feature",
                      desc=f"Asy-OS, {q} workers", total=p * epochs + swept) as bar:
         fitted = fit_asy(backend, job.stream, job.y, job.s, q, loss=job.loss,

@@ -25,12 +25,16 @@ SWEEP_FRACTION = 8   # "auto": s/8 arrivals, at least SWEEP_LEAST
 SWEEP_LEAST = 8
 
 
-def sweep_size(sweep, s: int, rule: str) -> int:
+def sweep_size(sweep, s: int, rule: str, epochs: int) -> int:
     """Arrivals of the closing sweep: ``sweep`` (an integer ≥ 0; 0: none) or "auto":
-    ceil(s/``SWEEP_FRACTION``), at least ``SWEEP_LEAST``, under the fitted rule, and
-    none under the paper's, which is kept as the paper has it."""
+    ceil(s/``SWEEP_FRACTION``), at least ``SWEEP_LEAST``, under the fitted rule when
+    the run makes more than one pass.  None under the paper's rule, which is kept as
+    the paper has it, and none in one pass: its stream may be one that cannot be read
+    twice, and where it can, the sweep's read costs a large share of the run when
+    steps are cheap (a third of the pass on a dense p = 10⁶ from disk,
+    docs/benchmarks.md, "The closing sweep")."""
     if isinstance(sweep, str) and sweep == "auto":
-        if rule != "fitted":
+        if rule != "fitted" or epochs < 2:
             return 0
         return max(SWEEP_LEAST, math.ceil(s / SWEEP_FRACTION))
     return check_at_least("sweep", sweep, 0, integer=True)
@@ -47,9 +51,10 @@ def _scores(block, g: np.ndarray) -> np.ndarray:
             block.vals[start:start + counts.sum()].astype(np.float64, copy=False)
         dots, squares = (np.bincount(column, weights=w, minlength=len(block)).astype(
             np.float64, copy=False) for w in (vals * g[rows], vals * vals))
-    else:
-        values = np.asarray(block, dtype=np.float64)
-        dots, squares = values @ g, np.einsum("ij,ij->i", values, values)
+    else:   # in the block's own type (float32 from disk): a ranking needs no more
+        values = np.asarray(block)
+        dots = (values @ g.astype(values.dtype, copy=False)).astype(np.float64)
+        squares = np.einsum("ij,ij->i", values, values).astype(np.float64)
     norms = np.sqrt(squares)
     return np.divide(np.abs(dots), norms, out=np.zeros_like(dots), where=norms > 0)
 

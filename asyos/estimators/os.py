@@ -59,6 +59,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ..core.kept_set import RULES, check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_grad, loss_value
+from ..core.sweep import sweep_size
 from ..core.validate import binary_labels, check_at_least, check_choice
 from ..errors import InputError
 from ..io.data import load_features, load_labels
@@ -102,8 +103,9 @@ class _OnlineSubstitution(BaseEstimator):
                  eta="auto", m="auto", fit_intercept=True, standardize=False,
                  refit=False, n_orders="auto", n_workers=1, staleness=None,
                  delay=None, budget="auto", backend="shared", timeout=300.0,
-                 random_state=None):
+                 random_state=None, sweep="auto"):
         self.n_features_to_select = n_features_to_select
+        self.sweep = sweep
         self.n_orders = n_orders
         self.ridge = ridge
         self.criterion = criterion
@@ -150,6 +152,7 @@ class _OnlineSubstitution(BaseEstimator):
         resolve_epochs(self.epochs, "fitted")
         check_choice("rule", self.rule, RULES)
         check_ridge(self.ridge)
+        sweep_size(self.sweep, 1, "fitted", 2)
         check_choice("criterion", self.criterion, CRITERIA)
         if self.max_features is not None:
             check_at_least("max_features", self.max_features, 1, integer=True)
@@ -316,7 +319,7 @@ class _OnlineSubstitution(BaseEstimator):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``
         ask for; ``intercept``: sequential OS fits it (``history["intercept"]``)."""
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m,
-                       rule=self.rule, ridge=self.ridge)
+                       rule=self.rule, ridge=self.ridge, sweep=self.sweep)
         if self.n_workers == 1:
             result = fit_os_voted(stream, y, s, orders=self._orders(loss, stream),
                                   seed=self._seed() or 0, intercept=intercept,
@@ -513,6 +516,12 @@ _PARAMETERS = """\
     ridge : float or None, default=None
         The fitted rule's λ relative to the largest column's curvature; None: 10/n
         for classification, 1e-10 for the squared loss.
+    sweep : "auto" or int ≥ 0, default="auto"
+        Arrivals of the closing sweep that ends the last pass: every feature scored
+        against the final residual, the best not kept offered once more ("auto":
+        s/8, at least 8, under the fitted rule when more than one pass runs, else
+        none; 0: none; docs/algorithms.md, "The closing sweep").  Not on the path of sizes
+        (``n_features_to_select="auto"``).
     criterion : "sic", "ebic" or "cv", default="sic"
         With ``n_features_to_select="auto"``: what picks the size along the path
         (abess's special information criterion, the extended BIC, or 5-fold
@@ -674,7 +683,7 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
                  max_features=None, eta="auto", m="auto", fit_intercept=True,
                  standardize=False, refit=False, n_orders="auto", n_workers=1,
                  staleness=None, delay=None, budget="auto", backend="shared",
-                 timeout=300.0, random_state=None):
+                 timeout=300.0, random_state=None, sweep="auto"):
         super().__init__(n_features_to_select, loss=loss, epochs=epochs, rule=rule,
                          ridge=ridge, criterion=criterion, max_features=max_features,
                          eta=eta, m=m,
@@ -682,7 +691,7 @@ class OnlineSubstitutionClassifier(ClassifierMixin, _OnlineSubstitution):
                          refit=refit, n_orders=n_orders, n_workers=n_workers,
                          staleness=staleness,
                          delay=delay, budget=budget, backend=backend,
-                         timeout=timeout, random_state=random_state)
+                         timeout=timeout, random_state=random_state, sweep=sweep)
 
     def decision_function(self, X) -> np.ndarray:
         scores = self._decision(X)

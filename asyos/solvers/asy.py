@@ -144,7 +144,7 @@ class AsyConfig:
                    depth, batch, s2=None if s2 is None else int(s2), budget_rule=budget,
                    sized_for=n_features if automatic else -1, rule=rule,
                    ridge=check_ridge(ridge), n_features=n_features,
-                   sweep=sweep_size(sweep, s, resolve_rule(rule)))
+                   sweep=sweep_size(sweep, s, resolve_rule(rule), epochs))
 
     def for_features(self, n_features: int) -> "AsyConfig":
         """This configuration once p is known (a ZeroMQ server learns it from its

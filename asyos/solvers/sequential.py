@@ -75,8 +75,8 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         classification losses, 1e-10 for the squared loss; ``default_ridge``)
     sweep : arrivals of the closing sweep after the last pass (``core/sweep.py``): every
         feature scored against the final residual, the best not kept offered once
-        more; "auto": s/8, at least 8, under the fitted rule and none under the
-        paper's; 0: none
+        more; "auto": s/8, at least 8, under the fitted rule in a run of more than
+        one pass, else none; 0: none
     intercept : fit an unpenalised intercept with the weights (``result.intercept``):
         sparse streams under the fitted rule, which never centre a column
         (``core/sparse_fitted.py``); a dense stream is centred instead (the estimators'
@@ -116,7 +116,7 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
 
     kept, blocks = kept_set(stream, s, constraint, rule, ridge=ridge, loss=loss,
                             intercept=bool(intercept))
-    size = min(sweep_size(sweep, s, rule), stream.n_features)
+    size = min(sweep_size(sweep, s, rule, epochs), stream.n_features)
     closing = ClosingSweep(stream, blocks, y, loss, size) if size else None
     warm_up(kept)
     state = step.state(loss, stream.n_samples, s)

@@ -7,8 +7,6 @@ import sys
 import numpy as np
 from numpy.lib.format import open_memmap
 
-from asyos.core.sweep import sweep_size
-
 N, P, S = 64, 200_000, 20
 
 PROBE = r"""
@@ -25,7 +23,7 @@ def hwm():  # peak resident set of this process (ru_maxrss survives exec: not th
             return int(line.split()[1]) * 1024
 rss0 = hwm()
 tracemalloc.start()
-result = asyos.fit_os(NpyStream(path), y, s, epochs=1)
+result = asyos.fit_os(NpyStream(path), y, s, epochs=1, sweep=16)
 traced = tracemalloc.get_traced_memory()[1]
 tracemalloc.stop()
 rss1 = hwm()
@@ -50,7 +48,7 @@ def test_memory_is_bounded_by_the_kept_set_not_the_data(tmp_path):
     report = json.loads(proc.stdout.strip().splitlines()[-1])
     data_bytes = N * P * 8                     # 102 MB: what holding X would cost
     kept_bytes = N * S * 8
-    assert report["steps"] == P + sweep_size("auto", S, "fitted")   # and the sweep
+    assert report["steps"] == P + 16   # the pass, then the closing sweep
     assert report["kept_bytes"] < 2 * N * (S + 5) * 8
     # numpy allocations during the run: the kept set, the feature order (8 bytes a
     # feature), and the blocks in flight: the one in use, the one read ahead (prefetch)

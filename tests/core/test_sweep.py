@@ -55,13 +55,14 @@ def test_candidates_are_the_best_unkept_features_at_u(seed, size, loss, sparse, 
 
 
 def test_size_auto_and_bad_values():
-    assert sweep_size("auto", 256, "fitted") == 32
-    assert sweep_size("auto", 5, "fitted") == SWEEP_LEAST
-    assert sweep_size("auto", 256, "magnitude") == 0   # the paper's rule as it is
-    assert sweep_size(3, 256, "magnitude") == 3
+    assert sweep_size("auto", 256, "fitted", 3) == 32
+    assert sweep_size("auto", 5, "fitted", 3) == SWEEP_LEAST
+    assert sweep_size("auto", 256, "magnitude", 3) == 0   # the paper's rule as it is
+    assert sweep_size("auto", 256, "fitted", 1) == 0   # one pass reads the stream once
+    assert sweep_size(3, 256, "magnitude", 1) == 3
     for bad in (-1, 2.5, "some"):
         with pytest.raises(InputError, match="sweep"):
-            sweep_size(bad, 10, "fitted")
+            sweep_size(bad, 10, "fitted", 3)
 
 
 # n = 1000, p = 4096, s = 128: three passes end at objectives that depend on the
@@ -120,7 +121,7 @@ def test_simulated_workers_sweep_their_shards(problems):
     own shard, and the sweeps close most of the gap to sequential OS that the same
     run has without them (1.12 → 1.03 and 3.07 → 1.43 × on these seeds: where a
     worker's budget is short of its shard's true features, a sweep cannot add them)."""
-    size = sweep_size("auto", S, "fitted")
+    size = sweep_size("auto", S, "fitted", 3)
     for data in problems:
         sequential = fit_os(data.X, data.y, S, epochs=3)
         run = fit_simulated(data.X, data.y, S, 2, delay=8, epochs=3, record_order=True)

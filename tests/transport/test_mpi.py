@@ -61,7 +61,7 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
     cores = len(os.sched_getaffinity(0))
     for worker in asy["workers"]:
         # the fitted rule: 3 passes for Asy-OS, then a closing sweep of 8 arrivals
-        assert worker["steps"] == 3 * 300 + sweep_size("auto", 30, "fitted")
+        assert worker["steps"] == 3 * 300 + sweep_size("auto", 30, "fitted", 3)
         assert worker["compute_seconds"] > 0 and worker["communicate_seconds"] > 0
         # three ranks share the node's cores for BLAS (NodeShare)
         assert worker["blas_threads"] == max(1, cores // 3)

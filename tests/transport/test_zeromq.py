@@ -31,7 +31,7 @@ SETTLED = ["--epochs", "4"]
 SLACK = 1e-9     # 0.8 - 0.1 is 0.7000000000000001
 # each of the two workers ends its passes with a closing sweep of s/8, at least 8,
 # arrivals (core/sweep.py): steps of a whole run = passes × p + SWEPT
-SWEPT = 2 * sweep_size("auto", 20, "fitted")
+SWEPT = 2 * sweep_size("auto", 20, "fitted", 2)
 
 
 def _port() -> int:
