@@ -227,6 +227,9 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
     now on, dropping the smallest at once when it was lowered (the change is part of
     the next push, so u_C = Σ_t X_S(t) w_S(t) still holds).  η > 0: the server's step
     size from now on (it shrinks it when a push raised the loss), else ``eta``.
+    After its passes, ``plan.sweep`` > 0: its closing sweep (``core/sweep.py``), the
+    shard scored at its û and the best features it does not keep stepped once more,
+    pushed like any other steps.
     ``resume``: (selected, weights, position) of a worker this one replaces.
     ``groups``: (group_of, s2_t) for group-aware OS, at most s2_t groups kept.
     """
