@@ -7,8 +7,8 @@ weak true feature can lose to noise there; after a fixed number of passes, which
 features a run keeps then depends on the order of the stream (docs/algorithms.md,
 "The closing sweep").  One more read of the stream scores every feature by
 |x_jᵀ∇L(u)| / ‖x_j‖ at the final u, the size of the loss's gradient along the unit
-column (the test of Grafting, Perkins et al. 2003), and the ``size`` best that are not
-kept arrive once more.  The substitution rule judges them as any arrival, so a sweep
+column (the test of Grafting, Perkins & Theiler 2003), and the ``size`` best that
+are not kept arrive once more.  The substitution rule judges them as any arrival, so a sweep
 swaps only where the rule finds a gain.  It reads the stream once more, computing one
 dot product per feature, and holds the scores of at most 2·``size`` features.
 """
