@@ -22,6 +22,10 @@ made only where it fits (first come, first served; at least one step); pushes ne
 wait, and credit always drains, so the rule cannot deadlock.  Each worker holds at most
 ``depth`` steps of credit: the pipeline (steps a worker may take before the answer to
 its push arrives).  τ = None: no bound, every grant is a full top-up.
+
+With closing sweeps (``hold_sweeps``) a worker is granted no credit past its passes
+until every worker's passes are over: the sweeps then all score the same, fitted
+residual.
 """
 
 from collections import deque
@@ -143,6 +147,8 @@ class ServerState:
         self._finished = 0
         self._lost = 0
         self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
+        self.pass_ends: list[int] | None = None   # ``hold_sweeps``: each one's passes
+        self._sweeps_open = False
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -190,10 +196,46 @@ class ServerState:
         oldest = record.grants[0]
         return self._others_since(record, oldest.version, oldest.own) + total - unspent
 
+    # -- the closing sweeps' barrier --------------------------------------------------
+    def hold_sweeps(self, ends) -> None:
+        """Let no worker's closing sweep begin before every worker's passes are over:
+        ``ends[t]``, the steps of worker t's passes (its shard's size times the
+        epochs).  Until then a worker is granted no credit past its passes, so the
+        view that lets it sweep is one that holds every worker's passes: a sweep
+        scores its shard against the residual of the fitted passes, not of a worker
+        still fitting its own (a worker that ran ahead, as a lone rank on a shared
+        core can, otherwise swept against a residual the others had not fitted yet;
+        docs/architecture.md, "The sweeps' barrier").  A finished or lost worker
+        holds no one back."""
+        self.pass_ends = [int(end) for end in ends]
+        if len(self.pass_ends) != len(self.workers):
+            raise InputError(f"{len(self.pass_ends)} pass ends for "
+                             f"{len(self.workers)} workers")
+
+    def _passes_left(self, worker: int) -> int | None:
+        """The credit ``worker`` may still get before the barrier opens (None: no
+        barrier, or it is open)."""
+        if self.pass_ends is None or self._sweeps_open:
+            return None
+        if all(r.finished or r.lost or r.pushes >= end
+               for r, end in zip(self.workers, self.pass_ends)):
+            self._sweeps_open = True
+            return None
+        return self.pass_ends[worker] - self.workers[worker].credit
+
+    def at_barrier(self, worker: int) -> bool:
+        """Whether ``worker`` has applied all its passes' steps and waits at the
+        barrier for the others' (``hold_sweeps``)."""
+        left = self._passes_left(worker)
+        return left is not None and left <= 0 and self.workers[worker].unspent <= 0
+
     def _grantable(self, worker: int) -> int:
         """How many steps of credit ``worker`` may be granted now (0: it waits)."""
         record = self.workers[worker]
         wanted = self.depth - record.unspent
+        left = self._passes_left(worker)
+        if left is not None:
+            wanted = min(wanted, left)
         if self.tau is None or wanted <= 0:
             return max(wanted, 0)
         unspent = [r.unspent for r in self.workers]
@@ -221,11 +263,14 @@ class ServerState:
         credit, the others wait too.  A worker that still holds credit is answered at
         once, with new credit if it fits or a fresh view without: it can go on
         stepping, and a view of its that was lost must not leave its credit (which
-        holds the others' gate) unknown to it.
+        holds the others' gate) unknown to it.  A worker held at the sweeps'
+        barrier (``hold_sweeps``) holds no credit and is passed over until it opens.
         """
         granted, blocked = [], False
         for worker in list(self._waiting):
             record = self.workers[worker]
+            if self.at_barrier(worker):   # at the sweeps' barrier: no one waits behind it
+                continue
             k = 0 if blocked else self._grantable(worker)
             if k <= 0 and record.unspent <= 0:
                 blocked = True

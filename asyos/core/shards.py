@@ -20,6 +20,16 @@ def shard_size(p: int, q: int, t: int) -> int:
     return len(range(t, p, q))
 
 
+def shard_sizes(p: int, q: int, group_of=None) -> np.ndarray:
+    """How many features each of q shards holds: ``shard_size``, or with
+    ``group_of`` (compact group ids) the whole groups ``group_owners`` gives each."""
+    if group_of is None:
+        return np.array([shard_size(p, q, t) for t in range(q)], dtype=np.int64)
+    group_of = np.asarray(group_of, dtype=np.int64)
+    owner = group_owners(group_of, int(group_of.max()) + 1, q)
+    return np.bincount(owner[group_of], minlength=q).astype(np.int64)
+
+
 def group_owners(group_of, n_groups: int, q: int) -> np.ndarray:
     """Worker of each group, so that shards are whole groups: groups go,
     largest first, to the worker with the fewest features so far (ties: the lower

@@ -18,7 +18,7 @@ from ..core.server_state import (
     ServerState,
     all_finite,
 )
-from ..core.shards import shard_size
+from ..core.shards import shard_size, shard_sizes
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
 from .result import FitResult
@@ -63,6 +63,9 @@ class AsyServer:
         if self.config.adaptive and trials_on_top(q, n_features):   # shards: t::q
             self.state.budgets.set_ends([shard_size(n_features, q, t) *
                                          self.config.epochs for t in range(q)])
+        if self.config.sweep and q > 1:
+            self.state.hold_sweeps(shard_sizes(n_features, q, self.group_of) *
+                                   self.config.epochs)
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)
@@ -136,10 +139,19 @@ class AsyServer:
         if isinstance(message, messages.Push):
             return self._push(worker, message)
         if isinstance(message, messages.Pull):
-            return self.views(self.state.request(worker))
+            return self._answer(worker, self.views(self.state.request(worker)))
         if isinstance(message, messages.Final):
             return self._final(worker, message)
         raise NotARequest(f"not a worker request: {type(message).__name__}")
+
+    def _answer(self, worker: int, replies: list) -> list:
+        """``replies`` to a request of ``worker`` that asked for a view, with an ACK
+        of its pushes when it is held at the sweeps' barrier: a worker that resends
+        while it waits (ZeroMQ) then hears from the server, and is not left to
+        resend pushes that were applied."""
+        if self.state.at_barrier(worker):
+            replies.append((worker, messages.Ack(self.state.workers[worker].messages)))
+        return replies
 
     def views(self, workers) -> list[tuple[int, messages.View]]:
         """A view for each of ``workers``, with its credit (and budget granted)."""
@@ -158,18 +170,16 @@ class AsyServer:
                                                push.position, push.importance))
         except DuplicatePush:   # a resend whose answer was lost: answer again
             if push.more:
-                return self.views(self.state.request(t))
+                return self._answer(t, self.views(self.state.request(t)))
             return [(t, messages.Ack(self.state.workers[t].messages))]
         except OutOfOrderPush:  # the worker resends the missing ones, in order
             return []
         self.monitor.on_push(self.state, t, push.features)
         self._safeguard(push.features.size)
         if push.more:
-            granted = granted + self.state.request(t)
-        replies = self.views(granted)
-        if not push.more:
-            replies.insert(0, (t, messages.Ack(self.state.workers[t].messages)))
-        return replies
+            return self._answer(t, self.views(granted + self.state.request(t)))
+        return [(t, messages.Ack(self.state.workers[t].messages))] + \
+            self.views(granted)
 
     def _final(self, t: int, final: messages.Final) -> list:
         record = self.state.workers[t]

@@ -265,17 +265,23 @@ class _Simulation:
                                               self.credit[t], granted,
                                               self.server.step_size))
 
+    def may_step(self, t: int) -> bool:
+        """Whether worker t holds credit: always, but while the closing sweeps'
+        barrier holds it (``ServerState.hold_sweeps``)."""
+        return self.credit[t] > self.drivers[t].view.spent
+
     def _step(self, t: int) -> None:
         """Worker t steps from its view and pushes; the server applies it."""
         self._apply(t, self.drivers[t].advance())
 
     def _apply(self, t: int, push) -> None:
         """The server applies worker t's push (and its final report after its
-        last), at ``self.now``."""
+        last), at ``self.now``; None: its last pull took no steps."""
         driver = self.drivers[t]
-        self._deliver(self.server.handle(t, push))
-        self.kept[t] = push.selected.size
-        self.applied[t].append(self.server.clock)
+        if push is not None:
+            self._deliver(self.server.handle(t, push))
+            self.kept[t] = push.selected.size
+            self.applied[t].append(self.server.clock)
         if driver.ending:   # its last step: Final
             driver.advance()
             self._deliver(self.server.handle(t, driver.final_message()))
@@ -287,13 +293,13 @@ class _Simulation:
         turn = 0
         schedule = None if isinstance(order, str) else iter(order)
         while self.active:
-            active = self.active
+            active = [t for t in self.active if self.may_step(t)]
             if schedule is not None:
                 t = next(schedule, None)
                 if t not in active:
                     raise InputError(f"the schedule names {t!r} at step "
-                                     f"{self.server.clock + 1}, but the workers with "
-                                     f"steps left are {active}")
+                                     f"{self.server.clock + 1}, but the workers that "
+                                     f"may step now are {active}")
             elif order == "random":
                 t = active[int(rng.integers(len(active)))]
             else:
@@ -323,14 +329,22 @@ class _Simulation:
         held = [np.zeros(0, np.int64) for _ in range(q)]   # for newcomers
         events = [(0.0, START, t) for t in range(q)]
         free = 0.0   # when the server is done with the pushes it has had
+        barred = []  # workers held at the sweeps' barrier
         while events:
             now, kind, t = heapq.heappop(events)
             if kind == START:
+                if not self.may_step(t):   # at the sweeps' barrier: until it opens
+                    barred.append(t)
+                    continue
                 if clock.host and t == 0:
                     now = max(now, free)   # its core serves what has arrived first
                 seen = versions[bisect.bisect_right(times, now - lag[t]) - 1]
                 self._read(t, self.server.clock - seen)
                 push = pending[t] = self.drivers[t].advance()
+                if push is None:   # its last pull took no steps: its final report
+                    finish[t] = now
+                    heapq.heappush(events, (now + lag[t], ARRIVE, t))
+                    continue
                 swaps = self.drivers[t].swaps
                 if swaps is None:   # a rule that does not count them: newcomers kept
                     swaps = np.setdiff1d(push.selected, held[t],
@@ -348,6 +362,9 @@ class _Simulation:
             self._apply(t, pending[t])
             times.append(free)
             versions.append(self.server.clock)
+            for w in [w for w in barred if self.may_step(w)]:
+                barred.remove(w)
+                heapq.heappush(events, (free, START, w))
             if self.drivers[t].finished:
                 continue
             waiting[t].append(free)

@@ -9,7 +9,7 @@ touches a socket or a communicator; ``WorkerDriver`` turns it into protocol mess
     send(driver.start())                  # Pull
     while not driver.finished:
         if driver.blocked: driver.receive(wait_for_a_view())
-        else: send(driver.advance())      # Push ..., then Final
+        else: send(driver.advance())      # Push ..., then Final (None: nothing)
 
 Each iteration: one OS step of ``os_step`` on the worker's kept set plus its next
 feature with gradients at û, push Δu = X_S(t) w_S(t) − (its previous contribution).
@@ -248,12 +248,15 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
 
-    def arrivals(block_index, block):
-        """The steps over one block, a push at a time."""
+    def arrivals(block_index, block, reply=None):
+        """The steps over one block, a push at a time (``reply``: the answer to a
+        pull already made, for its first push)."""
         nonlocal compute, steps, pushed, u_local
         first = 0
         while first < block_index.size:
-            u_hat, version, allowed, granted, eta_now = yield PULL
+            u_hat, version, allowed, granted, eta_now = \
+                (yield PULL) if reply is None else reply
+            reply = None
             start = time.perf_counter()
             last = min(first + min(size.size, allowed), block_index.size)
             features = block_index[first:last]
@@ -282,17 +285,20 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)
             yield from arrivals(block_index, block)
-    # the closing sweep, at its û after its last step; a worker resumed in its
-    # predecessor's sweep offers what is left of it (at û = 0: it has no view yet)
+    # the closing sweep, at the û of a view that holds every worker's passes (the
+    # server grants no credit past them before: ``ServerState.hold_sweeps``); a
+    # worker resumed in its predecessor's sweep offers what is left of it
     left = plan.sweep - max(0, steps - epochs * stream.n_features)
     if left > 0:
         block_index = block = None   # a view of the last pass's order: let it go
+        reply = yield PULL
         start = time.perf_counter()
         candidates = ClosingSweep(stream, blocks, y, loss, left).arrivals(
-            u_local, kept.selected()[0], epochs - 1)
+            reply[0], kept.selected()[0], epochs - 1)
         read[0] += time.perf_counter() - start
         for block_index, block in _timed(candidates, read):
-            yield from arrivals(block_index, block)
+            yield from arrivals(block_index, block, reply)
+            reply = None
     selected, weights = kept.selected()
     columns = np.asarray(stream.columns(selected), dtype=np.float64) \
         if selected.size * n <= messages.COLUMNS_LIMIT else np.zeros((0, n))
@@ -386,11 +392,15 @@ class WorkerDriver:
 
     def advance(self):
         """Take the next steps: the push to send (None: it has finished, send
-        ``final_message``)."""
+        ``final_message``; or, rarely, its last pull took no steps, a closing sweep
+        with nothing to offer, and it is now ``ending``)."""
         if self.ending:
             self.final = self.request
             return None
         push = self.loop.send(self.view.current())
+        if isinstance(push, Finish):
+            self.request = push
+            return None
         self.request = next(self.loop)
         self.swaps = push.swaps   # of these steps (None: not counted): the simulator's
         seq = self.view.pushed(push.delta, push.features.size)

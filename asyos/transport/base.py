@@ -212,4 +212,5 @@ def carry_worker(link, driver, worker: int) -> None:
                 pass
             link.drain()
             return
-        link.send(driver.advance(), 0, worker)
+        if (push := driver.advance()) is not None:
+            link.send(push, 0, worker)

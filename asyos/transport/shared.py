@@ -227,7 +227,8 @@ class _Host:
                 driver.advance()
                 self.serve_own(driver.final_message(blas_threads=1))
                 continue
-            self.serve_own(driver.advance())
+            if (push := driver.advance()) is not None:
+                self.serve_own(push)
 
 
 def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = False,

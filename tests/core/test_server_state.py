@@ -655,7 +655,7 @@ class Carrier:
     pair in order and may drop any message; checks every invariant after each event."""
 
     def __init__(self, q, tau, window, batch, steps, adaptive, seed, n=3,
-                 on_top=False):
+                 on_top=False, sweep=0):
         self.q, self.tau, self.n = q, tau, n
         self.s = 2 * q + 1
         config = AsyConfig.build(self.s, q, epochs=1, eta=0.1, m=1.0, staleness=tau,
@@ -666,6 +666,10 @@ class Carrier:
         self.state = self.server.state
         if adaptive and on_top:   # as on long shards: on top of s, final budgets
             self.state.budgets.set_ends([steps] * q)
+        self.ends = [steps - sweep] * q   # the last ``sweep`` steps: a closing sweep
+        if sweep:
+            self.state.hold_sweeps(self.ends)
+        self.opened = not sweep
         assert (self.state.tau, self.state.depth, self.state.batch) == \
             (tau, window * batch, batch)
         self.rng = np.random.default_rng(seed)
@@ -759,6 +763,11 @@ class Carrier:
         np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
+        if not self.opened:   # the sweeps' barrier: no credit past the passes ...
+            self.opened = all(r.finished or r.lost or r.pushes >= end   # ... until
+                              for r, end in zip(state.workers, self.ends))   # all over
+            if not self.opened:
+                assert all(r.credit <= end for r, end in zip(state.workers, self.ends))
         if self.adaptive and state.budgets.on_top:   # trial slots on top of s
             assert sum(state.budgets.committed(t) for t in range(self.q)) <= self.s + self.q
             # finished and lost kept sets (less the lost ones' trial slots), final
@@ -813,29 +822,32 @@ class Carrier:
 # a view carrying credit is lost and its worker pulls again behind a worker waiting for
 # that credit: it must be answered (the others would wait for it forever)
 @example(q=2, tau=0, window=1, batch=1, steps=1, adaptive=False, on_top=False,
-         events=[("send", 0, False), ("reply", 0, True)], seed=0)
+         sweep=0, events=[("send", 0, False), ("reply", 0, True)], seed=0)
 # a replacement with nothing left to do, whose pull is lost: it still sends its FINAL
-@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True, on_top=True,
+@example(q=2, tau=1, window=3, batch=1, steps=1, adaptive=True, on_top=True, sweep=0,
          events=[("send", 0, False), ("reply", 0, False), ("step", 0, False),
                  ("send", 0, False), ("lose", 0, False), ("rejoin", 0, False),
                  ("send", 0, True)], seed=0)
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(q=st.integers(1, 5), tau=st.sampled_from(TAUS), window=st.integers(1, 4),
        batch=st.integers(1, 3), steps=st.integers(1, 6), adaptive=st.booleans(),
-       on_top=st.booleans(), events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
+       on_top=st.booleans(), sweep=st.integers(0, 2), events=st.lists(st.tuples(st.sampled_from(EVENTS), st.integers(0, 4),
                                  st.booleans()), min_size=30, max_size=200),
        seed=st.integers(0, 2**16))
 def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
-        q, tau, window, batch, steps, adaptive, on_top, events, seed):
+        q, tau, window, batch, steps, adaptive, on_top, sweep, events, seed):
     """q fake workers against ``AsyServer.handle`` in a random interleaving: replies
     and requests dropped (then resent: pushes with the same sequence number, pulls),
     workers lost and replaced mid-run.  After every event: each holder's exposure
     ≤ τ, every recorded staleness ≤ τ and exactly the other workers' steps since the
     view used, u_C = Σ applied Δu (each push once), and the budgets: trial slots
     within s, Σ held ≤ s; on top of s, the latest grants sum to ≤ s + q and the final
-    ones to ≤ s.  Then, with no more losses, every worker
-    gets credit and the run finishes, its kept sets within s."""
-    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed, on_top=on_top)
+    ones to ≤ s; with closing sweeps (the last ``sweep`` steps), no credit past a
+    worker's passes until every worker still running is through its own.  Then, with
+    no more losses, every worker gets credit and the run finishes, its kept sets
+    within s."""
+    carrier = Carrier(q, tau, window, batch, steps, adaptive, seed, on_top=on_top,
+                      sweep=min(sweep, steps - 1) if q > 1 else 0)
     for kind, t, flag in events:
         t %= q
         if kind == "send":

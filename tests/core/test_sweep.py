@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sweeps import sweeps_begin_after_every_pass
 
 from asyos import fit_os
 from asyos.core.losses import Loss, loss_grad
@@ -14,7 +15,7 @@ from asyos.core.sweep import SWEEP_LEAST, sweep_candidates, sweep_size
 from asyos.datasets import make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
-from asyos.solvers.simulator import fit_simulated
+from asyos.solvers.simulator import Clock, fit_simulated
 from asyos.streams import ArrayStream
 
 
@@ -135,3 +136,32 @@ def test_simulated_workers_sweep_their_shards(problems):
             assert np.all(swept[swept[:, 0] == worker, 1] % 2 == worker)
         gap, plain_gap = (r.objective - sequential.objective for r in (run, plain))
         assert gap <= 0.5 * plain_gap
+
+
+def test_no_worker_sweeps_before_every_workers_passes_are_over():
+    """A worker on another machine (latency 2 ms a push) ends its passes last: the
+    nearby worker, 240 steps ahead at its end without the barrier, waits for it, so
+    both sweeps score the residual of every pass."""
+    n, p, s = 400, 1024, 32
+    clock = Clock(step=1e-6, column=1e-9, push=1e-6, serve=1e-6, batch=16, remote=1,
+                  latency=2e-3)
+    for seed in (0, 1):
+        data = make_regression(p=p, s=s, n=n, seed=seed)
+        run = fit_simulated(data.X, data.y, s, 2, clock=clock, epochs=3,
+                            record_order=True)
+        size = sweep_size("auto", s, "fitted", 3)
+        assert [w["steps"] for w in run.asy["workers"]] == [3 * p // 2 + size] * 2
+        assert sweeps_begin_after_every_pass(run.asy["order"], [3 * p // 2] * 2)
+        assert run.asy["u_check_max_abs_diff"] <= 1e-9
+
+
+@pytest.mark.parametrize("clock", [None, Clock(step=1e-6, batch=2)])
+def test_a_sweep_with_nothing_to_offer_ends_the_worker(clock):
+    """Each worker keeps its whole shard (s = p, fixed budgets): its sweep, which
+    pulls a view before it scores, finds no candidate, and the worker finishes from
+    that pull without a step."""
+    data = make_regression(p=8, s=4, n=50, seed=0)
+    run = fit_simulated(data.X, data.y, 8, 2, clock=clock, epochs=2, sweep=2,
+                        budget="fixed")
+    assert [w["steps"] for w in run.asy["workers"]] == [8, 8]
+    assert run.selected.tolist() == list(range(8))

@@ -4,10 +4,12 @@
 import numpy as np
 import pytest
 from mpi4py import MPI
+from sweeps import sweeps_begin_after_every_pass
 
 from asyos import fit_os
 from asyos.core.kept_set import KeptSet
 from asyos.core.losses import Loss
+from asyos.core.sweep import sweep_size
 from asyos.datasets import make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
@@ -207,6 +209,26 @@ def test_several_nodes_on_one_machine_keep_every_invariant(ranks_per_node):
     assert sum(asy["staleness"]["histogram"]) == 2 * 90 == payload.n_steps
     u = X[:, payload.selected] @ payload.weights
     assert payload.objective == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
+
+
+@pytest.mark.mpi(min_size=3)
+@pytest.mark.parametrize("ranks_per_node", [None, 2])
+def test_no_worker_sweeps_before_every_workers_passes_are_over(ranks_per_node):
+    """Under the fitted rule each worker ends with a closing sweep of its shard; the
+    server grants none of its steps before every worker's passes were applied, on
+    one node or several."""
+    X, y = _small(seed=5)
+    s = max(8, Q)
+    payload = _run(X, y, s, budget="adaptive", rule="fitted", record_order=True,
+                   ranks_per_node=ranks_per_node)
+    if COMM.Get_rank() != 0:
+        return
+    passes = [2 * len(range(t, 90, Q)) for t in range(Q)]
+    size = sweep_size("auto", s, "fitted", 2)
+    steps = [worker["steps"] for worker in payload.asy["workers"]]
+    assert all(ends < taken <= ends + size for ends, taken in zip(passes, steps))
+    assert sweeps_begin_after_every_pass(payload.asy["order"], passes)
+    assert payload.asy["u_check_max_abs_diff"] <= 1e-10
 
 
 @pytest.mark.mpi(min_size=5)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from sweeps import sweeps_begin_after_every_pass
 
 from asyos.core.losses import Loss
 from asyos.datasets import make_classification, make_regression
@@ -59,11 +60,13 @@ def test_workers_find_what_sequential_os_finds(q):
         problem = make_regression(p=1200, s=24, n=300, seed=seed)
         sequential = fit_os(problem.X, problem.y, 24, epochs=3)
         config = AsyConfig.build(24, q, epochs=3, n_features=1200)
-        result = shared.run(as_stream(problem.X), problem.y, config)
+        result = shared.run(as_stream(problem.X), problem.y, config, record_order=True)
         _check_invariants(result, config)
         assert not result.asy["partial"] and result.asy["lost_shards"] == []
+        passes = [len(range(t, 1200, q)) * 3 for t in range(q)]
         assert [w["steps"] for w in result.asy["workers"]] == \
-            [len(range(t, 1200, q)) * 3 + config.sweep for t in range(q)]
+            [steps + config.sweep for steps in passes]
+        assert sweeps_begin_after_every_pass(result.asy["order"], passes)
         gaps.append(recall(sequential.selected, problem.support) -
                     recall(result.selected, problem.support))
         ratios.append(result.objective / sequential.objective)

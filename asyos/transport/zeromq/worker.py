@@ -231,6 +231,8 @@ class ZmqWorker:
                 return self._finish()
             self.communicate += time.perf_counter() - start
             push = driver.advance()
+            if push is None:   # its last pull took no steps: it is ending
+                continue
             start = time.perf_counter()
             self.unacked.sent(push.seq, self._send(push))
             self.communicate += time.perf_counter() - start
