@@ -15,7 +15,7 @@ T_sequential / T_carrier ("never": the run ended above the threshold).
                                      [--repeat 5] [--epochs 3] [--mpi] [--mpi-messages]
                                      [--seeds 0]
                                      [--pipeline auto:auto 2:16]
-                                     [--staleness auto 128]
+                                     [--staleness auto 128] [--runs]
     python benchmarks/one_machine.py --scale /tmp/asyos-scale --n 1000 --p 1000000 \
                                      -s 100 --epochs 1 --repeat 5 --workers 2
 """
@@ -115,6 +115,9 @@ def main():
                         "y = x_0 - 2 x_{p/2} + noise), e.g. --n 1000 --p 1000000 "
                         "-s 100 --epochs 1")
     parser.add_argument("-s", dest="s_flag", type=int, help="same as --s")
+    parser.add_argument("--runs", action="store_true", help="also a line per run as "
+                        "it ends (seed, repetition, speedup, final objective over "
+                        "sequential OS's, recall gap): which runs make the worst")
     args = parser.parse_args()
     args.s = args.s_flag or args.s
     mpiexec = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or "mpiexec"
@@ -167,6 +170,11 @@ def main():
                         "bytes": bytes_per_push(asy),
                         "communicate": communicate_per_step(asy),
                     })
+                    if args.runs:
+                        row = rows[name][-1]
+                        print(f"seed {seed} run {rep} {name:>22}: speedup "
+                              f"{row['speedup']:.2f}, objective {row['objective']:.4f}"
+                              f", recall gap {row['recall_gap']:.3f}", flush=True)
     print(f"n = {args.n}, p = {args.p}, s = {args.s}, {args.epochs} epochs, seeds "
           f"{args.seeds}, {args.repeat} repetitions each (order alternating); "
           "threshold 1.05 x sequential OS's final objective")
