@@ -870,3 +870,36 @@ def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
     assert difference <= 1e-9
     for w in carrier.workers:
         assert w.done or state.workers[w.t].finished
+
+
+def test_a_worker_at_the_sweeps_barrier_waits_with_an_ack_until_every_pass_is_over():
+    """Two workers, shards of 4, one pass, closing sweeps of 2: worker 0's credit
+    stops at its passes' end; its pulls are answered with an ACK of its pushes and no
+    view while worker 1 is still in its passes; worker 1's last pass step opens the
+    barrier, and worker 0 gets its view and sweep credit then."""
+    n = 3
+    config = AsyConfig.build(4, 2, epochs=1, eta=0.1, m=1.0, staleness=None,
+                             window=1, batch=8, budget="fixed", sweep=2)
+    server = AsyServer(np.zeros(n), config)
+    server.start(8, 0.1, 1.0)
+    state = server.state
+    assert state.pass_ends == [4, 4]
+
+    def push(t, seq, version, steps, more=True):
+        return server.handle(t, messages.Push(
+            seq, version, np.arange(steps, dtype=np.int64), np.ones(n),
+            np.array([t], np.int64), np.ones(1), np.ones(1), seq, more=more))
+
+    views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
+    assert views[0].credit == views[1].credit == 4   # no more than its passes
+    replies = push(0, 1, 0, 4)                         # worker 0's passes are over
+    assert [type(m) for _, m in replies] == [messages.Ack]
+    assert state.at_barrier(0) and not state.at_barrier(1)
+    again = server.handle(0, messages.Pull())          # a resend while it waits
+    assert [type(m) for _, m in again] == [messages.Ack] and again[0][1].through == 1
+    replies = push(1, 1, 0, 3)                         # worker 1 not yet through
+    assert all(t == 1 for t, _ in replies) and not state.at_barrier(1)
+    replies = push(1, 2, views[1].version, 1)          # its last pass step
+    views = {t: m for t, m in replies if isinstance(m, messages.View)}
+    assert set(views) == {0, 1} and views[0].version == state.clock == 8
+    assert views[0].credit > 4 and views[1].credit > 4 and not state.at_barrier(0)
