@@ -18,7 +18,7 @@ from ..core.server_state import (
     ServerState,
     all_finite,
 )
-from ..core.shards import shard_size, shard_sizes
+from ..core.shards import shard_sizes
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
 from .result import FitResult
@@ -60,12 +60,11 @@ class AsyServer:
                 config.staleness, config.depth, config.batch
         self.eta, self.m = eta, m
         q = self.config.n_workers
-        if self.config.adaptive and trials_on_top(q, n_features):   # shards: t::q
-            self.state.budgets.set_ends([shard_size(n_features, q, t) *
-                                         self.config.epochs for t in range(q)])
+        passes = shard_sizes(n_features, q, self.group_of) * self.config.epochs
+        if self.config.adaptive and trials_on_top(q, n_features):   # no groups here
+            self.state.budgets.set_ends(passes.tolist())
         if self.config.sweep and q > 1:
-            self.state.hold_sweeps(shard_sizes(n_features, q, self.group_of) *
-                                   self.config.epochs)
+            self.state.hold_sweeps(passes)
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)
