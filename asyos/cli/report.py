@@ -5,6 +5,13 @@ import sys
 from ..solvers.result import FitResult
 
 
+def kept_at_the_end(asy: dict) -> str:
+    """What each Asy-OS worker kept, and how many of those the closing cut dropped
+    to leave s (docs/architecture.md, "The closing cut")."""
+    text = f"kept at the end {[w.get('kept') for w in asy['workers']]}"
+    return text + (f", {asy['cut']} cut to s" if asy.get("cut") else "")
+
+
 def _pipeline_text(asy: dict) -> str:
     """", pipeline 2 × 128 for a step of 7.5 us": how deep the workers' pipeline
     was, and the step it was sized for where it was timed."""
@@ -89,7 +96,7 @@ def report(result: FitResult | None, out=None) -> None:
             (", random" if config.get("random_delay") else "") if simulated \
             else f"bound {stale.get('bound')}{_pipeline_text(asy)}"
         budgets = asy["budgets"] if asy.get("budget") != "adaptive" else \
-            f"adaptive (kept at the end {[w['kept'] for w in asy['workers']]})"
+            f"adaptive ({kept_at_the_end(asy)})"
         if "group_budgets" in asy:
             budgets = f"{budgets}, group budgets {asy['group_budgets']} " \
                 f"({asy['groups_kept']} groups kept)"

@@ -20,7 +20,7 @@ from ..errors import InputError
 from ..experiments.plot import pyplot
 from ..io.results import load_result
 from ..solvers.result import FitResult
-from .report import label_mapping, size_path_line, step_size_text
+from .report import kept_at_the_end, label_mapping, size_path_line, step_size_text
 
 log = logging.getLogger("asyos.results")
 
@@ -276,9 +276,8 @@ def summary(result: FitResult, top: int = 20) -> str:
         rows.append(("carrier", "sequential (one process)"))
     if asy:
         stale = asy["staleness"]
-        kept = [w.get("kept") for w in asy["workers"]]
         budgets = f"budgets {asy['budgets']}" if asy.get("budget") != "adaptive" else \
-            f"budgets adaptive (first {asy['budgets']}, kept at the end {kept})"
+            f"budgets adaptive (first {asy['budgets']}, {kept_at_the_end(asy)})"
         rows += [("Asy-OS", f"{asy['n_workers']} workers ({carrier(result)}), "
                             f"{budgets}"),
                  ("steps per worker", ", ".join(str(w["steps"]) for w in asy["workers"])),

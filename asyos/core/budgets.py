@@ -14,7 +14,9 @@ them.
 Words: a *budget* is how many features a worker may keep (s_t); *granted* is the
 latest budget sent with a view; *held* is the most it may be keeping now (a budget it
 may have acted on); a *final* budget is fixed once its credit reaches the *end* of its
-shard (its shard's size times the epochs).
+shard (its shard's size times the epochs).  Where the workers' closing sweeps *grow*
+(``set_ends``), a worker's sweep may add its newcomers on top of its final budget, and
+the assembly cuts the union back to the global top s (``ServerState.assemble``).
 """
 
 from dataclasses import dataclass
@@ -62,7 +64,8 @@ class AdaptiveBudgets:
     trial slot.  After ``set_ends`` the trial slots lie on top of s, so the latest
     budgets granted sum to at most s + q, and from the view that lets a worker reach
     the end of its shard it keeps its final share of the top s, without the trial
-    slot: the features all workers end with number at most s.  Without it (short
+    slot: the features all workers end with number at most s (with growing sweeps,
+    at most s + q·``grow`` until ``closing_cut`` keeps the top s).  Without it (short
     shards: ``solvers.asy.trials_on_top``) they lie within s, and the budgets any
     worker may be holding sum to at most s at every moment (``held``).
     """
@@ -70,6 +73,7 @@ class AdaptiveBudgets:
     def __init__(self, s: int, workers: list):
         self.s, self.workers = s, workers
         self.of = [Budget(b) for b in budget_split(s, len(workers))]
+        self.grow = 0   # the newcomers a closing sweep may add (``set_ends``)
         top_counts(np.zeros(1), np.ones(1, np.int64), 1)   # compiled now, not mid-run
 
     @property
@@ -85,11 +89,21 @@ class AdaptiveBudgets:
         """Whether the trial slots lie on top of s (``set_ends`` was called)."""
         return self.of[0].end is not None
 
-    def set_ends(self, ends) -> None:
+    def set_ends(self, ends, grow: int = 0) -> None:
         """The steps each worker takes in all (its shard's size times the epochs):
-        a view whose credit reaches them grants the worker its final budget."""
+        a view whose credit reaches them grants the worker its final budget.
+
+        ``grow`` > 0: the arrivals of each worker's closing sweep, which it may keep on
+        top of its final budget (a view granted once all its passes are applied says
+        so).  A final budget is fixed from the ranking at the end of the passes, when
+        the true features no worker holds yet are not in it: a worker at its final
+        budget with only true features could take one its sweep found only by
+        dropping another of its own, while another worker's final budget kept slots
+        for noise.  Grown, the sweeps' newcomers all compete in the global cut to s
+        at the assembly (docs/architecture.md, "The closing cut")."""
         for budget, end in zip(self.of, ends, strict=True):
             budget.end = int(end)
+        self.grow = int(grow)
 
     def held(self, worker: int) -> int:
         """The most features ``worker`` may hold now: its last pushed kept set, or any
@@ -123,6 +137,21 @@ class AdaptiveBudgets:
                    else self.committed(t) for t, r in enumerate(self.workers)
                    if r.finished or r.lost or self.of[t].final is not None)
 
+    def closing_cut(self, kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
+                    ) -> list[np.ndarray]:
+        """Where the closing sweeps grew (``set_ends``) and ``kept`` (each worker's
+        (indices, weights, importance)) holds more than s features: the positions in
+        each worker's kept set of the global top s by importance, its kept set's
+        order kept; else every position.  What a worker's sweep added and the cut
+        drops is still in u_C; the result's weights are refit on what is kept."""
+        sizes = np.array([len(k[0]) for k in kept], np.int64)
+        if not self.grow or sizes.sum() <= self.s:
+            return [np.arange(size) for size in sizes]
+        counts = top_counts(np.concatenate([k[2] for k in kept] + [np.zeros(0)]),
+                            sizes, self.s)
+        return [np.sort(np.argsort(-k[2], kind="stable")[:count])
+                for k, count in zip(kept, counts)]
+
     def lost_cut(self) -> dict[int, int]:
         """How many of its kept features each worker lost for good contributes to the
         result, where the kept sets hold more than s (a lost worker's trial slot, not
@@ -130,6 +159,8 @@ class AdaptiveBudgets:
         result is the acknowledged weights less those; u_C still holds them."""
         excess = sum(r.selected.size for r in self.workers) - self.s
         keep = {}
+        if self.grow:   # ``closing_cut`` ranks every kept set, lost ones included
+            return keep
         for t, record in enumerate(self.workers):
             if record.lost and excess > 0:
                 drop = min(excess, record.selected.size - 1)
@@ -165,10 +196,13 @@ class AdaptiveBudgets:
                 + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
 
     def committed(self, worker: int) -> int:
-        """What ``worker`` was last granted (a finished one: what it kept)."""
+        """What ``worker`` was last granted (a finished one: what it kept, less what
+        its sweep grew over its final budget, which ``closing_cut`` settles: counted,
+        it took the slots of a worker that rejoins later)."""
         record, budget = self.workers[worker], self.of[worker]
         if record.finished:
-            return record.selected.size
+            return record.selected.size if budget.final is None else \
+                min(record.selected.size, budget.final)
         return budget.granted if budget.final is None else budget.final
 
     def grant(self, worker: int) -> int:
@@ -185,6 +219,8 @@ class AdaptiveBudgets:
         """
         budget = self.of[worker]
         if budget.final is not None:
+            if self.grow and self.workers[worker].pushes >= budget.end:   # its sweep
+                return min(budget.final + self.grow, self.s + 1)   # ≤ its capacity
             return budget.final
         shares = self.shares()
         q = len(self.workers)

@@ -111,6 +111,7 @@ class WorkerRecord:
     position: int = 0
     finished: bool = False
     lost: bool = False
+    given_up: bool = False              # lost, and no replacement is waited for
     selected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
     importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ≥ 0
@@ -205,8 +206,11 @@ class ServerState:
         scores its shard against the residual of the fitted passes, not of a worker
         still fitting its own (a worker that ran ahead, as a lone rank on a shared
         core can, otherwise swept against a residual the others had not fitted yet;
-        docs/architecture.md, "The sweeps' barrier").  A finished or lost worker
-        holds no one back."""
+        docs/architecture.md, "The sweeps' barrier").  A finished worker holds no
+        one back, nor a lost one given up (``lose(may_return=False)``, ``give_up``);
+        one that may still rejoin does: the others' sweeps would score a residual
+        that its shard's features have not fitted, and kept noise that correlated
+        with them in place of weak true features."""
         self.pass_ends = [int(end) for end in ends]
         if len(self.pass_ends) != len(self.workers):
             raise InputError(f"{len(self.pass_ends)} pass ends for "
@@ -217,7 +221,7 @@ class ServerState:
         barrier, or it is open)."""
         if self.pass_ends is None or self._sweeps_open:
             return None
-        if all(r.finished or r.lost or r.pushes >= end
+        if all(r.finished or r.given_up or r.pushes >= end
                for r, end in zip(self.workers, self.pass_ends)):
             self._sweeps_open = True
             return None
@@ -409,8 +413,10 @@ class ServerState:
                 raise ProtocolError(f"worker {worker}: its kept columns must be "
                                     f"{selected.size} × {self.u.size} finite values")
         record.contribution, record.columns = contribution.copy(), columns
+        worth = dict(zip(record.selected.tolist(), record.importance.tolist()))
         record.selected, record.weights = selected, weights
-        record.importance = np.zeros(selected.size)   # settled: no longer ranked
+        # as its last push ranked them (``AdaptiveBudgets.closing_cut``)
+        record.importance = np.array([worth.get(j, 0.0) for j in selected.tolist()])
         record.finished = True
         self._finished += 1
         self._release(worker, record)
@@ -425,14 +431,25 @@ class ServerState:
         self.budgets = AdaptiveBudgets(s, self.workers)
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
-    def lose(self, worker: int) -> list[int]:
-        """``worker`` is gone (no heartbeat): its unspent credit is revoked, so it no
-        longer holds the gate; its last acknowledged state stays.  Returns the workers
-        to send a view now."""
+    def lose(self, worker: int, may_return: bool = True) -> list[int]:
+        """``worker`` is gone (no heartbeat, or its process exited:
+        ``may_return=False``): its unspent credit is revoked, so it no longer holds
+        the gate; its last acknowledged state stays.  Until it rejoins or is given up
+        (``give_up``) it still holds the sweeps' barrier (``hold_sweeps``).  Returns
+        the workers to send a view now."""
         record = self._record(worker)
         self._release(worker, record)
-        record.lost = True
+        record.lost, record.given_up = True, not may_return
         self._lost += 1
+        return self._grant()
+
+    def give_up(self, worker: int) -> list[int]:
+        """No replacement for lost ``worker`` is waited for any longer: it no longer
+        holds the sweeps' barrier.  Returns the workers to send a view now."""
+        record = self._running(worker)
+        if not record.lost:
+            raise ProtocolError(f"worker {worker} is not lost")
+        record.given_up = True
         return self._grant()
 
     def rejoin(self, worker: int) -> WorkerRecord:
@@ -441,7 +458,7 @@ class ServerState:
         sequence number, pushes = its steps), holding no credit."""
         record = self._running(worker)
         if record.lost:
-            record.lost = False
+            record.lost = record.given_up = False
             self._lost -= 1
         self._release(worker, record)
         return record
@@ -461,18 +478,24 @@ class ServerState:
 
         A lost worker counts with its last acknowledged kept set (less its surplus
         over s: ``AdaptiveBudgets.lost_cut``) and the Δu the server applied for it.
+        Where the closing sweeps grew, the kept sets are cut to the global top s
+        first (``AdaptiveBudgets.closing_cut``; lost workers' included).
         A lost or doubled push shows up as a large difference: callers fail on it.
         """
         if not self.done:
             missing = [t for t, r in enumerate(self.workers) if not r.finished]
             raise ProtocolError(f"workers {missing} have not finished")
-        kept = [(r.selected, r.weights) for r in self.workers]
+        kept = [(r.selected, r.weights, r.importance) for r in self.workers]
+        if self.budgets is not None and self.budgets.grow:   # the global top s
+            kept = [tuple(a[at] for a in k) for k, at in
+                    zip(kept, self.budgets.closing_cut(kept))]
         for t, size in (self.budgets.lost_cut() if self.budgets else {}).items():
             record = self.workers[t]
             strongest = np.sort(np.argsort(-record.importance, kind="stable")[:size])
-            kept[t] = record.selected[strongest], record.weights[strongest]
-        selected = np.concatenate([indices for indices, _ in kept])
-        weights = np.concatenate([values for _, values in kept])
+            kept[t] = (record.selected[strongest], record.weights[strongest],
+                       record.importance[strongest])
+        selected = np.concatenate([k[0] for k in kept])
+        weights = np.concatenate([k[1] for k in kept])
         if np.unique(selected).size != selected.size:
             raise ProtocolError("workers' selected sets overlap")
         total = np.sum([r.applied if r.lost else r.contribution for r in self.workers],

@@ -30,6 +30,7 @@ from ..core.sweep import sweep_size
 from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError, warn_constant_selected
 from ..streams.base import GroupShard
+from .messages import COLUMNS_LIMIT
 from .result import FitResult
 from .worker_loop import WorkerDriver, WorkerPlan, worker_loop
 
@@ -62,6 +63,20 @@ def trials_on_top(n_workers: int, n_features: int | None) -> bool:
     Measured in docs/results.md, "Asy-OS recall against sequential OS"."""
     return n_workers > 1 and (n_features is None or
                               n_features >= TRIAL_SHARD * n_workers)
+
+
+def sweep_grows(config: "AsyConfig", n_samples: int) -> int:
+    """The newcomers each worker's closing sweep may keep on top of its final budget
+    (``AdaptiveBudgets.set_ends``, with the trial slots on top of s): its sweep's
+    arrivals, under adaptive budgets and the fitted rule, where every worker's
+    kept columns reach the server (n·(s + 1) values at most
+    ``messages.COLUMNS_LIMIT``): the assembly cuts the grown kept sets to s and the
+    refit on the columns kept makes the result's weights; else 0."""
+    capacity = config.s + 1
+    if not (config.sweep and config.adaptive and resolve_rule(config.rule) == "fitted"
+            and capacity * n_samples <= COLUMNS_LIMIT):
+        return 0
+    return config.sweep
 
 
 @dataclass(frozen=True)
@@ -465,7 +480,9 @@ class ServerMonitor:
         groups_kept = check_budgets(selected, self.config, self.group_of, slack)
         asy = {"n_workers": self.config.n_workers, "budgets": self.config.budgets,
                "budget": self.config.budget_rule, "staleness": server.staleness_stats(),
-               "u_check_max_abs_diff": difference, "workers": workers}
+               "u_check_max_abs_diff": difference, "workers": workers,
+               # kept by the workers, cut at the assembly (still in u_C)
+               "cut": sum(r.selected.size for r in server.workers) - selected.size}
         if self.record_order:
             asy["order"] = self.order
         if refit is not None:

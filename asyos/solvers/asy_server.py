@@ -20,7 +20,7 @@ from ..core.server_state import (
 )
 from ..core.shards import shard_sizes
 from . import messages
-from .asy import AsyConfig, ServerMonitor, check_u, trials_on_top
+from .asy import AsyConfig, ServerMonitor, check_u, sweep_grows, trials_on_top
 from .result import FitResult
 
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds", "wait_seconds")
@@ -62,7 +62,8 @@ class AsyServer:
         q = self.config.n_workers
         passes = shard_sizes(n_features, q, self.group_of) * self.config.epochs
         if self.config.adaptive and trials_on_top(q, n_features):   # no groups here
-            self.state.budgets.set_ends(passes.tolist())
+            self.state.budgets.set_ends(passes.tolist(),
+                                        sweep_grows(self.config, self.y.shape[0]))
         if self.config.sweep and q > 1:
             self.state.hold_sweeps(passes)
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
@@ -201,9 +202,14 @@ class AsyServer:
         return self.state.budgets.held(t) if self.config.adaptive else \
             self.config.budgets[t]
 
-    def lose(self, worker: int) -> list[tuple[int, messages.View]]:
+    def lose(self, worker: int, may_return: bool = True
+             ) -> list[tuple[int, messages.View]]:
         """``worker`` is gone: its credit is revoked; the views now grantable."""
-        return self.views(self.state.lose(worker))
+        return self.views(self.state.lose(worker, may_return))
+
+    def give_up(self, worker: int) -> list[tuple[int, messages.View]]:
+        """Lost ``worker`` will not be replaced: the views now grantable."""
+        return self.views(self.state.give_up(worker))
 
     # -- a simulated delivery (solvers/simulator.py) -----------------------------------
     def offer(self, workers) -> int:

@@ -112,6 +112,7 @@ class Session:
         """The carrier is listening: every shard's silence counts from ``now``."""
         self.now = now
         self.last_seen = [now] * len(self.last_seen)
+        self.lost_at = {t: now for t in self.state.lost_workers} | self.lost_at
 
     def take(self) -> list[Outgoing]:
         """The messages to send, in order; the outbox is emptied."""
@@ -407,13 +408,19 @@ class Session:
                             now - self.last_seen[t], t, self.config.n_workers)
                 self.lost_at[t] = now
                 self._send_all(self.server.lose(t))
+        for t in self.state.lost_workers:   # until then, it holds the sweeps' barrier
+            if not self.state.workers[t].given_up and \
+                    now - self.lost_at[t] > self.timeouts.replace_timeout:
+                log.warning("shard %d/%d was not replaced in %.0f s: the run ends "
+                            "without it", t, self.config.n_workers,
+                            self.timeouts.replace_timeout)
+                self._send_all(self.server.give_up(t))
 
-    def finished(self, now: float) -> bool:
-        """Every shard finished, or was lost and not replaced in time."""
-        if not self.state.done:
-            return False
-        return all(now - self.lost_at[t] > self.timeouts.replace_timeout
-                   for t in self.state.lost_workers)
+    def finished(self) -> bool:
+        """Every shard finished, or was lost and not replaced in time
+        (``check_liveness`` gave it up)."""
+        return self.state.done and all(self.state.workers[t].given_up
+                                       for t in self.state.lost_workers)
 
     def result(self, transport: str, **counts) -> FitResult:
         result = self.server.result(transport)

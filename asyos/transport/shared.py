@@ -175,7 +175,7 @@ class _Host:
             self._poller.unregister(fd)
             del self._fds[fd]
         if not self.server.finished(t):
-            self.deliver(self.server.lose(t))
+            self.deliver(self.server.lose(t, may_return=False))
 
     def ready(self, timeout) -> None:
         """Handle what the forked workers sent, waiting up to ``timeout`` seconds

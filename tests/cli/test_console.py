@@ -115,8 +115,11 @@ def test_server_and_workers_from_one_config_then_plot_and_inspect(tmp_path, caps
     assert main(["inspect", str(tmp_path / "z.json")]) == 0
     # adaptive budgets: the first grant and what each worker kept, as the run said
     kept = [w["kept"] for w in result.asy["workers"]]
+    cut = result.asy["cut"]   # what the closing cut dropped to leave s
+    assert sum(kept) - cut == result.selected.size
     assert (f"2 workers (zeromq), budgets adaptive (first [6, 6], kept at the end "
-            f"{kept})") in capsys.readouterr().out
+            f"{kept}" + (f", {cut} cut to s" if cut else "") + ")") in \
+        capsys.readouterr().out
 
 
 def test_keys_and_convert(tmp_path):

@@ -519,6 +519,40 @@ def test_a_lost_workers_kept_set_is_settled_less_its_trial_slot():
     assert server.budgets.settled() == 2 and server.budgets.lost_cut() == {}
 
 
+@pytest.mark.parametrize("grow", [0, 2])
+def test_a_growing_sweep_keeps_its_newcomers_until_the_global_cut_to_s(grow):
+    """Where the closing sweeps grow, a worker whose passes are applied is granted its
+    final budget plus its sweep's arrivals, and the assembly keeps the global top s
+    by the importance the workers last pushed: worker 1's newcomer (2.0) displaces
+    worker 0's weak kept feature (1.0), which a final budget fixed at the end of the
+    passes would have kept.  u_C still holds what the cut dropped (Σ check intact)."""
+    server = ServerState(3, 2, depth=1, batch=1)
+    server.adapt_budgets(4)
+    server.budgets.set_ends([1, 1], grow=grow)
+    for t in range(2):
+        assert server.request(t) == [t] and server.view(t)[4] == 2   # its end: final
+    assert server.budgets.final == [2, 2]
+    kept = {0: ([0, 2], [5.0, 1.0]), 1: ([1, 3], [3.0, 0.2])}
+    for t in range(2):
+        server.push(t, np.ones(3), version=0, kept=(*kept[t], 1))
+        assert server.request(t) == [t]
+        assert server.view(t)[4] == 2 + grow   # its sweep: final + its arrivals
+    grown = {0: ([0, 2, 4], [5.0, 1.0, 4.0]), 1: ([1, 3, 5], [3.0, 0.2, 2.0])}
+    if not grow:
+        with pytest.raises(ProtocolError, match="over the 2 it may hold"):
+            server.push(0, np.ones(3), version=server.workers[0].sent[-1].version,
+                        kept=(*grown[0], 2))
+        return
+    for t in range(2):
+        server.push(t, np.ones(3), version=server.workers[t].sent[-1].version,
+                    kept=(*grown[t], 2))
+    for t in range(2):
+        server.finish(t, *grown[t], np.full(3, 2.0))
+    selected, weights, difference = server.assemble()
+    assert selected.tolist() == [0, 1, 4, 5] and weights.tolist() == [5.0, 3.0, 4.0, 2.0]
+    assert difference == 0.0
+
+
 @settings(max_examples=60, deadline=None)
 @given(q=st.integers(1, 5), extra=st.integers(0, 8), depth=st.integers(1, 3),
        tau=st.sampled_from([None, 0, 2]), seed=st.integers(0, 2**31))
@@ -764,8 +798,9 @@ class Carrier:
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
         if not self.opened:   # the sweeps' barrier: no credit past the passes ...
-            self.opened = all(r.finished or r.lost or r.pushes >= end   # ... until
-                              for r, end in zip(state.workers, self.ends))   # all over
+            # ... until all are over (a lost worker may rejoin: it holds them)
+            self.opened = all(r.finished or r.given_up or r.pushes >= end
+                              for r, end in zip(state.workers, self.ends))
             if not self.opened:
                 assert all(r.credit <= end for r, end in zip(state.workers, self.ends))
         if self.adaptive and state.budgets.on_top:   # trial slots on top of s
@@ -903,3 +938,43 @@ def test_a_worker_at_the_sweeps_barrier_waits_with_an_ack_until_every_pass_is_ov
     views = {t: m for t, m in replies if isinstance(m, messages.View)}
     assert set(views) == {0, 1} and views[0].version == state.clock == 8
     assert views[0].credit > 4 and views[1].credit > 4 and not state.at_barrier(0)
+
+
+@pytest.mark.parametrize("how", ["rejoins", "given up", "exited"])
+def test_a_lost_worker_holds_the_sweeps_barrier_until_it_rejoins_or_is_given_up(how):
+    """Worker 1 is lost in the middle of its passes, worker 0 at the barrier.  A lost
+    worker may be only slow: the survivor's sweep waits for it (swept against a
+    residual its shard had not fitted, it kept noise for weak true features).  It
+    opens when worker 1 rejoins and ends its passes, when the server gives up on it,
+    or at once when its process exited (``lose(may_return=False)``)."""
+    n = 3
+    config = AsyConfig.build(4, 2, epochs=1, eta=0.1, m=1.0, staleness=None,
+                             window=1, batch=8, budget="fixed", sweep=2)
+    server = AsyServer(np.zeros(n), config)
+    server.start(8, 0.1, 1.0)
+    state = server.state
+
+    def push(t, seq, version, steps):
+        return server.handle(t, messages.Push(
+            seq, version, np.arange(steps, dtype=np.int64), np.ones(n),
+            np.array([t], np.int64), np.ones(1), np.ones(1), seq, more=True))
+
+    views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
+    push(1, 1, views[1].version, 2)                    # half its passes, then lost
+    assert [type(m) for _, m in push(0, 1, views[0].version, 4)] == [messages.Ack]
+    replies = server.lose(1, may_return=how != "exited")
+    if how == "exited":
+        assert [t for t, _ in replies] == [0] and replies[0][1].credit > 4
+        return
+    assert replies == [] and state.at_barrier(0)
+    if how == "given up":
+        replies = server.give_up(1)
+    else:
+        state.rejoin(1)
+        [(_, view)] = server.handle(1, messages.Pull())
+        assert view.credit == 4 and state.at_barrier(0)   # to its passes' end
+        replies = push(1, 2, view.version, 2)
+    assert {t: m.credit > 4 for t, m in replies if isinstance(m, messages.View)}[0]
+    assert not state.at_barrier(0)
+    with pytest.raises(ProtocolError, match="worker 0 is not lost"):
+        server.give_up(0)

@@ -118,7 +118,11 @@ def test_silence_past_the_timeout_loses_a_shard_and_a_lost_run_ends():
                                         configs[1].tag), 8.5)
     session.check_liveness(9.5)
     assert session.state.lost_workers == [0]
-    assert not session.finished(9.5)   # the shard may still be replaced
+    assert not session.finished()   # the shard may still be replaced ...
+    session.check_liveness(10.4)
+    assert not session.state.workers[0].given_up
+    session.check_liveness(10.6)    # ... for ``replace_timeout``: then it is given up
+    assert session.state.workers[0].given_up
 
 
 def test_a_resumed_session_introduces_unknown_peers_and_admits_the_secret():

@@ -24,6 +24,8 @@ from .common import (
     receive,
 )
 
+CURVE_FRAME_OVERHEAD = 64   # ≥ 8 + 1 + 8 + 16 bytes: name, flags, nonce, MAC
+
 
 class ZmqServer:
     """Carry a ``Session`` (admission, identities, liveness around ``AsyServer``) on
@@ -58,7 +60,11 @@ class ZmqServer:
         self.drop = Dropper()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
-        self.socket.setsockopt(zmq.MAXMSGSIZE, max_frame_bytes(self.limits))
+        # a frame as CURVE carries it is its plaintext plus the MESSAGE command's
+        # name, flags, nonce and MAC: a FINAL of a full kept set's columns, within
+        # the limit, was over it by those bytes, and libzmq dropped the connection
+        self.socket.setsockopt(zmq.MAXMSGSIZE,
+                               max_frame_bytes(self.limits) + CURVE_FRAME_OVERHEAD)
         self.gate.guard(self.socket)
         try:
             self.socket.bind(bind)
@@ -190,7 +196,7 @@ class ZmqServer:
         if now - self._last_checkpoint > self.checkpoint_every:
             self.save_checkpoint()
             self._last_checkpoint = now
-        return self.session.finished(now)
+        return self.session.finished()
 
     def _receive(self, timeout: float) -> bool:
         """Handle every message that arrives within ``timeout`` s; True if any did."""
