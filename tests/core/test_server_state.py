@@ -907,23 +907,30 @@ def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
         assert w.done or state.workers[w.t].finished
 
 
-def test_a_worker_at_the_sweeps_barrier_waits_with_an_ack_until_every_pass_is_over():
-    """Two workers, shards of 4, one pass, closing sweeps of 2: worker 0's credit
-    stops at its passes' end; its pulls are answered with an ACK of its pushes and no
-    view while worker 1 is still in its passes; worker 1's last pass step opens the
-    barrier, and worker 0 gets its view and sweep credit then."""
+def _sweeping_pair():
+    """Two workers, shards of 4, one pass, closing sweeps of 2: the server, and
+    ``push(t, seq, version, steps)`` to send it worker t's steps."""
     n = 3
     config = AsyConfig.build(4, 2, epochs=1, eta=0.1, m=1.0, staleness=None,
                              window=1, batch=8, budget="fixed", sweep=2)
     server = AsyServer(np.zeros(n), config)
     server.start(8, 0.1, 1.0)
-    state = server.state
-    assert state.pass_ends == [4, 4]
 
-    def push(t, seq, version, steps, more=True):
+    def push(t, seq, version, steps):
         return server.handle(t, messages.Push(
             seq, version, np.arange(steps, dtype=np.int64), np.ones(n),
-            np.array([t], np.int64), np.ones(1), np.ones(1), seq, more=more))
+            np.array([t], np.int64), np.ones(1), np.ones(1), seq, more=True))
+    return server, push
+
+
+def test_a_worker_at_the_sweeps_barrier_waits_with_an_ack_until_every_pass_is_over():
+    """Two workers, shards of 4, one pass, closing sweeps of 2: worker 0's credit
+    stops at its passes' end; its pulls are answered with an ACK of its pushes and no
+    view while worker 1 is still in its passes; worker 1's last pass step opens the
+    barrier, and worker 0 gets its view and sweep credit then."""
+    server, push = _sweeping_pair()
+    state = server.state
+    assert state.pass_ends == [4, 4]
 
     views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
     assert views[0].credit == views[1].credit == 4   # no more than its passes
@@ -947,17 +954,8 @@ def test_a_lost_worker_holds_the_sweeps_barrier_until_it_rejoins_or_is_given_up(
     residual its shard had not fitted, it kept noise for weak true features).  It
     opens when worker 1 rejoins and ends its passes, when the server gives up on it,
     or at once when its process exited (``lose(may_return=False)``)."""
-    n = 3
-    config = AsyConfig.build(4, 2, epochs=1, eta=0.1, m=1.0, staleness=None,
-                             window=1, batch=8, budget="fixed", sweep=2)
-    server = AsyServer(np.zeros(n), config)
-    server.start(8, 0.1, 1.0)
+    server, push = _sweeping_pair()
     state = server.state
-
-    def push(t, seq, version, steps):
-        return server.handle(t, messages.Push(
-            seq, version, np.arange(steps, dtype=np.int64), np.ones(n),
-            np.array([t], np.int64), np.ones(1), np.ones(1), seq, more=True))
 
     views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
     push(1, 1, views[1].version, 2)                    # half its passes, then lost
