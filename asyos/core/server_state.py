@@ -473,20 +473,28 @@ class ServerState:
     def lost_workers(self) -> list[int]:
         return [t for t, r in enumerate(self.workers) if r.lost]
 
-    def assemble(self) -> tuple[np.ndarray, np.ndarray, float]:
+    def assemble(self, worth=None) -> tuple[np.ndarray, np.ndarray, float]:
         """Final w (sorted indices, weights) and max |u_C − Σ_t X_S(t) w_S(t)|.
 
         A lost worker counts with its last acknowledged kept set (less its surplus
         over s: ``AdaptiveBudgets.lost_cut``) and the Δu the server applied for it.
         Where the closing sweeps grew, the kept sets are cut to the global top s
-        first (``AdaptiveBudgets.closing_cut``; lost workers' included).
-        A lost or doubled push shows up as a large difference: callers fail on it.
+        first (``AdaptiveBudgets.closing_cut``; lost workers' included), ranked by
+        ``worth(indices, weights)`` of all the kept features where it gives one (a
+        joint fit: ``ServerMonitor.result``), else by the importance each worker
+        last pushed.  A lost or doubled push shows up as a large difference:
+        callers fail on it.
         """
         if not self.done:
             missing = [t for t, r in enumerate(self.workers) if not r.finished]
             raise ProtocolError(f"workers {missing} have not finished")
         kept = [(r.selected, r.weights, r.importance) for r in self.workers]
         if self.budgets is not None and self.budgets.grow:   # the global top s
+            ranked = None if worth is None else worth(
+                np.concatenate([k[0] for k in kept]), np.concatenate([k[1] for k in kept]))
+            if ranked is not None:
+                splits = np.cumsum([k[0].size for k in kept])[:-1]
+                kept = [(k[0], k[1], r) for k, r in zip(kept, np.split(ranked, splits))]
             kept = [tuple(a[at] for a in k) for k, at in
                     zip(kept, self.budgets.closing_cut(kept))]
         for t, size in (self.budgets.lost_cut() if self.budgets else {}).items():

@@ -448,6 +448,26 @@ class ServerMonitor:
                 while self._next_epoch <= server.clock:
                     self._next_epoch += self.n_features
 
+    def _joint_worth(self, server: ServerState):
+        """What the closing cut ranks the kept features by under the fitted rule:
+        |w|·‖x‖/√n (``FittedKeptSet._worth``) of a joint fit of all of them, where
+        every column was reported.  Each worker's own weights were fitted against
+        views the others kept moving: a weak true feature and a noise feature that
+        had absorbed another shard's misfit could rank either way, and the cut then
+        dropped true features that the joint fit ranks far above the noise."""
+        if resolve_rule(self.config.rule) != "fitted":
+            return None
+        ridge = fitted_ridge(self.config.loss, self.y.size, self.config.ridge)
+
+        def worth(selected, weights):
+            columns = server.final_columns(selected)
+            if columns is None:
+                return None
+            fitted = joint_refit(columns, self.y, self.config.loss, ridge, weights)[0]
+            return np.abs(fitted) * np.sqrt(np.einsum("kr,kr->k", columns, columns)
+                                            / self.y.size)
+        return worth
+
     def result(self, server: ServerState, workers: list[dict], eta: float,
                m: float) -> FitResult:
         """The run's result (what a sequential run has, plus Asy-OS statistics).
@@ -459,8 +479,8 @@ class ServerMonitor:
         interleaving.  u_C and the objective per epoch stay the run's; the trace
         gains the refit's point, so that it ends at the objective reported.
         """
-        selected, weights, difference = server.assemble()
         loss = self.config.loss
+        selected, weights, difference = server.assemble(self._joint_worth(server))
         objective = before = loss_value(int(loss), server.u, self.y)
         refit = None
         columns = server.final_columns(selected)
