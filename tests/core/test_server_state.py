@@ -551,6 +551,12 @@ def test_a_growing_sweep_keeps_its_newcomers_until_the_global_cut_to_s(grow):
     selected, weights, difference = server.assemble()
     assert selected.tolist() == [0, 1, 4, 5] and weights.tolist() == [5.0, 3.0, 4.0, 2.0]
     assert difference == 0.0
+    # ranked by a joint fit of the union instead (``ServerMonitor._joint_worth``):
+    # here it rates worker 0's weak 2 above worker 1's newcomer 5; none: as pushed
+    joint = {0: 5.0, 2: 3.5, 4: 4.0, 1: 3.0, 3: 0.1, 5: 0.2}
+    selected, _, _ = server.assemble(lambda j, w: np.array([joint[i] for i in j]))
+    assert selected.tolist() == [0, 1, 2, 4]
+    assert server.assemble(lambda j, w: None)[0].tolist() == [0, 1, 4, 5]
 
 
 @settings(max_examples=60, deadline=None)
