@@ -37,6 +37,8 @@ from numba import njit
 from ..errors import AsyosError, InputError
 from .budgets import AdaptiveBudgets
 
+PASSES_AHEAD = 1   # ``ServerState.bound_passes``: how far a worker may run ahead
+
 
 @njit(cache=True)
 def all_finite(values, least=-np.inf) -> bool:
@@ -150,6 +152,7 @@ class ServerState:
         self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
         self.pass_ends: list[int] | None = None   # ``hold_sweeps``: each one's passes
         self._sweeps_open = False
+        self.pass_sizes: list[int] | None = None  # ``bound_passes``: each one's shard
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -216,16 +219,51 @@ class ServerState:
             raise InputError(f"{len(self.pass_ends)} pass ends for "
                              f"{len(self.workers)} workers")
 
+    def bound_passes(self, sizes) -> None:
+        """Let no worker run more than ``PASSES_AHEAD`` passes ahead of another that
+        may still step: ``sizes[t]``, the features of worker t's shard.  A worker
+        is granted no credit past the end of the pass after the one the slowest
+        other is in (a finished worker, or a lost one given up, holds no one).
+
+        The staleness bound limits how old a view is, not how far a worker's passes
+        run ahead of another's, and a worker that has no credit (one that has not
+        started, or is lost) holds no one's gate: a worker on a cut link did not
+        start before another ran all four of its passes alone.  Those passes fit its
+        shard against a residual that still held the missing shard's signal; it
+        kept noise correlated with that signal in place of weak true features of its
+        own, and had no pass left to fit once the missing worker came back (a
+        network partition lost two true features of 20).  Bounded, it keeps its
+        later passes for then.  It costs a fast worker no time where the slow one
+        finishes: the run waits for the slow one's remaining passes anyway (the
+        sweeps' barrier, ``hold_sweeps``); a worker that is lost and given up
+        (``give_up``) releases the others."""
+        self.pass_sizes = [int(size) for size in sizes]
+        if len(self.pass_sizes) != len(self.workers):
+            raise InputError(f"{len(self.pass_sizes)} shard sizes for "
+                             f"{len(self.workers)} workers")
+
+    def _pass_bound(self, worker: int) -> int | None:
+        """The credit ``worker`` may reach now under ``bound_passes`` (None: no
+        bound)."""
+        if self.pass_sizes is None or self.pass_sizes[worker] == 0:
+            return None
+        ends = [(r.pushes // size + 1 + PASSES_AHEAD) * self.pass_sizes[worker]
+                for t, (r, size) in enumerate(zip(self.workers, self.pass_sizes))
+                if t != worker and size > 0 and not (r.finished or r.given_up)]
+        return min(ends, default=None)
+
     def _passes_left(self, worker: int) -> int | None:
-        """The credit ``worker`` may still get before the barrier opens (None: no
-        barrier, or it is open)."""
-        if self.pass_ends is None or self._sweeps_open:
-            return None
-        if all(r.finished or r.given_up or r.pushes >= end
-               for r, end in zip(self.workers, self.pass_ends)):
-            self._sweeps_open = True
-            return None
-        return self.pass_ends[worker] - self.workers[worker].credit
+        """The credit ``worker`` may still get before the sweeps' barrier opens or
+        the slowest other worker's pass moves on (None: neither holds it)."""
+        limits = [self._pass_bound(worker)]
+        if self.pass_ends is not None and not self._sweeps_open:
+            if all(r.finished or r.given_up or r.pushes >= end
+                   for r, end in zip(self.workers, self.pass_ends)):
+                self._sweeps_open = True
+            else:
+                limits.append(self.pass_ends[worker])
+        limits = [limit for limit in limits if limit is not None]
+        return min(limits) - self.workers[worker].credit if limits else None
 
     def at_barrier(self, worker: int) -> bool:
         """Whether ``worker`` has applied all its passes' steps and waits at the

@@ -60,12 +60,15 @@ class AsyServer:
                 config.staleness, config.depth, config.batch
         self.eta, self.m = eta, m
         q = self.config.n_workers
-        passes = shard_sizes(n_features, q, self.group_of) * self.config.epochs
+        sizes = shard_sizes(n_features, q, self.group_of)
+        passes = sizes * self.config.epochs
         if self.config.adaptive and trials_on_top(q, n_features):   # no groups here
             self.state.budgets.set_ends(passes.tolist(),
                                         sweep_grows(self.config, self.y.shape[0]))
         if self.config.sweep and q > 1:
             self.state.hold_sweeps(passes)
+        if q > 1:
+            self.state.bound_passes(sizes)
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,
                                      self.group_of)
         self.monitor.skip_to(self.state.clock)

@@ -913,12 +913,12 @@ def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
         assert w.done or state.workers[w.t].finished
 
 
-def _sweeping_pair():
-    """Two workers, shards of 4, one pass, closing sweeps of 2: the server, and
-    ``push(t, seq, version, steps)`` to send it worker t's steps."""
+def _sweeping_pair(epochs=1, sweep=2):
+    """Two workers, shards of 4, one pass, closing sweeps of 2 (by default): the
+    server, and ``push(t, seq, version, steps)`` to send it worker t's steps."""
     n = 3
-    config = AsyConfig.build(4, 2, epochs=1, eta=0.1, m=1.0, staleness=None,
-                             window=1, batch=8, budget="fixed", sweep=2)
+    config = AsyConfig.build(4, 2, epochs=epochs, eta=0.1, m=1.0, staleness=None,
+                             window=1, batch=8, budget="fixed", sweep=sweep)
     server = AsyServer(np.zeros(n), config)
     server.start(8, 0.1, 1.0)
 
@@ -982,3 +982,32 @@ def test_a_lost_worker_holds_the_sweeps_barrier_until_it_rejoins_or_is_given_up(
     assert not state.at_barrier(0)
     with pytest.raises(ProtocolError, match="worker 0 is not lost"):
         server.give_up(0)
+
+
+@pytest.mark.parametrize("how", ["steps", "given up", "exited"])
+def test_no_worker_runs_more_than_a_pass_ahead_of_one_that_may_still_step(how):
+    """Three passes over shards of 4, no staleness bound: worker 1 has not stepped
+    (a cut link, a slow start), so worker 0 gets credit to the end of its second
+    pass and no further; its pulls are answered with an ACK.  Worker 1 entering its
+    second pass lets worker 0 into its third; so does giving worker 1 up, or its
+    process exiting, while its being lost and still able to return does not."""
+    server, push = _sweeping_pair(epochs=3, sweep=0)
+    state = server.state
+    assert state.pass_sizes == [4, 4] and state.pass_ends is None
+
+    views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
+    assert views[0].credit == 8                      # its pass and one more
+    assert [type(m) for _, m in push(0, 1, views[0].version, 8)] == [messages.Ack]
+    assert state.at_barrier(0)
+    if how == "steps":
+        replies = push(1, 1, views[1].version, 3)     # still in its first pass
+        assert all(t == 1 for t, _ in replies) and state.at_barrier(0)
+        replies = push(1, 2, views[1].version, 1)     # its second pass begins
+    elif how == "given up":
+        assert server.lose(1, may_return=True) == [] and state.at_barrier(0)
+        replies = server.give_up(1)
+    else:
+        replies = server.lose(1, may_return=False)
+    view = {t: m for t, m in replies if isinstance(m, messages.View)}[0]
+    # to the end of its third pass, or a full window when no one bounds it
+    assert view.credit == (12 if how == "steps" else 8 + 8) and not state.at_barrier(0)

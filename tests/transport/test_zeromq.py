@@ -387,13 +387,17 @@ def test_server_and_workers_in_separate_network_namespaces_with_curve(tmp_path,
     assert sum(w["steps"] for w in result["asy"]["workers"]) == 3 * 3000 + SWEPT   # 3 passes
 
 
+@pytest.mark.parametrize("after", [0.0, 0.2])
 def test_a_network_partition_past_the_heartbeat_timeout_heals(tmp_path, network,
-                                                            undisturbed):
+                                                            undisturbed, after):
     """Worker 0 on another host (network namespace) behind a veth cable, worker 1
-    beside the server.  The cable is unplugged past the heartbeat timeout and plugged
-    back: the server declares shard 0 lost, and when the link returns the worker (only
-    cut off, never dead) rejoins from its acknowledged state.  Every step is done
-    once, u is exact, and the selection is the undisturbed run's within a feature."""
+    beside the server.  The cable is unplugged ``after`` seconds into the run, past
+    the heartbeat timeout, and plugged back: the server declares shard 0 lost, and
+    when the link returns the worker (only cut off, never dead) rejoins from its
+    acknowledged state.  Every step is done once, u is exact, and the selection is
+    the undisturbed run's within a feature.  Cut at once, worker 0 has not stepped:
+    worker 1 ran all its passes alone before the server bounded how far a worker may
+    run ahead (``ServerState.bound_passes``), and lost two true features."""
     keys = _keys(tmp_path / "keys")
     endpoint = f"tcp://{SERVER_ADDRESS}:{_port()}"
 
@@ -410,7 +414,7 @@ def test_a_network_partition_past_the_heartbeat_timeout_heals(tmp_path, network,
                for t, prefix in enumerate((network.worker, network.server))]
     log = []
     _wait_for(lambda: _logged(log, server, "all 2 shards here"))
-    time.sleep(0.2)
+    time.sleep(after)
     network.link(up=False)
     try:
         _wait_for(lambda: _logged(log, server, "lost"), timeout=20)
