@@ -185,7 +185,9 @@ def main():
         speed = np.array([v["speedup"] for v in values])
         wall = np.array([v["wall"] for v in values])
         gaps = np.array([v["recall_gap"] for v in values])
-        stale = max(v["stale"][0] for v in values), values[0]["stale"][1]
+        # the run nearest its own bound (the bound may differ between problems)
+        stale = max((v["stale"] for v in values),
+                    key=lambda pair: pair[0] / pair[1] if pair[1] else 0.0)
         print(f"{name:>22} {np.median(speed):15.2f} {speed.min():6.2f} "
               f"{np.median(wall):12.2f} {wall.min():6.2f} "
               f"{np.median([v['objective'] for v in values]):10.4f} "
