@@ -185,7 +185,7 @@ def main():
         speed = np.array([v["speedup"] for v in values])
         wall = np.array([v["wall"] for v in values])
         gaps = np.array([v["recall_gap"] for v in values])
-        # the run nearest its own bound (the bound may differ between problems)
+        # the run nearest its own bound (the automatic one follows the timed step)
         stale = max((v["stale"] for v in values),
                     key=lambda pair: pair[0] / pair[1] if pair[1] else 0.0)
         print(f"{name:>22} {np.median(speed):15.2f} {speed.min():6.2f} "

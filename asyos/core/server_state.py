@@ -266,8 +266,9 @@ class ServerState:
         return min(limits) - self.workers[worker].credit if limits else None
 
     def at_barrier(self, worker: int) -> bool:
-        """Whether ``worker`` has applied all its passes' steps and waits at the
-        barrier for the others' (``hold_sweeps``)."""
+        """Whether ``worker`` has applied every step it may take for now and waits:
+        at the sweeps' barrier for the others' passes (``hold_sweeps``), or a pass
+        ahead of the slowest other worker (``bound_passes``)."""
         left = self._passes_left(worker)
         return left is not None and left <= 0 and self.workers[worker].unspent <= 0
 
