@@ -151,7 +151,8 @@ class ServerState:
         self._lost = 0
         self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
         self.pass_ends: list[int] | None = None   # ``hold_sweeps``: each one's passes
-        self._sweeps_open = False
+        self.round_size, self.rounds = 0, 1   # ``hold_sweeps``: the sweeps' rounds
+        self._rounds_open = 0   # barriers opened: 0 before every worker's passes end
         self.pass_sizes: list[int] | None = None  # ``bound_passes``: each one's shard
 
     # -- checks -----------------------------------------------------------------------
@@ -201,7 +202,7 @@ class ServerState:
         return self._others_since(record, oldest.version, oldest.own) + total - unspent
 
     # -- the closing sweeps' barrier --------------------------------------------------
-    def hold_sweeps(self, ends) -> None:
+    def hold_sweeps(self, ends, round_size: int = 0, rounds: int = 1) -> None:
         """Let no worker's closing sweep begin before every worker's passes are over:
         ``ends[t]``, the steps of worker t's passes (its shard's size times the
         epochs).  Until then a worker is granted no credit past its passes, so the
@@ -215,6 +216,7 @@ class ServerState:
         that its shard's features have not fitted, and kept noise that correlated
         with them in place of weak true features."""
         self.pass_ends = [int(end) for end in ends]
+        self.round_size, self.rounds = int(round_size), int(rounds)
         if len(self.pass_ends) != len(self.workers):
             raise InputError(f"{len(self.pass_ends)} pass ends for "
                              f"{len(self.workers)} workers")
@@ -256,12 +258,14 @@ class ServerState:
         """The credit ``worker`` may still get before the sweeps' barrier opens or
         the slowest other worker's pass moves on (None: neither holds it)."""
         limits = [self._pass_bound(worker)]
-        if self.pass_ends is not None and not self._sweeps_open:
-            if all(r.finished or r.given_up or r.pushes >= end
+        while self.pass_ends is not None and self._rounds_open < self.rounds:
+            offset = self._rounds_open * self.round_size
+            if all(r.finished or r.given_up or r.pushes >= end + offset
                    for r, end in zip(self.workers, self.pass_ends)):
-                self._sweeps_open = True
+                self._rounds_open += 1
             else:
-                limits.append(self.pass_ends[worker])
+                limits.append(self.pass_ends[worker] + offset)
+                break
         limits = [limit for limit in limits if limit is not None]
         return min(limits) - self.workers[worker].credit if limits else None
 

@@ -23,6 +23,7 @@ from .validate import check_at_least
 
 SWEEP_FRACTION = 8   # "auto": s/8 arrivals, at least SWEEP_LEAST
 SWEEP_LEAST = 8
+SWEEP_ROUNDS = 2   # Asy-OS with peers: rounds of each worker's sweep (``sweep_rounds``)
 
 
 def sweep_size(sweep, s: int, rule: str, epochs: int) -> int:
@@ -38,6 +39,20 @@ def sweep_size(sweep, s: int, rule: str, epochs: int) -> int:
             return 0
         return max(SWEEP_LEAST, math.ceil(s / SWEEP_FRACTION))
     return check_at_least("sweep", sweep, 0, integer=True)
+
+
+def sweep_rounds(n_workers: int) -> int:
+    """Rounds of each Asy-OS worker's closing sweep, each scored at a view that holds
+    every worker's steps before it (``ServerState.hold_sweeps``): ``SWEEP_ROUNDS``
+    with peers, one for a lone worker, as sequential OS.
+
+    With peers, the first round scores a residual that still holds the signal of the
+    true features no worker kept at the end of its passes: its strong ones rank
+    first, and weak true features rank behind features correlated with that misfit.
+    A second round, scored once the first round's newcomers are fitted, finds them
+    (docs/algorithms.md, "The closing sweep").  Sequential OS's one kept set leaves
+    no such misfit."""
+    return SWEEP_ROUNDS if n_workers > 1 else 1
 
 
 def _scores(block, g: np.ndarray) -> np.ndarray:

@@ -26,7 +26,7 @@ from ..core.refit import joint_refit
 from ..core.server_state import ServerState
 from ..core.shards import budget_split, group_owners
 from ..core.step_size import StepSize, check_scale
-from ..core.sweep import sweep_size
+from ..core.sweep import sweep_rounds, sweep_size
 from ..core.validate import check_at_least, check_choice, check_sparsity
 from ..errors import InputError, warn_constant_selected
 from ..streams.base import GroupShard
@@ -76,7 +76,7 @@ def sweep_grows(config: "AsyConfig", n_samples: int) -> int:
     if not (config.sweep and config.adaptive and resolve_rule(config.rule) == "fitted"
             and capacity * n_samples <= COLUMNS_LIMIT):
         return 0
-    return config.sweep
+    return config.sweep * config.sweep_rounds
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,12 @@ class AsyConfig:
                           self.batch, self.rule, self.damping, self.ridge,
                           adaptive_push=self.n_workers > 1,
                           group_budget=0 if self.s2 is None else self.group_budgets[t],
-                          sweep=self.sweep)
+                          sweep=self.sweep, sweep_rounds=self.sweep_rounds)
+
+    @property
+    def sweep_rounds(self) -> int:
+        """Rounds of each worker's closing sweep (``core.sweep.sweep_rounds``)."""
+        return sweep_rounds(self.n_workers)
 
     def groups(self, t: int, group_of) -> tuple | None:
         """``worker_loop``'s groups argument for worker t: (group_of, s2_t), or None."""

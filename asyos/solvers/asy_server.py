@@ -66,7 +66,7 @@ class AsyServer:
             self.state.budgets.set_ends(passes.tolist(),
                                         sweep_grows(self.config, self.y.shape[0]))
         if self.config.sweep and q > 1:
-            self.state.hold_sweeps(passes)
+            self.state.hold_sweeps(passes, self.config.sweep, self.config.sweep_rounds)
         if q > 1:
             self.state.bound_passes(sizes)
         self.monitor = ServerMonitor(self.y, self.config, n_features, self.record_order,

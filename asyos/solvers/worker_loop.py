@@ -43,8 +43,8 @@ class WorkerPlan:
     one push, ``adaptive_push``: fewer when a push's cost allows (``PushSize``: real
     carriers with more than one worker); ``group_budget``: s2_t, the most groups it
     keeps (0: not group-aware); ``damping``, ``ridge``: the fitted rule's
-    (``AsyConfig.damping``, ``fit_os``); ``sweep``: the arrivals of its closing sweep
-    (``core/sweep.py``; 0: none)."""
+    (``AsyConfig.damping``, ``fit_os``); ``sweep``: the arrivals of each round of its
+    closing sweep (``core/sweep.py``; 0: none), ``sweep_rounds`` ≥ 1 its rounds."""
 
     capacity: int
     loss: Loss
@@ -58,15 +58,17 @@ class WorkerPlan:
     adaptive_push: bool = False
     group_budget: int = 0
     sweep: int = 0
+    sweep_rounds: int = 1
 
     INTS = ("capacity", "loss", "epochs", "batch", "rule", "adaptive_push",
-            "group_budget", "sweep")
+            "group_budget", "sweep", "sweep_rounds")
     FLOATS = ("eta", "m", "damping", "ridge")
 
     def ints(self) -> np.ndarray:
         return np.array([self.capacity, int(self.loss), self.epochs, self.batch,
                          RULES.index(self.rule), int(self.adaptive_push),
-                         self.group_budget, self.sweep], dtype=np.int64)
+                         self.group_budget, self.sweep, self.sweep_rounds],
+                        dtype=np.int64)
 
     def floats(self) -> np.ndarray:
         return np.array([self.eta, self.m, self.damping,
@@ -76,7 +78,7 @@ class WorkerPlan:
     def received(cls, ints, floats) -> "WorkerPlan":
         """The plan a CONFIG carries; a ``ProtocolError`` naming what is out of
         range (the server sent what no server sends)."""
-        capacity, loss, epochs, batch, rule, adaptive, groups, sweep = \
+        capacity, loss, epochs, batch, rule, adaptive, groups, sweep, rounds = \
             (int(v) for v in ints)
         eta, m, damping, ridge = (float(v) for v in floats)
         if loss not in {int(code) for code in Loss}:
@@ -84,17 +86,18 @@ class WorkerPlan:
         if rule not in range(len(RULES)):
             raise ProtocolError(f"CONFIG names substitution rule {rule}; known: "
                              f"0..{len(RULES) - 1}")
-        if min(capacity, epochs, batch) < 1 or min(groups, sweep) < 0 or \
+        if min(capacity, epochs, batch, rounds) < 1 or min(groups, sweep) < 0 or \
                 adaptive not in (0, 1):
             raise ProtocolError(f"CONFIG names capacity {capacity}, epochs {epochs}, "
                              f"batch {batch}, group budget {groups}, adaptive "
-                             f"{adaptive}, sweep {sweep}")
+                             f"{adaptive}, sweep {sweep} in {rounds} rounds")
         if not (eta > 0 and m >= 1 and 0 < damping <= 1 and ridge >= 0 and
                 all(math.isfinite(v) for v in (eta, m, ridge))):
             raise ProtocolError(f"CONFIG names eta {eta!r}, m {m!r}, damping "
                              f"{damping!r}, ridge {ridge!r}")
         return cls(capacity, Loss(loss), eta, m, epochs, batch, RULES[rule], damping,
-                   None if ridge == 0.0 else ridge, bool(adaptive), groups, sweep)
+                   None if ridge == 0.0 else ridge, bool(adaptive), groups, sweep,
+                   rounds)
 
 
 @dataclass
@@ -229,7 +232,8 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
     size from now on (it shrinks it when a push raised the loss), else ``eta``.
     After its passes, ``plan.sweep`` > 0: its closing sweep (``core/sweep.py``), the
     shard scored at its û and the best features it does not keep stepped once more,
-    pushed like any other steps.
+    pushed like any other steps, in ``plan.sweep_rounds`` rounds, each scored at a
+    new view (a round that finds fewer than ``plan.sweep`` ends the sweep).
     ``resume``: (selected, weights, position) of a worker this one replaces.
     ``groups``: (group_of, s2_t) for group-aware OS, at most s2_t groups kept.
     """
@@ -285,20 +289,27 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                 block_index, block, skip = block_index[skip:], block[skip:], \
                     max(skip - block_index.size, 0)
             yield from arrivals(block_index, block)
-    # the closing sweep, at the û of a view that holds every worker's passes (the
-    # server grants no credit past them before: ``ServerState.hold_sweeps``); a
-    # worker resumed in its predecessor's sweep offers what is left of it
-    left = plan.sweep - max(0, steps - epochs * stream.n_features)
-    if left > 0:
-        block_index = block = None   # a view of the last pass's order: let it go
+    # the closing sweep's rounds, each at the û of a view that holds every worker's
+    # steps before it (the server grants no credit past them before:
+    # ``ServerState.hold_sweeps``); a worker resumed in its predecessor's sweep offers
+    # what is left of it
+    block_index = block = None   # a view of the last pass's order: let it go
+    swept = max(0, steps - epochs * stream.n_features)
+    first_round, done = divmod(swept, plan.sweep) if plan.sweep else \
+        (plan.sweep_rounds, 0)
+    for _ in range(first_round, plan.sweep_rounds):
+        left, done = plan.sweep - done, 0
         reply = yield PULL
         start = time.perf_counter()
         candidates = ClosingSweep(stream, blocks, y, loss, left).arrivals(
             reply[0], kept.selected()[0], epochs - 1)
         read[0] += time.perf_counter() - start
+        before_round = steps
         for block_index, block in _timed(candidates, read):
             yield from arrivals(block_index, block, reply)
             reply = None
+        if steps - before_round < left:   # fewer worth offering: no next round
+            break
     selected, weights = kept.selected()
     columns = np.asarray(stream.columns(selected), dtype=np.float64) \
         if selected.size * n <= messages.COLUMNS_LIMIT else np.zeros((0, n))

@@ -26,7 +26,8 @@ A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
 fingerprint) of the data (``solvers.asy.data_fingerprint``).  A CONFIG carries the
 worker's ``solvers.worker_loop.WorkerPlan``: its integers (``INTS``: capacity, loss,
-epochs, batch, rule, adaptive push, group budget s2_t, closing sweep) as int64, then its reals
+epochs, batch, rule, adaptive push, group budget s2_t, closing sweep, its
+rounds) as int64, then its reals
 (``FLOATS``: η, m, damping, ridge) as float64.  A VIEW's
 credit is cumulative: the steps the worker may have pushed in all.
 

@@ -706,10 +706,11 @@ class Carrier:
         self.state = self.server.state
         if adaptive and on_top:   # as on long shards: on top of s, final budgets
             self.state.budgets.set_ends([steps] * q)
-        self.ends = [steps - sweep] * q   # the last ``sweep`` steps: a closing sweep
+        # the last ``sweep`` steps: a closing sweep in ``sweep`` rounds of one step
+        self.ends, self.rounds = [steps - sweep] * q, sweep
         if sweep:
-            self.state.hold_sweeps(self.ends)
-        self.opened = not sweep
+            self.state.hold_sweeps(self.ends, 1, sweep)
+        self.opened = 0   # the sweeps' barriers opened
         assert (self.state.tau, self.state.depth, self.state.batch) == \
             (tau, window * batch, batch)
         self.rng = np.random.default_rng(seed)
@@ -803,12 +804,15 @@ class Carrier:
         np.testing.assert_allclose(state.u, sum(r.applied for r in state.workers),
                                    rtol=0, atol=1e-9)
         assert state.clock == sum(r.pushes for r in state.workers)
-        if not self.opened:   # the sweeps' barrier: no credit past the passes ...
-            # ... until all are over (a lost worker may rejoin: it holds them)
-            self.opened = all(r.finished or r.given_up or r.pushes >= end
-                              for r, end in zip(state.workers, self.ends))
-            if not self.opened:
-                assert all(r.credit <= end for r, end in zip(state.workers, self.ends))
+        while self.opened < self.rounds:   # the sweeps' barriers: no credit past
+            # the passes, or a round, until all are through them (a lost worker may
+            # rejoin: it holds them)
+            barrier = [end + self.opened for end in self.ends]
+            if not all(r.finished or r.given_up or r.pushes >= end
+                       for r, end in zip(state.workers, barrier)):
+                assert all(r.credit <= end for r, end in zip(state.workers, barrier))
+                break
+            self.opened += 1
         if self.adaptive and state.budgets.on_top:   # trial slots on top of s
             assert sum(state.budgets.committed(t) for t in range(self.q)) <= self.s + self.q
             # finished and lost kept sets (less the lost ones' trial slots), final
@@ -883,8 +887,9 @@ def test_the_protocol_bounds_staleness_and_always_finishes_despite_losses(
     ≤ τ, every recorded staleness ≤ τ and exactly the other workers' steps since the
     view used, u_C = Σ applied Δu (each push once), and the budgets: trial slots
     within s, Σ held ≤ s; on top of s, the latest grants sum to ≤ s + q and the final
-    ones to ≤ s; with closing sweeps (the last ``sweep`` steps), no credit past a
-    worker's passes until every worker still running is through its own.  Then, with
+    ones to ≤ s; with closing sweeps (the last ``sweep`` steps, a round each), no
+    credit past a worker's passes, or a round of its sweep, until every worker still
+    running is through its own.  Then, with
     no more losses, every worker gets credit and the run finishes, its kept sets
     within s."""
     carrier = Carrier(q, tau, window, batch, steps, adaptive, seed, on_top=on_top,
@@ -951,6 +956,30 @@ def test_a_worker_at_the_sweeps_barrier_waits_with_an_ack_until_every_pass_is_ov
     views = {t: m for t, m in replies if isinstance(m, messages.View)}
     assert set(views) == {0, 1} and views[0].version == state.clock == 8
     assert views[0].credit > 4 and views[1].credit > 4 and not state.at_barrier(0)
+
+
+def test_each_round_of_the_sweeps_waits_for_every_workers_round_before_it():
+    """Closing sweeps of 2 arrivals in two rounds: past the passes, worker 0's
+    credit stops at the end of its first round (6), and its pull after it is
+    answered with an ACK until worker 1's first round is applied too; then both may
+    take their second rounds, each from a view that holds every first round."""
+    server, push = _sweeping_pair()
+    state = server.state
+    assert (state.round_size, state.rounds) == (2, 2) == \
+        (server.config.sweep, server.config.sweep_rounds)
+    views = dict(server.handle(0, messages.Pull()) + server.handle(1, messages.Pull()))
+    push(0, 1, views[0].version, 4)
+    views = {t: m for t, m in push(1, 1, views[1].version, 4)
+             if isinstance(m, messages.View)}
+    assert views[0].credit == views[1].credit == 6     # its passes and a round
+    assert [type(m) for _, m in push(0, 2, views[0].version, 2)] == [messages.Ack]
+    assert state.at_barrier(0)
+    again = server.handle(0, messages.Pull())
+    assert [type(m) for _, m in again] == [messages.Ack]
+    replies = push(1, 2, views[1].version, 2)          # worker 1's first round
+    views = {t: m for t, m in replies if isinstance(m, messages.View)}
+    assert set(views) == {0, 1} and views[0].version == state.clock == 12
+    assert views[0].credit > 6 and not state.at_barrier(0)
 
 
 @pytest.mark.parametrize("how", ["rejoins", "given up", "exited"])

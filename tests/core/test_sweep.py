@@ -11,7 +11,7 @@ from sweeps import sweeps_begin_after_every_pass
 from asyos import fit_os
 from asyos.core.losses import Loss, loss_grad
 from asyos.core.sparse_step import CSCBlock
-from asyos.core.sweep import SWEEP_LEAST, sweep_candidates, sweep_size
+from asyos.core.sweep import SWEEP_LEAST, SWEEP_ROUNDS, sweep_candidates, sweep_size
 from asyos.datasets import make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
@@ -127,7 +127,8 @@ def test_simulated_workers_sweep_their_shards(problems):
         run = fit_simulated(data.X, data.y, S, 2, delay=8, epochs=3, record_order=True)
         plain = fit_simulated(data.X, data.y, S, 2, delay=8, epochs=3, sweep=0)
         assert plain.n_steps == 3 * P
-        assert [w["steps"] for w in run.asy["workers"]] == [3 * P // 2 + size] * 2
+        assert [w["steps"] for w in run.asy["workers"]] == \
+            [3 * P // 2 + SWEEP_ROUNDS * size] * 2
         assert run.asy["u_check_max_abs_diff"] <= 1e-9
         assert run.asy["staleness"]["max"] <= 8
         swept = np.array(run.asy["order"][3 * P:])
@@ -149,8 +150,10 @@ def test_no_worker_sweeps_before_every_workers_passes_are_over():
         run = fit_simulated(data.X, data.y, s, 2, clock=clock, epochs=3,
                             record_order=True)
         size = sweep_size("auto", s, "fitted", 3)
-        assert [w["steps"] for w in run.asy["workers"]] == [3 * p // 2 + size] * 2
-        assert sweeps_begin_after_every_pass(run.asy["order"], [3 * p // 2] * 2)
+        assert [w["steps"] for w in run.asy["workers"]] == \
+            [3 * p // 2 + SWEEP_ROUNDS * size] * 2
+        assert sweeps_begin_after_every_pass(run.asy["order"], [3 * p // 2] * 2, size,
+                                             SWEEP_ROUNDS)
         assert run.asy["u_check_max_abs_diff"] <= 1e-9
 
 

@@ -9,7 +9,7 @@ from sweeps import sweeps_begin_after_every_pass
 from asyos import fit_os
 from asyos.core.kept_set import KeptSet
 from asyos.core.losses import Loss
-from asyos.core.sweep import sweep_size
+from asyos.core.sweep import SWEEP_ROUNDS, sweep_size
 from asyos.datasets import make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
@@ -226,8 +226,10 @@ def test_no_worker_sweeps_before_every_workers_passes_are_over(ranks_per_node):
     passes = [2 * len(range(t, 90, Q)) for t in range(Q)]
     size = sweep_size("auto", s, "fitted", 2)
     steps = [worker["steps"] for worker in payload.asy["workers"]]
-    assert all(ends < taken <= ends + size for ends, taken in zip(passes, steps))
-    assert sweeps_begin_after_every_pass(payload.asy["order"], passes)
+    assert all(ends < taken <= ends + SWEEP_ROUNDS * size
+               for ends, taken in zip(passes, steps))
+    assert sweeps_begin_after_every_pass(payload.asy["order"], passes, size,
+                                         SWEEP_ROUNDS)
     assert payload.asy["u_check_max_abs_diff"] <= 1e-10
 
 

@@ -235,6 +235,43 @@ def test_a_worker_resumed_in_its_closing_sweep_offers_only_what_is_left_of_it():
                                stream.columns(resumed.selected), atol=1e-9)
 
 
+@pytest.mark.parametrize("stop_after", [243, 251])
+def test_a_sweep_in_rounds_is_resumed_in_the_round_it_was_stopped_in(stop_after):
+    """Two rounds of 8 arrivals, each from a new pull: a worker stopped three
+    arrivals into the first round or into the second is replaced by one that offers
+    what is left of that round and the rounds after it, nothing more."""
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=120, s=6, n=50, seed=5)
+    stream = ArrayStream(problem.X, block_size=16)
+    plan = WorkerPlan(6, Loss.SQUARED, 0.3, 1.5, 2, 1, "fitted", sweep=8,
+                      sweep_rounds=2)
+    whole, _ = _drive(worker_loop(stream, problem.y, plan), np.zeros(50), 1)
+    assert whole.steps == 240 + 2 * 8
+    stopped, u = _drive(worker_loop(stream, problem.y, plan), np.zeros(50), 1,
+                        stop_after=stop_after)
+    resumed, u = _drive(worker_loop(stream, problem.y, plan, resume=(
+        stopped.selected, stopped.weights, stopped.position)), u, 1)
+    assert resumed.steps == 256
+
+
+def test_a_round_that_finds_fewer_than_its_size_ends_the_sweep():
+    """A round of 200 arrivals over a shard of 120 features, 6 of them kept: it
+    offers the 114 others, and no second round follows (it would find no more)."""
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=120, s=6, n=50, seed=5)
+    stream = ArrayStream(problem.X, block_size=16)
+    plan = WorkerPlan(6, Loss.SQUARED, 0.3, 1.5, 2, 1, "fitted", sweep=200,
+                      sweep_rounds=2)
+    final, _ = _drive(worker_loop(stream, problem.y, plan), np.zeros(50), 1)
+    assert final.steps == 240 + 120 - 6
+
+
 def test_a_push_takes_as_few_steps_as_keep_its_own_cost_under_a_tenth():
     from asyos.solvers.worker_loop import PushSize
 

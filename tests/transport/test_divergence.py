@@ -35,7 +35,8 @@ SAID = {"magnitude": ("NaN or inf", "diverged"), "fitted": ("overflows float64",
 
 def _one_line_exit_2(proc, tmp_path, rule="magnitude"):
     assert proc.returncode == 2, proc.stdout[-2000:] + proc.stderr[-2000:]
-    lines = [line for line in proc.stderr.splitlines() if line.startswith("asyos")]
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("asyos")
+             and "kernels" not in line]   # a cold cache's compile notice is no error
     assert len(lines) == 1 and any(said in lines[0] for said in SAID[rule]), lines
     assert not (tmp_path / "r.json").exists()
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from asyos.core.sweep import sweep_size
+from asyos.core.sweep import sweep_rounds, sweep_size
 
 ROOT = Path(__file__).resolve().parents[2]
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or \
@@ -61,7 +61,9 @@ def test_cli_under_mpirun_writes_the_same_results(tmp_path):
     cores = len(os.sched_getaffinity(0))
     for worker in asy["workers"]:
         # the fitted rule: 3 passes for Asy-OS, then a closing sweep of 8 arrivals
-        assert worker["steps"] == 3 * 300 + sweep_size("auto", 30, "fitted", 3)
+        # in each of its rounds
+        assert worker["steps"] == 3 * 300 + sweep_rounds(len(asy["workers"])) * \
+            sweep_size("auto", 30, "fitted", 3)
         assert worker["compute_seconds"] > 0 and worker["communicate_seconds"] > 0
         # three ranks share the node's cores for BLAS (NodeShare)
         assert worker["blas_threads"] == max(1, cores // 3)

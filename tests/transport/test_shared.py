@@ -65,8 +65,9 @@ def test_workers_find_what_sequential_os_finds(q):
         assert not result.asy["partial"] and result.asy["lost_shards"] == []
         passes = [len(range(t, 1200, q)) * 3 for t in range(q)]
         assert [w["steps"] for w in result.asy["workers"]] == \
-            [steps + config.sweep for steps in passes]
-        assert sweeps_begin_after_every_pass(result.asy["order"], passes)
+            [steps + config.sweep * config.sweep_rounds for steps in passes]
+        assert sweeps_begin_after_every_pass(result.asy["order"], passes, config.sweep,
+                                             config.sweep_rounds)
         gaps.append(recall(sequential.selected, problem.support) -
                     recall(result.selected, problem.support))
         ratios.append(result.objective / sequential.objective)
@@ -150,9 +151,10 @@ def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_
     assert stream.prefetch   # the caller's stream is left as it was
     # each shard's first block (its ν, read before the run), the first worker's
     # once more where it reads ahead (its step timed, ``time_a_step``) and, reading
-    # ahead, each of the first worker's passes, its closing sweep's scan and its
-    # arrivals
-    assert len(reads) == 2 + ((1 + config.epochs + 2) if reads_ahead else 0)
+    # ahead, each of the first worker's passes, and each round of its closing
+    # sweep: its scan and its arrivals
+    assert len(reads) == 2 + ((1 + config.epochs + 2 * config.sweep_rounds)
+                              if reads_ahead else 0)
 
 
 class _Sabotaged(ArrayStream):
@@ -209,7 +211,8 @@ def test_a_worker_killed_mid_run_is_lost_and_the_result_is_partial(monkeypatch):
     assert result.asy["partial"] and result.asy["lost_shards"] == ["1/2"]
     assert result.asy["workers"][1]["lost"]
     # the other one finished: its passes and its closing sweep
-    assert result.asy["workers"][0]["steps"] == 600 * 3 + config.sweep
+    assert result.asy["workers"][0]["steps"] == \
+        600 * 3 + config.sweep * config.sweep_rounds
     assert result.asy["u_check_max_abs_diff"] <= 1e-10
     assert result.selected.size <= 12 + 1
 
@@ -234,8 +237,8 @@ def test_cli_workers_runs_the_embedded_default(tmp_path):
     assert _shm() <= before
     shown = _run("--workers", "2", "-p", "400", "-s", "10")   # a progress bar
     assert shown.returncode == 0 and "Asy-OS, 2 workers" in shown.stderr
-    # 3 passes over 400, then each worker's closing sweep of 8
-    assert "1216/1216" in shown.stderr
+    # 3 passes over 400, then each worker's closing sweep: two rounds of 8
+    assert "1232/1232" in shown.stderr
 
 
 @pytest.mark.parametrize("args, message", [

@@ -236,13 +236,13 @@ def test_header_size_is_fixed():
 
 def test_a_config_carries_the_worker_plan_integers_as_integers():
     plan = WorkerPlan(3, Loss.SQUARED_HINGE, 0.25, 2.0, 5, 4, "magnitude", 0.5, 1e-3,
-                      True, 2, 9)
+                      True, 2, 9, 2)
     config = m.Config(plan.ints(), plan.floats(), np.ones(5))
     frames = encode(config, 0, run_id=77)
     from asyos.core.kept_set import RULES
 
     assert np.frombuffer(frames[1], "<i8").tolist() == [
-        3, int(Loss.SQUARED_HINGE), 5, 4, RULES.index("magnitude"), 1, 2, 9]
+        3, int(Loss.SQUARED_HINGE), 5, 4, RULES.index("magnitude"), 1, 2, 9, 2]
     body = decode(_bytes(frames), LIMITS).body
     assert WorkerPlan.received(body.plan_ints, body.plan_floats) == plan
     assert WorkerPlan.received(plan.ints(), WorkerPlan(3, Loss.SQUARED, 0.25, 2.0,
@@ -252,6 +252,7 @@ def test_a_config_carries_the_worker_plan_integers_as_integers():
 @pytest.mark.parametrize("field, value, problem", [
     (4, 7, "substitution rule 7"), (1, 99, "loss 99"), (0, 0, "capacity 0"),
     (5, 2, "adaptive 2"), (6, -1, "group budget -1"), (7, -3, "sweep -3"),
+    (8, 0, "in 0 rounds"),
 ])
 def test_a_plan_out_of_range_is_refused_naming_it(field, value, problem):
     ints = WorkerPlan(3, Loss.SQUARED, 0.25, 2.0, 5).ints()

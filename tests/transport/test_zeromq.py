@@ -16,7 +16,7 @@ import pytest
 from floods import FLOODS, flood
 from netns import SERVER_ADDRESS, Unavailable, veth_pair
 
-from asyos.core.sweep import sweep_size
+from asyos.core.sweep import sweep_rounds, sweep_size
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARD = 120
@@ -30,8 +30,9 @@ PLAIN = ["--window", "1", "--batch", "1"]     # one round trip per step: ~1 ms h
 SETTLED = ["--epochs", "4"]
 SLACK = 1e-9     # 0.8 - 0.1 is 0.7000000000000001
 # each of the two workers ends its passes with a closing sweep of s/8, at least 8,
-# arrivals (core/sweep.py): steps of a whole run = passes × p + SWEPT
-SWEPT = 2 * sweep_size("auto", 20, "fitted", 2)
+# arrivals in each of its rounds (core/sweep.py): steps of a whole run = passes × p
+# + SWEPT
+SWEPT = 2 * sweep_rounds(2) * sweep_size("auto", 20, "fitted", 2)
 
 
 def _port() -> int:
