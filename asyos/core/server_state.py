@@ -24,8 +24,8 @@ wait, and credit always drains, so the rule cannot deadlock.  Each worker holds 
 its push arrives).  τ = None: no bound, every grant is a full top-up.
 
 With closing sweeps (``hold_sweeps``) a worker is granted no credit past its passes
-until every worker's passes are over: the sweeps then all score the same, fitted
-residual.
+until every worker's passes are over, nor past a round of its sweep until every
+worker's round is: the sweeps then all score the same, fitted residual.
 """
 
 from collections import deque
@@ -214,12 +214,17 @@ class ServerState:
         one back, nor a lost one given up (``lose(may_return=False)``, ``give_up``);
         one that may still rejoin does: the others' sweeps would score a residual
         that its shard's features have not fitted, and kept noise that correlated
-        with them in place of weak true features."""
-        self.pass_ends = [int(end) for end in ends]
-        self.round_size, self.rounds = int(round_size), int(rounds)
-        if len(self.pass_ends) != len(self.workers):
-            raise InputError(f"{len(self.pass_ends)} pass ends for "
-                             f"{len(self.workers)} workers")
+        with them in place of weak true features.
+
+        ``rounds`` > 1: each worker's sweep comes in rounds of ``round_size`` steps
+        (``core.sweep.sweep_rounds``), and round k + 1 waits the same way for every
+        worker's round k (its steps to ``ends[t] + (k + 1)·round_size``; a worker
+        whose round found fewer ends its sweep and finishes): each round scores a
+        residual that holds the others' newcomers of the round before."""
+        ends = self._per_worker(ends, "pass ends")
+        if round_size < 0 or rounds < 1:
+            raise InputError(f"sweeps in {rounds} rounds of {round_size} steps")
+        self.pass_ends, self.round_size, self.rounds = ends, int(round_size), int(rounds)
 
     def bound_passes(self, sizes) -> None:
         """Let no worker run more than ``PASSES_AHEAD`` passes ahead of another that
@@ -239,10 +244,15 @@ class ServerState:
         finishes: the run waits for the slow one's remaining passes anyway (the
         sweeps' barrier, ``hold_sweeps``); a worker that is lost and given up
         (``give_up``) releases the others."""
-        self.pass_sizes = [int(size) for size in sizes]
-        if len(self.pass_sizes) != len(self.workers):
-            raise InputError(f"{len(self.pass_sizes)} shard sizes for "
-                             f"{len(self.workers)} workers")
+        self.pass_sizes = self._per_worker(sizes, "shard sizes")
+
+    def _per_worker(self, values, what: str) -> list[int]:
+        """``values`` as a list of ints, one per worker, or InputError naming
+        ``what`` (nothing set)."""
+        values = [int(value) for value in values]
+        if len(values) != len(self.workers):
+            raise InputError(f"{len(values)} {what} for {len(self.workers)} workers")
+        return values
 
     def _pass_bound(self, worker: int) -> int | None:
         """The credit ``worker`` may reach now under ``bound_passes`` (None: no
@@ -255,8 +265,9 @@ class ServerState:
         return min(ends, default=None)
 
     def _passes_left(self, worker: int) -> int | None:
-        """The credit ``worker`` may still get before the sweeps' barrier opens or
-        the slowest other worker's pass moves on (None: neither holds it)."""
+        """The credit ``worker`` may still get before the next of the sweeps'
+        barriers opens or the slowest other worker's pass moves on (None: neither
+        holds it)."""
         limits = [self._pass_bound(worker)]
         while self.pass_ends is not None and self._rounds_open < self.rounds:
             offset = self._rounds_open * self.round_size

@@ -68,7 +68,7 @@ def trials_on_top(n_workers: int, n_features: int | None) -> bool:
 def sweep_grows(config: "AsyConfig", n_samples: int) -> int:
     """The newcomers each worker's closing sweep may keep on top of its final budget
     (``AdaptiveBudgets.set_ends``, with the trial slots on top of s): its sweep's
-    arrivals, under adaptive budgets and the fitted rule, where every worker's
+    arrivals in all its rounds, under adaptive budgets and the fitted rule, where every worker's
     kept columns reach the server (n·(s + 1) values at most
     ``messages.COLUMNS_LIMIT``): the assembly cuts the grown kept sets to s and the
     refit on the columns kept makes the result's weights; else 0."""

@@ -17,6 +17,7 @@ from asyos.core.server_state import (
     ProtocolError,
     ServerState,
 )
+from asyos.errors import InputError
 from asyos.solvers import messages
 from asyos.solvers.asy import AsyConfig
 from asyos.solvers.asy_server import AsyServer
@@ -980,6 +981,19 @@ def test_each_round_of_the_sweeps_waits_for_every_workers_round_before_it():
     views = {t: m for t, m in replies if isinstance(m, messages.View)}
     assert set(views) == {0, 1} and views[0].version == state.clock == 12
     assert views[0].credit > 6 and not state.at_barrier(0)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda state: state.hold_sweeps([4, 4, 4]), "3 pass ends for 2 workers"),
+    (lambda state: state.hold_sweeps([4, 4], 2, 0), "in 0 rounds of 2 steps"),
+    (lambda state: state.bound_passes([4]), "1 shard sizes for 2 workers"),
+])
+def test_barriers_set_wrong_are_refused_and_set_nothing(call, match):
+    state = ServerState(3, 2, staleness=None, depth=8, batch=8)
+    with pytest.raises(InputError, match=match):
+        call(state)
+    assert state.pass_ends is None and state.pass_sizes is None
+    assert state.rounds == 1
 
 
 @pytest.mark.parametrize("how", ["rejoins", "given up", "exited"])
