@@ -67,16 +67,19 @@ def trials_on_top(n_workers: int, n_features: int | None) -> bool:
 
 def sweep_grows(config: "AsyConfig", n_samples: int) -> int:
     """The newcomers each worker's closing sweep may keep on top of its final budget
-    (``AdaptiveBudgets.set_ends``, with the trial slots on top of s): its sweep's
-    arrivals in all its rounds, under adaptive budgets and the fitted rule, where every worker's
-    kept columns reach the server (n·(s + 1) values at most
+    (``AdaptiveBudgets.set_ends``, with the trial slots on top of s): the arrivals of
+    one round of its sweep, under adaptive budgets and the fitted rule, where every
+    worker's kept columns reach the server (n·(s + 1) values at most
     ``messages.COLUMNS_LIMIT``): the assembly cuts the grown kept sets to s and the
-    refit on the columns kept makes the result's weights; else 0."""
+    refit on the columns kept makes the result's weights; else 0.  A later round's
+    newcomers win their slots from the earlier's by the substitution rule: grown by
+    every round, the union left the cut more noise to rank, and classification runs
+    ended worse (docs/benchmarks.md, "The sweep in two rounds")."""
     capacity = config.s + 1
     if not (config.sweep and config.adaptive and resolve_rule(config.rule) == "fitted"
             and capacity * n_samples <= COLUMNS_LIMIT):
         return 0
-    return config.sweep * config.sweep_rounds
+    return config.sweep
 
 
 @dataclass(frozen=True)
