@@ -268,7 +268,8 @@ def run_on_this_machine(args, backend: str, q: int) -> FitResult:
     rule = resolve_rule(args.rule)
     epochs = resolve_epochs(args.epochs, rule, asy=True)
     p = job.stream.n_features   # each worker's passes, then its closing sweep
-    swept = q * sweep_rounds(q) * min(sweep_size(args.sweep, job.s, rule, epochs), p // q)
+    swept = q * sweep_rounds(q) * min(sweep_size(args.sweep, job.s, rule, epochs),
+                                      p // q)
     with ProgressBar(args.quiet or backend == "simulated", unit="feature",
                      desc=f"Asy-OS, {q} workers", total=p * epochs + swept) as bar:
         fitted = fit_asy(backend, job.stream, job.y, job.s, q, loss=job.loss,

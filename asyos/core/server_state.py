@@ -224,7 +224,8 @@ class ServerState:
         ends = self._per_worker(ends, "pass ends")
         if round_size < 0 or rounds < 1:
             raise InputError(f"sweeps in {rounds} rounds of {round_size} steps")
-        self.pass_ends, self.round_size, self.rounds = ends, int(round_size), int(rounds)
+        self.pass_ends = ends
+        self.round_size, self.rounds = int(round_size), int(rounds)
 
     def bound_passes(self, sizes) -> None:
         """Let no worker run more than ``PASSES_AHEAD`` passes ahead of another that
