@@ -154,6 +154,7 @@ class ServerState:
         self.round_size, self.rounds = 0, 1   # ``hold_sweeps``: the sweeps' rounds
         self._rounds_open = 0   # barriers opened: 0 before every worker's passes end
         self.pass_sizes: list[int] | None = None  # ``bound_passes``: each one's shard
+        self._limits, self._revision = {}, 0   # ``_passes_left``'s, per change
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -225,6 +226,7 @@ class ServerState:
         if round_size < 0 or rounds < 1:
             raise InputError(f"sweeps in {rounds} rounds of {round_size} steps")
         self.pass_ends = ends
+        self._revision += 1
         self.round_size, self.rounds = int(round_size), int(rounds)
 
     def bound_passes(self, sizes) -> None:
@@ -246,6 +248,7 @@ class ServerState:
         sweeps' barrier, ``hold_sweeps``); a worker that is lost and given up
         (``give_up``) releases the others."""
         self.pass_sizes = self._per_worker(sizes, "shard sizes")
+        self._revision += 1
 
     def _per_worker(self, values, what: str) -> list[int]:
         """``values`` as a list of ints, one per worker, or InputError naming
@@ -269,6 +272,14 @@ class ServerState:
         """The credit ``worker`` may still get before the next of the sweeps'
         barriers opens or the slowest other worker's pass moves on (None: neither
         holds it)."""
+        key = self._revision
+        cached = self._limits.get(worker)
+        if cached is None or cached[0] != key:
+            cached = self._limits[worker] = (key, self._limit(worker))
+        limit = cached[1]
+        return None if limit is None else limit - self.workers[worker].credit
+
+    def _limit(self, worker: int) -> int | None:
         limits = [self._pass_bound(worker)]
         while self.pass_ends is not None and self._rounds_open < self.rounds:
             offset = self._rounds_open * self.round_size
@@ -279,7 +290,7 @@ class ServerState:
                 limits.append(self.pass_ends[worker] + offset)
                 break
         limits = [limit for limit in limits if limit is not None]
-        return min(limits) - self.workers[worker].credit if limits else None
+        return min(limits) if limits else None
 
     def at_barrier(self, worker: int) -> bool:
         """Whether ``worker`` has applied every step it may take for now and waits:
@@ -412,6 +423,7 @@ class ServerState:
             record.selected, record.weights, record.position, record.importance = kept
         self.clock += steps
         record.pushes += steps
+        self._revision += 1
         record.messages += 1
         record.staleness.extend([staleness] * steps)
         while record.grants and record.grants[0].upto <= record.pushes:
@@ -474,6 +486,7 @@ class ServerState:
         record.importance = np.array([worth.get(j, 0.0) for j in selected.tolist()])
         record.finished = True
         self._finished += 1
+        self._revision += 1
         self._release(worker, record)
         if self.budgets is not None:   # its unused slots go back to the others
             self.budgets.released(worker, selected.size)
@@ -496,6 +509,7 @@ class ServerState:
         self._release(worker, record)
         record.lost, record.given_up = True, not may_return
         self._lost += 1
+        self._revision += 1
         return self._grant()
 
     def give_up(self, worker: int) -> list[int]:
@@ -505,6 +519,7 @@ class ServerState:
         if not record.lost:
             raise ProtocolError(f"worker {worker} is not lost")
         record.given_up = True
+        self._revision += 1
         return self._grant()
 
     def rejoin(self, worker: int) -> WorkerRecord:
@@ -514,6 +529,7 @@ class ServerState:
         record = self._running(worker)
         if record.lost:
             record.lost = record.given_up = False
+            self._revision += 1
             self._lost -= 1
         self._release(worker, record)
         return record

@@ -25,6 +25,7 @@ import numpy as np
 
 from ..solvers import messages
 from .base import Backoff, carry_worker
+from .wire import Envelope, Kind, WireError
 
 EMPTY = np.zeros(0)
 
@@ -70,6 +71,11 @@ class NodeVectors:
 
     def _slot(self, worker: int, number: int) -> np.ndarray:
         return self.slots[self.rows[worker], number % self.ring]
+
+    def delta(self, worker: int, push: int) -> np.ndarray:
+        """The Δu of ``worker``'s push number ``push``, in its slot (the server's
+        side, until ``applied``)."""
+        return self._slot(worker, push)
 
     # -- the server's side ------------------------------------------------------------
     def outgoing(self, reply, server):
@@ -176,3 +182,144 @@ def carry_on_node(link, driver, worker: int, vectors: "NodeVectors | None",
     if vectors is not None:
         link = LeanLink(link, vectors, worker, n)
     carry_worker(link, driver, worker)
+
+
+class Mailboxes:
+    """Each forked worker's pushes and its newest view through memory it shares with
+    the server's process: no message and no system call for either.
+
+    A push's fields go into the record beside its Δu's slot (the same number, so the
+    slot's rule, written only once the server consumed the push it held, covers the
+    record too); ``posted`` then names it, so the server reads only whole records.  A
+    view goes into the worker's one view record under a sequence lock: credit is
+    cumulative and a newer view says all an older one did (``LocalView.answered``),
+    so only the newest is kept, and the worker takes it when it looks.  These are
+    the staleness gate's clocks in shared memory: the version (the server's clock)
+    and the credit the gate granted.  The socket pair carries only the rest (the
+    first pull, the final report, a failure, DONE), and wakes nobody per push.
+
+    The server checks a record's counts against the handshake's limits before it
+    reads it (``WireError``), then ``ServerState`` checks it as any push.
+    Single writer, single reader, on x86-64's ordering, as ``NodeVectors``.
+    """
+
+    HEAD = 6    # seq, version, position, more, steps, kept
+    VIEW = 7    # lock, views written, version, through, credit, budget, η's bits
+
+    def __init__(self, buffer, workers: Sequence[int], ring: int, batch: int,
+                 capacity: int):
+        rows = len(workers)
+        self.rows = {t: row for row, t in enumerate(workers)}
+        self.ring, self.batch, self.capacity = ring, batch, capacity
+        memory = Carver(buffer)
+        self.posted = memory.take(rows, np.int64)
+        self.head = memory.take((rows, ring, self.HEAD), np.int64)
+        self.features = memory.take((rows, ring, batch), np.int64)
+        self.selected = memory.take((rows, ring, capacity), np.int64)
+        self.weights = memory.take((rows, ring, capacity), np.float64)
+        self.importance = memory.take((rows, ring, capacity), np.float64)
+        self.views = memory.take((rows, self.VIEW), np.int64)
+        self.taken = [0] * rows   # the server's side: the last push it read
+        self.seen = [0] * rows    # a worker's side: the views it read
+
+    @classmethod
+    def nbytes(cls, sharing: int, ring: int, batch: int, capacity: int) -> int:
+        return 8 * sharing * (1 + ring * (cls.HEAD + batch + 3 * capacity) + cls.VIEW)
+
+    # -- a worker's side ----------------------------------------------------------------
+    def post(self, worker: int, push: messages.Push) -> None:
+        """Push ``push`` (its Δu already in its slot: ``NodeVectors.park``)."""
+        row, slot = self.rows[worker], push.seq % self.ring
+        steps, kept = push.features.size, push.selected.size
+        self.features[row, slot, :steps] = push.features
+        self.selected[row, slot, :kept] = push.selected
+        self.weights[row, slot, :kept] = push.weights
+        self.importance[row, slot, :kept] = push.importance
+        self.head[row, slot] = (push.seq, push.version, push.position, push.more,
+                                steps, kept)
+        self.posted[row] = push.seq   # after the record: the server reads it whole
+
+    def newest_view(self, worker: int) -> messages.View | None:
+        """The view written since this worker last looked, with u_C left out
+        (``NodeVectors.read_view`` reads it), or None (none, or one being written:
+        the caller looks again)."""
+        row = self.rows[worker]
+        record = self.views[row]
+        before = int(record[0])
+        fields = record[1:].tolist()
+        if before % 2 or int(record[0]) != before:   # being written: look again
+            return None
+        count, version, through, credit, budget, eta = fields
+        if count == self.seen[row]:
+            return None
+        self.seen[row] = count
+        return messages.View(EMPTY, version, through, credit, budget,
+                             float(np.int64(eta).view(np.float64)))
+
+    # -- the server's side --------------------------------------------------------------
+    def pushes(self, worker: int, vectors: NodeVectors):
+        """The pushes ``worker`` posted since the last call, in order, each with its
+        Δu in its slot; WireError for a record out of the limits."""
+        row = self.rows[worker]
+        while self.taken[row] < int(self.posted[row]):
+            seq = self.taken[row] + 1
+            slot = seq % self.ring
+            number, version, position, more, steps, kept = self.head[row, slot].tolist()
+            if number != seq or not 1 <= steps <= self.batch or \
+                    not 0 <= kept <= self.capacity or min(version, position) < 0:
+                raise WireError(f"push {seq} has a bad record ({number}, {version}, "
+                                f"{position}, {steps} steps, {kept} kept)")
+            self.taken[row] = seq
+            yield messages.Push(seq, version, self.features[row, slot, :steps].copy(),
+                                vectors.delta(worker, seq),
+                                self.selected[row, slot, :kept].copy(),
+                                self.weights[row, slot, :kept].copy(),
+                                self.importance[row, slot, :kept].copy(), position,
+                                more=bool(more))
+
+    def write_view(self, worker: int, view: messages.View) -> None:
+        """``view`` (its u_C published by ``NodeVectors.outgoing``) for ``worker``."""
+        record = self.views[self.rows[worker]]
+        record[0] += 1   # odd: a reader retries
+        record[2:] = (view.version, view.through, view.credit, view.budget,
+                      np.float64(view.eta).view(np.int64))
+        record[1] += 1
+        record[0] += 1
+
+
+class MailLink:
+    """A forked worker's link (``carry_worker``'s interface): its pushes and views
+    through ``Mailboxes`` and ``NodeVectors``, everything else over ``link`` (its
+    socket pair).  ``backoff()``: how it waits (``NodeShare.backoff``)."""
+
+    def __init__(self, link, vectors: NodeVectors, mail: Mailboxes, worker: int,
+                 n: int, backoff: Callable):
+        self.link, self.vectors, self.mail, self.worker = link, vectors, mail, worker
+        self.backoff = backoff
+        self._u = np.zeros(n)
+
+    def send(self, message, dest: int, worker: int) -> None:
+        message = self.vectors.park(self.worker, message)
+        if isinstance(message, messages.Push):
+            self.mail.post(self.worker, message)
+        else:
+            self.link.send(message, dest, worker)
+
+    def poll(self, source=0):
+        view = self.mail.newest_view(self.worker)
+        if view is None:
+            return self.link.poll(source)
+        view = self.vectors.read_view(self.worker, view, self._u)
+        return source, Envelope(Kind.VIEW, self.worker, 0, 0, view)
+
+    def wait(self, source=0):
+        backoff, tries = self.backoff(), 0
+        while (received := self.poll(source)) is None:
+            tries += 1
+            if tries % 64 == 0 and self.vectors.host_gone():
+                raise SystemExit(1)
+            backoff.sleep()
+        return received
+
+    def drain(self) -> None:
+        self.link.drain()

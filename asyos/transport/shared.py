@@ -4,19 +4,25 @@ The first worker's process also carries ``AsyServer`` (between its own pushes: i
 requests are plain calls, no message), and the other q − 1 workers are forked from it.
 Every n-vector travels through memory they all map (``node_memory.NodeVectors``:
 u_C published under a sequence lock, each forked worker's Δu in its own ring of
-slots), never through a message; the messages are ``transport.wire``'s frames with
-the n-vectors left empty (tens of bytes), over a socket pair per worker; no pickle.
+slots), and so do the pushes and the views (``node_memory.Mailboxes``: a push's
+fields in the record beside its Δu's slot, the newest view's version and credit in
+the worker's view record): the staleness gate's clocks are in shared memory, and a
+push costs no message and no system call.  A socket pair per worker carries the
+rest (the first pull, the final report, a failure, DONE) as ``transport.wire``'s
+frames with the n-vectors left empty; no pickle.
 
 The staleness bound, the adaptive budgets, the final cut to s and the recorded
 staleness are ``ServerState``'s, as on MPI and ZeroMQ: the credit of a view is
 granted by the same gate.
 
-The memory is an anonymous shared mapping made before the fork: it has no name in
+The memory is anonymous shared mappings made before the fork: they have no name in
 /dev/shm, so nothing outlives the run, whatever ends it (normal exit, an error,
-SIGINT, SIGTERM, SIGKILL).  A worker that dies is lost (``ServerState.lose``): the
-others finish, and the result is marked partial (the CLI exits with status 3).  Each
-process uses one BLAS thread (q processes share the machine's cores), and reads its
-blocks ahead in a thread only when a core is left over (``NodeShare.read_ahead``).
+SIGINT, SIGTERM, SIGKILL).  A worker that dies is lost (``ServerState.lose``, after
+the pushes it posted whole are applied): the others finish, and the result is
+marked partial (the CLI exits with status 3).  Each process uses one BLAS thread (q
+processes share the machine's cores), waits by ``NodeShare``'s rule (spinning only
+with a core to spare), and reads its blocks ahead in a thread only when a core is
+left over (``NodeShare.read_ahead``).
 """
 
 import mmap
@@ -43,19 +49,20 @@ from . import wire
 from .base import (
     NodeShare,
     WorkerFailed,
+    carry_worker,
     failure_report,
     handle_request,
     reported_failure,
-    usable_cores,
 )
-from .node_memory import NodeVectors, carry_on_node
+from .node_memory import Mailboxes, MailLink, NodeVectors
 
 MESSAGE, ERROR = b"M", b"E"   # the first byte of every message on a socket pair
 
 
 class PipeLink:
     """A forked worker's socket pair to the server's process (``carry_worker``'s
-    link interface; ``LeanLink`` moves its n-vectors through memory)."""
+    link interface; ``MailLink`` moves its pushes, views and n-vectors through
+    memory)."""
 
     def __init__(self, conn, limits: wire.Limits):
         self.conn, self.limits = conn, limits
@@ -82,7 +89,8 @@ class PipeLink:
 
 
 def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
-                 eta: float, m: float, vectors: NodeVectors) -> None:
+                 eta: float, m: float, vectors: NodeVectors, mail: Mailboxes,
+                 share: NodeShare) -> None:
     """A forked worker: its shard's OS steps, carried by ``carry_worker``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server's process handles ^C
     for other in others:
@@ -91,7 +99,8 @@ def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
         driver = worker_driver(config, t, shard, y, eta, m)
         limits = wire.Limits(y.shape[0], max(config.capacities), config.batch,
                              vectors=False)
-        carry_on_node(PipeLink(conn, limits), driver, t, vectors, y.shape[0])
+        carry_worker(MailLink(PipeLink(conn, limits), vectors, mail, t, y.shape[0],
+                              share.backoff), driver, t)
     except SystemExit:
         raise
     except BaseException as exc:   # the server reports it and ends the run
@@ -110,10 +119,12 @@ class _Host:
     runnable threads for two cores, docs/benchmarks.md.)"""
 
     def __init__(self, server: AsyServer, driver, conns, processes,
-                 vectors: NodeVectors, limits: wire.Limits, progress=None):
+                 vectors: NodeVectors, mail: Mailboxes, limits: wire.Limits,
+                 share: NodeShare, progress=None):
         self.server, self.driver, self.progress = server, driver, progress
         self.conns, self.processes = conns, processes
-        self.vectors, self.limits = vectors, limits
+        self.vectors, self.mail, self.limits = vectors, mail, limits
+        self.share = share
         self.gone: list[int] = []
         self.serving = 0.0   # seconds spent serving requests (worker 0's core)
         self._poller, self._fds = select.poll(), {}
@@ -128,9 +139,11 @@ class _Host:
             if t == 0:
                 self.driver.receive(reply)
                 continue
-            if t in self.gone:
+            if t in self.gone or isinstance(reply, messages.Ack):
+                continue   # (an ACK says nothing a worker here acts on)
+            if isinstance(reply, messages.View):
+                self.mail.write_view(t, self.vectors.outgoing(reply, self.server))
                 continue
-            reply = self.vectors.outgoing(reply, self.server)
             try:
                 self.conns[t].send_bytes(MESSAGE + wire.join(wire.encode(reply, t)))
             except OSError:   # it died: its sentinel says so next
@@ -142,7 +155,27 @@ class _Host:
             self.progress(message.features.size)
 
     # -- the forked workers -----------------------------------------------------------
+    def collect(self, workers) -> int:
+        """Apply the pushes ``workers`` posted (``Mailboxes``); returns how many."""
+        count = 0
+        for t in workers:
+            if t in self.gone:
+                continue
+            start = time.perf_counter()
+            try:
+                for push in self.mail.pushes(t, self.vectors):
+                    self.handle(t, push)
+                    self.vectors.applied(t, push)
+                    count += 1
+            except wire.WireError as exc:
+                raise WorkerFailed(f"worker {t} sent a malformed message: {exc}") \
+                    from None
+            self.serving += time.perf_counter() - start
+        return count
+
     def receive(self, t: int) -> None:
+        """A message on worker t's socket pair, after the pushes it posted before."""
+        self.collect((t,))
         start = time.perf_counter()
         conn = self.conns[t]
         try:
@@ -170,6 +203,7 @@ class _Host:
         """Worker t's process is gone (after its Final, only forgotten)."""
         if t in self.gone:
             return
+        self.collect((t,))   # what it posted whole before it died
         self.gone.append(t)
         for fd in (self.conns[t].fileno(), self.processes[t].sentinel):
             self._poller.unregister(fd)
@@ -177,15 +211,15 @@ class _Host:
         if not self.server.finished(t):
             self.deliver(self.server.lose(t, may_return=False))
 
-    def ready(self, timeout) -> None:
-        """Handle what the forked workers sent, waiting up to ``timeout`` seconds
-        (None: until something arrives or a worker exits), then all that has
-        arrived.  One ``poll`` system call over every worker's socket and process
-        sentinel: a few µs when nothing waits (``Connection.poll`` costs ten times
-        that)."""
-        wait = None if timeout is None else 1000 * timeout
-        while events := self._poller.poll(wait):
-            wait = 0   # then everything that has arrived, without waiting
+    def ready(self, block: bool) -> None:
+        """Apply what the forked workers posted and handle what they sent; ``block``:
+        wait (``NodeShare.backoff``) until something came or a worker exited.  One
+        look at the mailboxes, then one ``poll`` system call over every worker's
+        socket and process sentinel (``Connection.poll`` costs ten times that)."""
+        backoff = self.share.backoff()
+        while True:
+            handled = self.collect(range(1, len(self.conns)))
+            events = self._poller.poll(0)
             for fd, _ in events:
                 t = self._fds.get(fd)
                 if t is None or t in self.gone:
@@ -195,6 +229,9 @@ class _Host:
                     self.receive(t)   # one message (EOF once it exited: gone)
                 elif not conn.poll():
                     self.lose(t)      # its process exited, nothing left to read
+            if handled or events or not block:
+                return
+            backoff.sleep()
 
     # -- the run ----------------------------------------------------------------------
     def ahead(self) -> bool:
@@ -220,9 +257,9 @@ class _Host:
                 if len(self.gone) == len(self.conns) - 1:
                     raise RuntimeError("the run cannot end: worker 0 waits for credit "
                                        "and no other worker is left to free it")
-                self.ready(None)
+                self.ready(block=True)
                 continue
-            self.ready(0)
+            self.ready(block=False)
             if driver.ending:
                 driver.advance()
                 self.serve_own(driver.final_message(blas_threads=1))
@@ -245,7 +282,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
         raise InputError("Asy-OS on one machine (--workers) needs fork(): use the "
                          "simulator, or MPI")
     q, n = config.n_workers, y.shape[0]
-    share = NodeShare(threads=1, spin_seconds=0.0, read_ahead=q < usable_cores())
+    share = NodeShare.of(q, threads=1)
     share.apply()   # q processes on the cores
     shards = [shard_of(stream, config, t, group_of) for t in range(q)]
     for shard in shards:
@@ -262,7 +299,11 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     memory = mmap.mmap(-1, NodeVectors.nbytes(n, q, q - 1, ring))
     vectors = NodeVectors(memory, n, q, range(1, q), ring,
                           host_gone=lambda: os.getppid() != host_pid)
-    limits = wire.Limits(n, max(config.capacities), config.batch, vectors=False)
+    capacity = max(config.capacities)
+    mail = Mailboxes(mmap.mmap(-1, max(8, Mailboxes.nbytes(q - 1, ring, config.batch,
+                                                           capacity))),
+                     range(1, q), ring, config.batch, capacity)
+    limits = wire.Limits(n, capacity, config.batch, vectors=False)
     pairs = [multiprocessing.Pipe() for _ in range(q)]
     context = multiprocessing.get_context("fork")
     processes = [None]
@@ -276,13 +317,13 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
                 process = context.Process(
                     target=_worker_main, daemon=True, name=f"asyos-worker-{t}",
                     args=(t, pairs[t][1], others, shards[t], y, config, eta, m,
-                          vectors))
+                          vectors, mail, share))
                 process.start()
                 pairs[t][1].close()
                 processes.append(process)
         driver = worker_driver(config, 0, shards[0], y, eta, m)
         host = _Host(server, driver, [pair[0] for pair in pairs], processes, vectors,
-                     limits, progress)
+                     mail, limits, share, progress)
         with _terminate_on(signal.SIGTERM):
             host.run()
     finally:

@@ -138,9 +138,10 @@ def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_
     the first worker's process (the test's own), whose pass reads through
     ``prefetch`` only when it reads ahead."""
     from asyos.streams import base
+    from asyos.transport import base as transport_base
 
     reads = []
-    monkeypatch.setattr(shared, "usable_cores", lambda: cores)
+    monkeypatch.setattr(transport_base, "usable_cores", lambda: cores)
     monkeypatch.setattr(base, "prefetch", lambda items: reads.append(1) or
                         _prefetch(items))
     problem = make_regression(p=400, s=8, n=100, seed=1)
