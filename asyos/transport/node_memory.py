@@ -226,7 +226,7 @@ class Mailboxes:
     def nbytes(cls, sharing: int, ring: int, batch: int, capacity: int) -> int:
         return 8 * sharing * (1 + ring * (cls.HEAD + batch + 3 * capacity) + cls.VIEW)
 
-    # -- a worker's side ----------------------------------------------------------------
+    # -- a worker's side ---------------------------------------------------------------
     def post(self, worker: int, push: messages.Push) -> None:
         """Push ``push`` (its Δu already in its slot: ``NodeVectors.park``)."""
         row, slot = self.rows[worker], push.seq % self.ring
@@ -256,7 +256,7 @@ class Mailboxes:
         return messages.View(EMPTY, version, through, credit, budget,
                              float(np.int64(eta).view(np.float64)))
 
-    # -- the server's side --------------------------------------------------------------
+    # -- the server's side -------------------------------------------------------------
     def pushes(self, worker: int, vectors: NodeVectors):
         """The pushes ``worker`` posted since the last call, in order, each with its
         Δu in its slot; WireError for a record out of the limits."""

@@ -3,6 +3,7 @@ through ``Mailboxes`` beside the n-vectors of ``NodeVectors``, and the forked ca
 that moves them without a message."""
 
 import mmap
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -169,3 +170,23 @@ def test_a_view_taken_from_memory_reaches_the_worker_with_u_c():
     source, envelope = link.poll()
     assert (source, envelope.kind) == (0, Kind.VIEW)
     assert np.array_equal(envelope.body.u, np.arange(N)) and envelope.body.credit == 32
+
+
+def test_a_forked_worker_that_posts_a_bad_record_ends_the_run_naming_it(monkeypatch):
+    """A record out of the limits (a worker's memory corrupted, or a bug) is refused
+    before the server reads it: the run fails naming the worker, and nothing of the
+    record reaches u_C."""
+    host, real = os.getpid(), Mailboxes.post
+
+    def post(mail, worker, push):
+        real(mail, worker, push)
+        if os.getpid() != host and push.seq == 3:   # in the forked worker only
+            mail.head[mail.rows[worker], push.seq % mail.ring, 4] = mail.batch + 1
+
+    monkeypatch.setattr(Mailboxes, "post", post)
+    problem = make_regression(p=1200, s=12, n=200, seed=0)
+    config = AsyConfig.build(12, 2, epochs=3, n_features=1200)
+    with pytest.raises(shared.WorkerFailed,
+                       match=r"worker 1 sent a malformed message: push 3 has a bad "
+                             r"record .* steps"):
+        shared.run(as_stream(problem.X), problem.y, config)
