@@ -1,4 +1,5 @@
-"""The n-vectors of Asy-OS through memory a node shares, never through a message.
+"""The n-vectors of Asy-OS through memory a node shares, never through a message
+(and, for forked workers, their pushes and views too).
 
 Workers that share memory with the server's process (forked from it on one machine,
 or MPI ranks on its node under an MPI-3 shared window) exchange u_C, Δu and X_S w_S
@@ -12,10 +13,13 @@ through one block of memory, carved by ``NodeVectors``:
   it consumed, so a slot is never overwritten before it was applied.  The server
   keeps each worker's applied sum apart, so u_C = Σ_t X_S(t) w_S(t) exactly.
 
-The messages stay ``transport.wire``'s frames, with the n-vectors left empty (tens of
-bytes): the protocol, its checks and its staleness gate are unchanged.  A worker reads
-u_C when the view's message arrives, which may be newer than the view's version: its
-steps are then less stale than the server records, never more.
+Under MPI the messages stay ``transport.wire``'s frames, with the n-vectors left empty
+(tens of bytes): the protocol, its checks and its staleness gate are unchanged.  The
+forked workers of one machine send no message per push at all: their pushes and
+views go through ``Mailboxes`` too (``MailLink``), and the server's process looks
+at them between its own pushes.  A worker reads u_C when it takes a view, which may
+be newer than the view's version: its steps are then less stale than the server
+records, never more.
 """
 
 from collections.abc import Callable, Sequence
