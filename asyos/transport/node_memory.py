@@ -1,5 +1,4 @@
-"""The n-vectors of Asy-OS through memory a node shares, never through a message
-(and, for forked workers, their pushes and views too).
+"""Asy-OS's n-vectors, and forked workers' pushes and views, through shared memory.
 
 Workers that share memory with the server's process (forked from it on one machine,
 or MPI ranks on its node under an MPI-3 shared window) exchange u_C, Δu and X_S w_S
