@@ -9,7 +9,10 @@ the time to reach the threshold (1.05 x the objective sequential OS ends at, rea
 from each run's trace: the time inside the solver), the wall time of the whole
 command, the final objective, recall, the largest staleness against its bound and the
 Σ-invariant error.  Reported per carrier: the median and the worst repetition of
-T_sequential / T_carrier ("never": the run ended above the threshold).
+T_sequential / T_carrier ("never": the run ended above the threshold), and the
+medians of the workers' time outside their kernels per step ("µs/step"), of it
+blocked for a view or credit ("waited"), and of the time the server's process spent
+serving ("serve s").
 
     python benchmarks/one_machine.py [--n 2000] [--p 8192] [--s 256] [--workers 1 2]
                                      [--repeat 5] [--epochs 3] [--mpi] [--mpi-messages]
@@ -71,6 +74,16 @@ def communicate_per_step(asy: dict) -> float:
     if not steps:
         return float("nan")
     return 1e6 * sum(w.get("communicate_seconds", 0.0) for w in workers) / steps
+
+
+def waited_per_step(asy: dict) -> float:
+    """Of that, the workers' time blocked for a view or credit per feature step, in
+    µs (NaN for sequential OS)."""
+    workers = asy.get("workers") or []
+    steps = sum(w.get("steps", 0) for w in workers)
+    if not steps:
+        return float("nan")
+    return 1e6 * sum(w.get("wait_seconds", 0.0) for w in workers) / steps
 
 
 def problem_files(args, seed: int, tmp: Path) -> tuple:
@@ -169,6 +182,10 @@ def main():
                         max(1.0, np.abs(result["objective"])),
                         "bytes": bytes_per_push(asy),
                         "communicate": communicate_per_step(asy),
+                        "waited": waited_per_step(asy),
+                        # the server's process's time serving (shared memory: worker
+                        # 0's own core), in seconds
+                        "serving": asy.get("server_seconds", float("nan")),
                     })
                     if args.runs:
                         row = rows[name][-1]
@@ -180,7 +197,8 @@ def main():
           "threshold 1.05 x sequential OS's final objective")
     print(f"{'run':>22} {'speedup median':>15} {'worst':>6} {'wall median':>12} "
           f"{'worst':>6} {'objective':>10} {'recall':>7} {'gap mean/worst':>15} "
-          f"{'max stale/bound':>16} {'Σ-check':>8} {'B/push':>7} {'µs/step':>8}")
+          f"{'max stale/bound':>16} {'Σ-check':>8} {'B/push':>7} {'µs/step':>8} "
+          f"{'waited':>7} {'serve s':>8}")
     for name, values in rows.items():
         speed = np.array([v["speedup"] for v in values])
         wall = np.array([v["wall"] for v in values])
@@ -196,7 +214,9 @@ def main():
               f"{stale[0]:>8}/{stale[1]!s:<7} "
               f"{max(v['u_check'] for v in values):8.1e} "
               f"{np.median([v['bytes'] for v in values]):7.0f} "
-              f"{np.median([v['communicate'] for v in values]):8.1f}")
+              f"{np.median([v['communicate'] for v in values]):8.1f} "
+              f"{np.median([v['waited'] for v in values]):7.1f} "
+              f"{np.median([v['serving'] for v in values]):8.3f}")
 
 
 if __name__ == "__main__":
