@@ -216,7 +216,7 @@ class _Host:
         wait (``NodeShare.backoff``) until something came or a worker exited.  One
         look at the mailboxes, then one ``poll`` system call over every worker's
         socket and process sentinel (``Connection.poll`` costs ten times that)."""
-        backoff = self.share.backoff()
+        backoff = self.share.backoff() if block else None
         while True:
             handled = self.collect(range(1, len(self.conns)))
             events = self._poller.poll(0)

@@ -179,9 +179,12 @@ def test_a_forked_worker_that_posts_a_bad_record_ends_the_run_naming_it(monkeypa
     host, real = os.getpid(), Mailboxes.post
 
     def post(mail, worker, push):
-        real(mail, worker, push)
-        if os.getpid() != host and push.seq == 3:   # in the forked worker only
-            mail.head[mail.rows[worker], push.seq % mail.ring, 4] = mail.batch + 1
+        if os.getpid() == host or push.seq != 3:   # the forked worker's third push:
+            return real(mail, worker, push)        # more steps than a push may carry
+        row = mail.rows[worker]
+        mail.head[row, push.seq % mail.ring] = (push.seq, push.version, push.position,
+                                                push.more, mail.batch + 1, 0)
+        mail.posted[row] = push.seq
 
     monkeypatch.setattr(Mailboxes, "post", post)
     problem = make_regression(p=1200, s=12, n=200, seed=0)
