@@ -42,9 +42,11 @@ DEPTH_FRACTION, MAX_DEPTH = 256, 512   # on large p the depth grows to p/256 (a 
 #                                        of two, ≤ 512): τ stays ≤ 1/128 of an epoch
 #                                        at q = 2, and a push of cheap steps can carry
 #                                        enough of them to pay for itself
-PUSH_SECONDS = 1e-3   # with cheap steps the depth grows until a push can carry this
-#                      much kernel time: its fixed cost (some 100 µs of Python on the
-#                      server and the worker) is then about a tenth of it
+PUSH_SECONDS = 2e-3   # with cheap steps the depth grows until a push can carry this
+#                      much kernel time: its fixed cost (some 50–100 µs of Python on
+#                      the server and the worker) is then a twentieth of it or less,
+#                      and two pipelines per peer leave the gate slack (measured:
+#                      docs/benchmarks.md, "The step timed on a block's second run")
 BUDGETS = ("auto", "fixed", "adaptive")
 STALENESS_PER_PEER = 2   # default τ: two pipelines per other worker (docs/benchmarks.md)
 SHARD_FRACTION = 8       # credit ≤ 1/8 of a shard: small problems stay nearly serial
@@ -275,9 +277,9 @@ def _pipeline(n_workers: int, staleness, given: dict, n_features,
     if n_features is not None:
         limit = max(limit, _power_of_two(min(MAX_DEPTH, n_features // DEPTH_FRACTION)))
         if step_seconds:   # cheap steps: pushes long enough to pay for themselves
-            steps = int(np.ceil(PUSH_SECONDS / step_seconds))
-            limit = max(limit, min(MAX_DEPTH, PIPELINE["window"] *
-                                   (1 << (steps - 1).bit_length())))   # 2^k ≥ steps
+            steps = int(np.ceil(PUSH_SECONDS / step_seconds))   # not rounded up to
+            #  a power of two: a step timed 10 % cheaper then doubled the depth and τ
+            limit = max(limit, min(MAX_DEPTH, PIPELINE["window"] * steps))
         limit = min(limit, max(1, n_features // (SHARD_FRACTION * n_workers)))
     bound = staleness
     if staleness == "auto" and n_features is not None:
@@ -333,20 +335,26 @@ def warm_worker(shard: "WorkerShard", config: AsyConfig) -> None:
 
 
 def time_a_step(shard: "WorkerShard", y, config: AsyConfig) -> float:
-    """Seconds per OS step of a worker's kernel (compiled: ``warm_worker``), timed
-    over its ``shard``'s first block from u = 0 with its share of s; 0.0 for an empty
-    shard, or where the data makes the kernel refuse (the run then says so, naming
-    the worker).  What a push must carry to pay for its fixed cost depends on it
-    (``AsyConfig.for_step``): 7–8 µs at the paper's size, about 100 µs at n = 2000,
-    s = 256 (docs/benchmarks.md)."""
+    """Seconds per OS step of a worker's kernel (compiled: ``warm_worker``) as most of
+    a run's steps cost: its shard's first block is run once from u = 0 with its share
+    of s, and timed on a second run over the same block from there.  The first run
+    keeps nearly every arrival (the kept set fills, the residual is large) and costs
+    2–3× a step of the later passes, where few arrivals are kept; timed on it, the
+    pipeline came out shallower than the run needed, and how much shallower varied
+    with the machine's load.  0.0 for an empty shard, or where the data makes the
+    kernel refuse (the run then says so, naming the worker).  What a push must carry
+    to pay for its fixed cost depends on it (``AsyConfig.for_step``): about 6 µs at
+    the paper's size, 30–40 µs at n = 2000, s = 256 (docs/benchmarks.md)."""
     kept, blocks = kept_set(shard.stream, config.budgets[0], shard.groups, config.rule,
                             ridge=config.ridge, loss=config.loss,
                             damping=config.damping)
     try:
         eta, m = config.eta_and_m(y.shape[0], shard.nu)
+        u = np.zeros(y.shape[0])
         for index, block in blocks(0):
+            kept.run_local(index, block, u, y, config.loss, eta, m)
             start = time.perf_counter()
-            kept.run_local(index, block, np.zeros(y.shape[0]), y, config.loss, eta, m)
+            kept.run_local(index, block, u, y, config.loss, eta, m)
             return (time.perf_counter() - start) / max(index.size, 1)
     except InputError:
         pass

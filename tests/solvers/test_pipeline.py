@@ -121,7 +121,7 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
 
 def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
     """``for_step``: a push carries about ``PUSH_SECONDS`` of kernel time once steps
-    are cheap (the paper's size: 7.5 µs a step, 2 × 128 steps, τ = 512 = p/16),
+    are cheap (the paper's size: 6–15 µs a step, 2 × 128 steps, τ = 512 = p/16),
     never shallower than the pipeline sized for p, never past the bound's limits, and
     a pipeline or bound the user gave is kept."""
     paper = AsyConfig.build(64, 2, n_features=8192)
@@ -129,9 +129,11 @@ def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
     cheap = paper.for_step(7.5e-6)
     assert (cheap.depth, cheap.batch, cheap.staleness) == (256, 128, 512)
     assert cheap.step_seconds == 7.5e-6 and cheap.sized_for == 8192
-    middling = paper.for_step(2e-5)   # 50 steps: 64 a push
-    assert (middling.depth, middling.batch, middling.staleness) == (128, 64, 256)
-    dear = paper.for_step(1e-4)       # n = 2000, s = 256: as sized for p
+    middling = paper.for_step(3.8e-5)   # n = 2000, s = 256: 53 steps a push
+    assert (middling.depth, middling.batch, middling.staleness) == (106, 53, 212)
+    # not rounded to a power of two: a step timed a little cheaper deepens a little
+    assert paper.for_step(3.1e-5).depth == 130 and paper.for_step(3.2e-5).depth == 126
+    dear = paper.for_step(1e-3)       # dear steps: as sized for p
     assert (dear.depth, dear.batch, dear.staleness) == (32, 16, 64)
     huge = AsyConfig.build(8, 2, n_features=1_000_000).for_step(1e-7)   # ≤ MAX_DEPTH
     assert (huge.depth, huge.batch, huge.staleness) == (512, 256, 1024)
@@ -169,6 +171,40 @@ def test_time_a_step_times_the_worker_kernel():
     X[:, 0] *= 1e200
     refused = shard_of(as_stream(X), config, 0)
     assert time_a_step(refused, problem.y, config) == 0.0
+
+
+def test_time_a_step_times_a_second_run_over_the_first_block(monkeypatch):
+    """The first run over a block from u = 0 keeps nearly every arrival; the step the
+    pipeline is sized for is the second run's, from the state the first one left (a
+    clock that the kernel's runs advance by 5 s, then 1 s)."""
+    from asyos.datasets import make_regression
+    from asyos.solvers import asy
+    from asyos.streams import as_stream
+
+    problem = make_regression(p=600, s=10, n=200, seed=1)
+    config = AsyConfig.build(10, 2, n_features=600)
+    shard = asy.shard_of(as_stream(problem.X), config, 0)
+    clock, runs, views = [0.0], [], []
+
+    def counted(kept_set):
+        def make(*args, **kwargs):
+            kept, blocks = kept_set(*args, **kwargs)
+            run_local = kept.run_local
+
+            def timed(index, block, u, *rest):
+                views.append(u.copy())
+                run_local(index, block, u, *rest)
+                runs.append(index.size)
+                clock[0] += 5.0 if len(runs) == 1 else 1.0
+            kept.run_local = timed
+            return kept, blocks
+        return make
+    monkeypatch.setattr(asy, "kept_set", counted(asy.kept_set))
+    monkeypatch.setattr(asy.time, "perf_counter", lambda: clock[0])
+    step = asy.time_a_step(shard, problem.y, config)
+    assert len(runs) == 2 and runs[0] == runs[1] == shard.stream.block_size
+    assert step == pytest.approx(1.0 / runs[1])
+    assert not views[0].any() and views[1].any()   # from where the first run left u
 
 
 def _drive(loop, u, batch, stop_after=None):
