@@ -216,7 +216,8 @@ def test_the_model_simulates_the_pipeline_the_runs_had():
     clock = Clock(5e-6)
     assert sp._clock_for(clock, 2, 64, 8192, step_seconds=7.5e-6).window == 256
     assert sp._clock_for(clock, 2, 64, 8192).window == 32          # p alone
-    assert sp._clock_for(clock, 2, 64, 8192, step_seconds=1e-4).window == 32
+    assert sp._clock_for(clock, 2, 64, 8192, step_seconds=1e-4).window == 40
+    assert sp._clock_for(clock, 2, 64, 8192, step_seconds=1e-3).window == 32
 
 @pytest.mark.parametrize("carrier", [
     "shared", pytest.param("mpi", marks=pytest.mark.skipif(
