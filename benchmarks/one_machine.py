@@ -66,24 +66,15 @@ def bytes_per_push(asy: dict) -> float:
     return (traffic["sent"] + traffic["received"]) / traffic["pushes"]
 
 
-def communicate_per_step(asy: dict) -> float:
-    """The workers' time outside their kernel per feature step, in µs (NaN for
-    sequential OS)."""
+def per_step(asy: dict, field: str) -> float:
+    """The workers' ``field`` seconds per feature step, in µs (NaN for sequential
+    OS): "communicate_seconds", their time outside the kernel, or "wait_seconds",
+    the part of it blocked for a view or credit."""
     workers = asy.get("workers") or []
     steps = sum(w.get("steps", 0) for w in workers)
     if not steps:
         return float("nan")
-    return 1e6 * sum(w.get("communicate_seconds", 0.0) for w in workers) / steps
-
-
-def waited_per_step(asy: dict) -> float:
-    """Of that, the workers' time blocked for a view or credit per feature step, in
-    µs (NaN for sequential OS)."""
-    workers = asy.get("workers") or []
-    steps = sum(w.get("steps", 0) for w in workers)
-    if not steps:
-        return float("nan")
-    return 1e6 * sum(w.get("wait_seconds", 0.0) for w in workers) / steps
+    return 1e6 * sum(w.get(field, 0.0) for w in workers) / steps
 
 
 def problem_files(args, seed: int, tmp: Path) -> tuple:
@@ -181,8 +172,8 @@ def main():
                         "u_check": asy.get("u_check_max_abs_diff", 0.0) /
                         max(1.0, np.abs(result["objective"])),
                         "bytes": bytes_per_push(asy),
-                        "communicate": communicate_per_step(asy),
-                        "waited": waited_per_step(asy),
+                        "communicate": per_step(asy, "communicate_seconds"),
+                        "waited": per_step(asy, "wait_seconds"),
                         # the server's process's time serving (shared memory: worker
                         # 0's own core), in seconds
                         "serving": asy.get("server_seconds", float("nan")),
