@@ -10,7 +10,12 @@ of the interleaving that led there (docs/algorithms.md, "The joint refit").
 The Hessian X_Sᵀ D X_S + λI (D the per-sample second derivative; for the squared
 hinge the generalised one, 1 on the active margin) is positive definite for λ > 0, so
 each Newton step is one s×s solve, O(n·s² + s³); Armijo backtracking keeps every step
-a descent step, and the squared loss ends after one.
+a descent step, and the squared loss ends after one.  Near the minimiser the decrease
+a step promises falls below the rounding of F itself, where Armijo's test passes or
+fails by chance (an Asy-OS run's refit, started at its workers' weights, backtracked
+through all 100 steps and 2,000 evaluations of F: 0.1 s after a 0.3 s run): there
+the full Newton step is taken and the refit ends, as the quadratic model is then
+far more exact than F's evaluation.
 """
 
 import numpy as np
@@ -20,6 +25,7 @@ from .losses import Loss
 MAX_STEPS = 100
 TOLERANCE = 1e-10   # stop when ‖∇F‖ ≤ TOLERANCE · max(1, ‖∇F at the start‖) ...
 #                     (and, for the squared hinge, the active margin stopped moving)
+UNRESOLVED = 1e-13  # ... or when a step promises less than this · |F|: below F's rounding
 
 
 def _sigmoid(z):
@@ -72,6 +78,9 @@ def newton_refit(Xs: np.ndarray, y: np.ndarray, loss: Loss, lam: float,
         slope = float(grad @ d)
         if not slope < 0.0:   # not a descent direction: already at rounding level
             break
+        if -slope <= UNRESOLVED * abs(f):   # F cannot tell this step's gain
+            w = w + d
+            break
         t = 1.0
         for _ in range(60):
             f_new, d1_new, d2_new = objective(w + t * d)
@@ -81,6 +90,8 @@ def newton_refit(Xs: np.ndarray, y: np.ndarray, loss: Loss, lam: float,
         else:
             break   # no decrease representable in floating point
         w = w + t * d
+        if loss is Loss.SQUARED and t == 1.0:   # F is quadratic: the step was exact
+            break
         settled = loss is not Loss.SQUARED_HINGE or np.array_equal(d2_new > 0, d2 > 0)
         f, d1, d2 = f_new, d1_new, d2_new
         grad = Xs.T @ d1 + lam * w

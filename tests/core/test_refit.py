@@ -45,7 +45,30 @@ def test_the_squared_loss_refit_is_ridge_least_squares_in_one_step():
     exact = np.linalg.solve(X.T @ X / X.shape[0] + lam * np.eye(X.shape[1]),
                             X.T @ y / X.shape[0])
     np.testing.assert_allclose(w, exact, rtol=1e-10, atol=1e-12)
-    assert steps <= 2
+    assert steps == 1
+
+
+@pytest.mark.parametrize("loss", LOSSES, ids=lambda code: code.name.lower())
+@pytest.mark.parametrize("seed", range(5))
+def test_a_start_at_the_minimiser_to_rounding_ends_at_once(loss, seed):
+    """An Asy-OS run's refit starts at its workers' weights, where a Newton step
+    promises less than F's rounding: Armijo's test then passed or failed by chance,
+    and the refit backtracked through all its steps (100 steps, 2,000 evaluations of
+    F on the squared loss at n = 1000, k = 64, with the gradient left at 2e-10)."""
+    rng = np.random.default_rng(seed)
+    n, k, lam = 1000, 64, 1e-10
+    X = rng.standard_normal((n, k))
+    u = X @ rng.standard_normal(k) + 3.0 * rng.standard_normal(n)
+    y = u if loss is Loss.SQUARED else np.where(u >= 0, 1.0, -1.0)
+    best, _ = newton_refit(X, y, loss, lam)
+    hessian = X.T @ X / n + lam * np.eye(k)
+    for size in (1.2e-10, 3e-10, 1e-9):
+        g = rng.standard_normal(k)
+        start = best + np.linalg.solve(hessian, size * g / np.linalg.norm(g))
+        w, steps = newton_refit(X, y, loss, lam, start)
+        _, d1, _ = loss_terms(loss, X @ w, y)
+        assert steps <= 2
+        assert np.linalg.norm(X.T @ d1 + lam * w) <= 1e-10
 
 
 @settings(max_examples=25, deadline=None)
