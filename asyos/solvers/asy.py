@@ -130,7 +130,8 @@ class AsyConfig:
         "fixed" (s_t = s/q, the paper), "adaptive" (the server re-grants budgets
         from a global |w| threshold, ``AdaptiveBudgets.grant``) or "auto":
         adaptive, which is measured closer to sequential OS at every q
-        (docs/results.md), except with groups, where only fixed budgets exist.
+        (docs/results.md), except with groups, where only fixed budgets exist, and
+        for one worker, whose budget is s either way.
         ``rule``: the substitution rule every worker uses ("auto", "fitted",
         "magnitude"; ``core.kept_set.resolve_rule``) and ``ridge`` (the fitted rule's,
         as for ``fit_os``).  ``sweep``: the arrivals of each worker's closing sweep
@@ -155,8 +156,9 @@ class AsyConfig:
         automatic = staleness == "auto" and not given
         staleness, depth, batch = _pipeline(n_workers, staleness, given, n_features)
         check_choice("budget", budget, BUDGETS)
-        if budget == "auto":
-            budget = "fixed" if s2 is not None else "adaptive"
+        if budget == "auto":   # a lone worker's budget is s whatever the rule: no
+            #                        ranking to redo at each of its views
+            budget = "fixed" if s2 is not None or n_workers == 1 else "adaptive"
         if s2 is not None and budget != "fixed":
             raise InputError("group-aware Asy-OS keeps fixed budgets (s1_t, s2_t); "
                              "adaptive budgets are not supported with groups")

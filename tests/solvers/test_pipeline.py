@@ -119,6 +119,19 @@ def test_pipeline_defaults_and_the_derived_staleness_bound():
 
 
 
+def test_budgets_adapt_where_there_are_peers_to_share_s_with():
+    """"auto" budgets adapt for q ≥ 2 and are fixed for one worker, whose budget is
+    s under either rule (re-ranking its kept set at every view was half of its
+    server's time per request); groups keep fixed budgets; a rule given is kept."""
+    assert AsyConfig.build(8, 2, n_features=1000).adaptive
+    lone = AsyConfig.build(8, 1, n_features=1000)
+    assert not lone.adaptive and lone.capacities == [8] and lone.budgets == [8]
+    assert AsyConfig.build(8, 1, n_features=1000, budget="adaptive").capacities == [8]
+    assert AsyConfig.build(8, 1, n_features=1000, budget="adaptive").adaptive
+    assert not AsyConfig.build(8, 2, n_features=1000, budget="fixed").adaptive
+    assert not AsyConfig.build(8, 2, n_features=1000, s2=4).adaptive
+
+
 def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
     """``for_step``: a push carries about ``PUSH_SECONDS`` of kernel time once steps
     are cheap (the paper's size: 6–15 µs a step, 2 × 128 steps, τ = 512 = p/16),
