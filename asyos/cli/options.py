@@ -89,7 +89,7 @@ def add_protocol_arguments(group) -> None:
     group.add_argument("--budget", choices=BUDGETS, default="auto",
                        help="adaptive: the server re-grants budgets from a global |w| "
                        "threshold; fixed: s/q features per worker (the paper); auto "
-                       "(default): adaptive, fixed with --groups")
+                       "(default): adaptive, fixed with --groups or one worker")
     group.add_argument("--record-order", action="store_true",
                        help="keep the (worker, feature) order of every push in the "
                        "results")

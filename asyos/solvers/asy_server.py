@@ -9,6 +9,7 @@ what differs between them (who is alive, resends, checkpoints) stays in the carr
 
 import numpy as np
 
+from ..core.budgets import top_counts
 from ..core.losses import loss_value
 from ..core.server_state import (
     DuplicatePush,
@@ -25,6 +26,17 @@ from .result import FitResult
 
 SECONDS = ("compute_seconds", "read_seconds", "communicate_seconds", "wait_seconds")
 RISE = 0.05   # the safeguard's tolerance: a round 5 % above the lowest loss halves η
+
+
+def warm_server() -> None:
+    """Load the server's compiled helpers (numba's cache) now, not at the first push
+    of a run.  An MPI server rank calls it while its workers warm their kernels: after
+    them, a lone worker waited a quarter of a second for its first view."""
+    values = np.zeros(1)
+    all_finite(values)
+    all_finite(values, 0.0)
+    top_counts(values, np.ones(1, np.int64), 1)
+    loss_value(0, values, values)
 
 
 class AsyServer:
@@ -44,7 +56,7 @@ class AsyServer:
             if config.adaptive:
                 state.adapt_budgets(config.s)
         self.state = state
-        all_finite(np.zeros(1))   # compiled now, not at the first push of a run
+        warm_server()
         self.monitor: ServerMonitor | None = None
         self.eta = self.m = None
         self.shrink, self._lowest_loss, self._steps_in_round = 1.0, np.inf, 0

@@ -29,7 +29,7 @@ from ..solvers.asy import (
     warm_worker,
     worker_driver,
 )
-from ..solvers.asy_server import AsyServer
+from ..solvers.asy_server import AsyServer, warm_server
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
@@ -280,6 +280,8 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             step = time_a_step(shard, y, config)
         except Exception as exc:   # reported by _agree, like a setup error
             error = f"{type(exc).__name__}: {exc}"
+    if rank == 0:   # while the workers warm and time their kernels
+        warm_server()
     error, nu, step = _agree(comm, error, nu, step, share)
     if error is not None:
         node.Free()

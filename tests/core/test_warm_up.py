@@ -167,3 +167,25 @@ def test_workers_that_warm_up_both_rules_compile_each_once(tmp_path):
     assert all(proc.returncode == 0 for proc in procs), outputs
     compiled = [out.split() for out, _ in outputs]
     assert sorted(compiled[0] + compiled[1]) == ["fitted_local", "os_local"], outputs
+
+
+def test_the_server_loads_its_compiled_helpers_before_a_run():
+    """``warm_server`` loads everything the server compiles (an MPI server rank calls
+    it while its workers warm their kernels: after them, a lone worker waited a
+    quarter of a second for its first view): in a fresh process, none is loaded
+    before and each is after."""
+    probe = """
+from asyos.core.budgets import top_counts
+from asyos.core.losses import loss_value
+from asyos.core.server_state import all_finite
+from asyos.solvers.asy_server import warm_server
+helpers = (all_finite, top_counts, loss_value)
+print([len(helper.signatures) for helper in helpers])
+warm_server()
+print([len(helper.signatures) for helper in helpers])
+"""
+    proc = subprocess.run([sys.executable, "-c", probe], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    before, after = proc.stdout.splitlines()
+    assert before == "[0, 0, 0]" and after == "[2, 1, 1]"

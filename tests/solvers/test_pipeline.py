@@ -155,7 +155,10 @@ def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
     small = AsyConfig.build(8, 2, n_features=160).for_step(1e-7)   # ≤ 1/8 of a shard
     assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
     solo = AsyConfig.build(8, 1, n_features=8192)
-    for step in (1e-7, 1e-3):   # one worker: τ = 0, its own long pushes
+    # one worker: τ = 0, its own long pushes, two in flight (a server in another
+    # process answers one while it steps on)
+    assert (solo.depth, solo.batch, solo.staleness) == (512, 256, 0)
+    for step in (1e-7, 1e-3):
         alone = solo.for_step(step)
         assert (alone.depth, alone.batch, alone.staleness) == \
             (solo.depth, solo.batch, 0)
