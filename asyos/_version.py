@@ -6,5 +6,6 @@ __version__ = "0.1.0"
 # substitution rule and its ridge; 6: HELLO carries the data's fingerprint; 7: PUSH
 # carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO;
 # 9: CONFIG carries the worker's plan, its integers as int64; 10: FINAL carries the kept
-# columns; 11: FINAL's seconds add the time blocked for a view or credit
-PROTOCOL_VERSION = 11
+# columns; 11: FINAL's seconds add the time blocked for a view or credit; 12: shards
+# are pieces of adjacent features (core/shards.py), not every q-th feature at every p
+PROTOCOL_VERSION = 12

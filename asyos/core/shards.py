@@ -15,9 +15,40 @@ def budget_split(s: int, q: int) -> list[int]:
     return [s // q + (1 if t < s % q else 0) for t in range(q)]
 
 
+LAYOUT = 2     # how shards are cut, as checkpoints record it: 1, j ≡ t (mod q) at
+#                every p; 2, pieces of ``shard_piece`` features
+PIECE = 256    # the most consecutive features in one piece of a shard
+SPREAD = 64    # the fewest pieces each of q shards gets, where p allows
+
+
+def shard_piece(p: int, q: int) -> int:
+    """How many consecutive features (positions) of p one piece of a shard holds.
+
+    Shard t of q holds the pieces t, t + q, t + 2q, … of the features cut in pieces
+    of this many: with pieces of one, the features j ≡ t (mod q) (the convention of
+    Yang et al., 2016, who only say "from the pool"), which every problem with
+    p < 128·q gets.  Longer pieces let a worker read its shard in runs of adjacent
+    columns: one of q interleaved columns made it read (or step over) every column
+    of the file, a fifth of its time at the paper's size on two cores
+    (docs/benchmarks.md, "Shards in pieces").  At least ``SPREAD`` pieces per shard
+    keep the shards within p/(64·q) features of each other in size, and spread a run
+    of adjacent strong features over the workers unless it is wider than a piece."""
+    return max(1, min(PIECE, p // (SPREAD * q)))
+
+
 def shard_size(p: int, q: int, t: int) -> int:
-    """How many of p features shard t of q holds: features t, t + q, t + 2q, …"""
-    return len(range(t, p, q))
+    """How many of p features shard t of q holds (``shard_piece``)."""
+    piece = shard_piece(p, q)
+    cycles, rest = divmod(p, piece * q)
+    return cycles * piece + min(max(rest - t * piece, 0), piece)
+
+
+def shard_runs(p: int, q: int, t: int) -> tuple[np.ndarray, np.ndarray]:
+    """(starts, stops) of the runs of consecutive positions of p that shard t of q
+    holds (``shard_piece``), in increasing order: O(p / piece), never O(p)."""
+    piece = shard_piece(p, q)
+    starts = np.arange(t * piece, p, q * piece, dtype=np.int64)
+    return starts, np.minimum(starts + piece, p)
 
 
 def shard_sizes(p: int, q: int, group_of=None) -> np.ndarray:

@@ -10,7 +10,7 @@ baseline) and Asy-OS for q = 1..Q, one after the other: ``python -m asyos.run
 --workers q`` (``carrier`` "shared": q processes on this machine, no server process)
 or ``mpiexec -n q+1 python -m asyos.run`` ("mpi": rank 0 the server, q workers), all
 with their defaults (the fitted rule, adaptive budgets, the bound on).  Worker t
-owns the features j with j mod q = t.
+owns shard t (``solvers.asy.worker_shard``).
 
 Speedup at a threshold: threshold = 1.05 × the final training objective of sequential
 OS, a level that means "as good as sequential OS"; T = the first time a run's trace

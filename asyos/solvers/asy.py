@@ -312,9 +312,10 @@ def _power_of_two(k: int) -> int:
 
 
 def worker_shard(stream, q: int, t: int, group_of=None):
-    """Worker t's shard: the features j ≡ t (mod q) (a static shard: the paper only
-    says "from the pool"), or, with ``group_of`` (checked compact group ids), the
-    whole groups ``shards.group_owners`` gives it.  Every transport and the simulator
+    """Worker t's shard: the pieces of adjacent features ``shards.shard_piece`` deals
+    it in turn (a static shard: the paper only says "from the pool"; pieces of one,
+    the features j ≡ t (mod q), on small problems), or, with ``group_of`` (checked
+    compact group ids), the whole groups ``shards.group_owners`` gives it.  Every transport and the simulator
     call this, so all shard alike."""
     if group_of is None:
         return stream.shard(q, t)

@@ -29,7 +29,7 @@ from ..core.server_state import (
     ProtocolError,
     ServerState,
 )
-from ..core.shards import shard_size
+from ..core.shards import LAYOUT, shard_size
 from ..errors import InputError
 from . import messages
 from .asy import AsyConfig, group_fingerprint
@@ -130,6 +130,7 @@ class Session:
                 "run_id": np.array(self.run_id),
                 "step": np.array([self.server.step_size, self.server.m]),
                 "n_features": np.array(monitor.n_features),
+                "shard_layout": np.array(LAYOUT),
                 "data_fingerprint": self.data_fingerprint,
                 "per_epoch": np.array(monitor.per_epoch)}
 
@@ -143,6 +144,11 @@ class Session:
         except (ValueError, KeyError) as exc:
             raise InputError(f"cannot resume from {source}: not a whole asyos "
                              f"checkpoint ({str(exc).split('.')[0]})") from None
+        layout = int(saved.get("shard_layout", 1))
+        if layout != LAYOUT:   # its workers' kept sets and positions are of other shards
+            raise InputError(f"{source} was written by an asyos that cut the shards "
+                             f"another way (layout {layout}, this one {LAYOUT}): resume "
+                             "it with the asyos that wrote it")
         if state.u.size != self.y.shape[0] or \
                 len(state.workers) != self.config.n_workers:
             raise InputError(f"{source} is for another run (n or q differ)")

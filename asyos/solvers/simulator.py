@@ -63,7 +63,7 @@ def fit_simulated(source, y, s, n_workers, *, delay=None, random_delay=False,
         The data, the budget and the workers' OS (``epochs`` "auto": 3 passes;
         ``sweep``: each worker's closing sweep, over its shard).
     n_workers : int
-        q, the virtual workers; feature j belongs to shard j mod q.
+        q, the virtual workers, each on its shard (``asy.worker_shard``).
     delay : int or None, default=None
         τ, the age in updates of the u_C every step reads (None: q, the paper's).
     random_delay : bool, default=False

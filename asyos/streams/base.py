@@ -18,6 +18,7 @@ from ..core.kept_set import KeptSet
 from ..core.validate import check_int
 from ..errors import InputError
 from .prefetch import prefetch
+from .runs import Runs
 
 Block = tuple[np.ndarray, np.ndarray]
 
@@ -56,31 +57,13 @@ def batch_columns(pairs: Iterable[tuple[int, np.ndarray]],
         yield np.asarray(index, np.int64), np.stack(cols)
 
 
-def _spread(span: tuple[int, int, int], positions: np.ndarray) -> np.ndarray:
-    """The int64 indices at ``positions`` of the range ``span``."""
-    start, _, step = span
-    out = positions.astype(np.int64)
-    if step != 1:
-        out *= step
-    if start:
-        out += start
-    return out
-
-
-def _range_chunks(span: tuple[int, int, int], size: int) -> Iterator[np.ndarray]:
-    start, stop, step = span
-    for first in range(start, stop, size * step):
-        yield np.arange(first, min(first + size * step, stop), step, dtype=np.int64)
-
-
 def _order_chunks(order: np.ndarray, size: int,
-                  span: tuple[int, int, int] | None) -> Iterator[np.ndarray]:
-    """Pieces of ``order``: positions in the range ``span`` (a permutation), or the
-    indices themselves (None)."""
+                  runs: Runs | None) -> Iterator[np.ndarray]:
+    """Pieces of ``order``: positions in ``runs`` (a permutation), or the indices
+    themselves (None)."""
     for first in range(0, len(order), size):
         piece = order[first:first + size]
-        yield _spread(span, piece) if span is not None else \
-            piece.astype(np.int64, copy=False)
+        yield runs.at(piece) if runs is not None else piece.astype(np.int64, copy=False)
 
 
 class FeatureStream:
@@ -127,14 +110,14 @@ class FeatureStream:
         """The int64 global indices this stream yields, in base (epoch) order."""
         return np.arange(self.n_features, dtype=np.int64)
 
-    def _range(self) -> tuple[int, int, int] | None:
-        """(start, stop, step) when ``feature_indices()`` is that arithmetic range
-        (a plain stream: 0..p-1; a shard of one: every q-th), else None.  Orders of a
-        range are made a block at a time, or from a narrow permutation, instead of
-        holding the O(p) int64 indices (80 MB at p = 10⁷) and copies of them."""
+    def _runs(self) -> Runs | None:
+        """``feature_indices()`` as runs of consecutive indices (a plain stream: 0..p-1;
+        a shard of one: its pieces), else None.  Orders of runs are made a block at a
+        time, or from a narrow permutation, instead of holding the O(p) int64 indices
+        (80 MB at p = 10⁷) and copies of them."""
         if type(self).feature_indices is not FeatureStream.feature_indices:
             return None
-        return 0, self.n_features, 1
+        return Runs.range(self.n_features)
 
     def _holds(self, indices: np.ndarray) -> np.ndarray:
         """Boolean mask: which of ``indices`` this stream holds (range check here)."""
@@ -150,9 +133,9 @@ class FeatureStream:
     def order(self, epoch: int = 0) -> np.ndarray:
         """The global indices in the order ``blocks(epoch)`` yields them."""
         epoch = check_int("epoch", epoch, 0)
-        span = self._range()
-        if span is not None and self.shuffle:
-            return _spread(span, self._permutation(epoch))
+        runs = self._runs()
+        if runs is not None and self.shuffle:
+            return runs.at(self._permutation(epoch))
         base = self.feature_indices()
         if not self.shuffle:
             return base
@@ -170,16 +153,16 @@ class FeatureStream:
     def order_chunks(self, epoch: int, block_size: int) -> Iterator[np.ndarray]:
         """``order(epoch)`` as consecutive int64 pieces of ``block_size`` indices.
 
-        An unshuffled stream over a range (``_range``) never holds its order: each
-        piece is made as it is needed; a shuffled one holds one int32 permutation.
+        An unshuffled stream over runs (``_runs``) never holds its order: each piece
+        is made as it is needed; a shuffled one holds one int32 permutation.
         """
         epoch = check_int("epoch", epoch, 0)
         block_size = check_int("block_size", block_size, 1)
-        span = self._range()
-        if span is not None and not self.shuffle:
-            return _range_chunks(span, block_size)
-        order = self._permutation(epoch) if span is not None else self.order(epoch)
-        return _order_chunks(order, block_size, span)
+        runs = self._runs()
+        if runs is not None and not self.shuffle:
+            return runs.chunks(block_size)
+        order = self._permutation(epoch) if runs is not None else self.order(epoch)
+        return _order_chunks(order, block_size, runs)
 
     def blocks(self, epoch: int = 0) -> Iterator[Block]:
         """Yield (indices int64 (b,), block C-contiguous (b, n) of ``self.dtype``).
@@ -215,7 +198,9 @@ class FeatureStream:
         return self._finish(index, self._read(index))
 
     def shard(self, q: int, t: int) -> FeatureStream:
-        """Shard t of q: ``feature_indices()[t::q]`` of this stream.
+        """Shard t of q of this stream's ``feature_indices()``: the pieces t, t + q,
+        t + 2q, … of ``core.shards.shard_piece`` consecutive features each (pieces of
+        one on small problems: every q-th feature).
 
         Shards are disjoint and cover every feature once; a shard keeps this stream's
         block_size, shuffle and seed, and a shuffled shard shuffles within itself.
@@ -267,7 +252,8 @@ class FeatureStream:
 
 
 class Shard(FeatureStream):
-    """The features ``parent.feature_indices()[t::q]``, read through the parent.
+    """Shard t of q of ``parent.feature_indices()`` (``FeatureStream.shard``), read
+    through the parent.
 
     One generic wrapper for every source: reads go to the parent's ``_read`` (random
     access) or ``_raw_blocks`` (sequential sources filter while iterating).  The index
@@ -280,6 +266,7 @@ class Shard(FeatureStream):
         self.parent, self.q, self.t = parent, q, t
         self.prefetch = parent.prefetch   # a carrier may set its own (``NodeShare``)
         self._index: np.ndarray | None = None
+        self._pieces: Runs | None = None
 
     @property
     def n_samples(self) -> int:
@@ -287,36 +274,36 @@ class Shard(FeatureStream):
 
     @property
     def n_features(self) -> int:
-        span = self._range()
-        if span is not None:
-            return len(range(*span))
+        runs = self._runs()
+        if runs is not None:
+            return runs.size
         return len(self.feature_indices())
 
     def feature_indices(self) -> np.ndarray:
-        span = self._range()
-        if span is not None:
-            return np.arange(*span, dtype=np.int64)
+        runs = self._runs()
+        if runs is not None:
+            return runs.indices()
         if self._index is None:
+            base = self.parent.feature_indices()
             self._index = np.ascontiguousarray(
-                self.parent.feature_indices()[self.t::self.q])
+                base[Runs.range(len(base)).shard(self.q, self.t).indices()])
         return self._index.copy()
 
-    def _range(self) -> tuple[int, int, int] | None:
-        """Every q-th of a parent's range is a range (no O(p) index list held)."""
+    def _runs(self) -> Runs | None:
+        """The pieces of a parent's runs are runs (no O(p) index list held)."""
         if type(self).feature_indices is not Shard.feature_indices:
             return None
-        span = self.parent._range()
-        if span is None:
-            return None
-        start, stop, step = span
-        return start + self.t * step, stop, step * self.q
+        if self._pieces is None:
+            runs = self.parent._runs()
+            if runs is None:
+                return None
+            self._pieces = runs.shard(self.q, self.t)
+        return self._pieces
 
     def _holds(self, indices: np.ndarray) -> np.ndarray:
-        span = self._range()
-        if span is not None:
-            start, stop, step = span
-            return (indices >= start) & (indices < stop) & \
-                ((indices - start) % step == 0)
+        runs = self._runs()
+        if runs is not None:
+            return runs.holds(indices)
         return np.isin(indices, self.feature_indices())
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
@@ -386,7 +373,7 @@ class Subset(Shard):
         self._index = np.ascontiguousarray(indices, dtype=np.int64)
 
     def feature_indices(self) -> np.ndarray:
-        if self.parent._range() is not None:   # a range increases: its order is sorted
+        if self.parent._runs() is not None:   # runs increase: their order is sorted
             return self._index.copy()          # (and its O(p) indices are not made)
         order = self.parent.feature_indices()
         return np.ascontiguousarray(order[np.isin(order, self._index)])

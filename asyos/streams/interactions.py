@@ -8,8 +8,9 @@ products is computed when it is read.  d = 2000 gives 2,003,000 features.
 Feature numbering, lexicographic within each degree: 0..d-1 are the base features;
 then the pairs (i, j), i ≤ j, in the order (0,0), (0,1), …, (0,d-1), (1,1), …; then
 the triples (i, j, l), i ≤ j ≤ l, likewise.  ``terms(indices)`` decodes numbers into
-base-feature tuples and ``names`` into "x3*x17".  Shards (``shard(q, t)``) take every
-q-th number, so each Asy-OS worker generates only its own products.
+base-feature tuples and ``names`` into "x3*x17".  Shards (``shard(q, t)``) take their
+pieces of the numbering (``core.shards.shard_piece``), so each Asy-OS worker generates
+only its own products.
 """
 
 from __future__ import annotations

@@ -173,9 +173,10 @@ class NpyStream(FeatureStream):
     def _read_columns(self, indices: np.ndarray) -> np.ndarray:
         """Feature-major: each stretch of increasing columns whose gaps are under
         ``GAP_BYTES`` is one ``preadv``, the columns straight into the block and the
-        gaps into a scratch buffer.  A shard's every q-th column then costs one
-        system call a block, not one a column (which made reading most of a worker's
-        time on cheap steps).  Not a memory map: its pages would count in this
+        gaps into a scratch buffer.  A small problem's shard (every q-th column) then
+        costs one system call a block, not one a column (which made reading most of a
+        worker's time on cheap steps); a large one's pieces are runs of adjacent
+        columns, one call each.  Not a memory map: its pages would count in this
         process's resident memory until dropped (and read-ahead maps more than was
         read), while pread leaves them in the page cache only, so RSS stays at one
         block (and the scratch buffer)."""

@@ -151,3 +151,17 @@ def test_a_checkpoint_of_another_run_is_refused():
     del arrays["run_id"]
     with pytest.raises(InputError, match="not a whole asyos checkpoint"):
         _session(saved=arrays, source="ckpt")
+
+
+def test_a_checkpoint_of_shards_cut_another_way_is_refused():
+    """A checkpoint of an asyos whose shards were every q-th feature at every p (it
+    wrote no layout) holds kept sets and positions of other shards: refused, named."""
+    saved = _session()
+    _join_all(saved)
+    arrays = saved.snapshot()
+    assert int(arrays["shard_layout"]) == 2
+    _session(saved=dict(arrays), source="ckpt")   # its own layout resumes
+    del arrays["shard_layout"]
+    with pytest.raises(InputError, match="ckpt was written by an asyos that cut the "
+                       "shards another way .layout 1, this one 2."):
+        _session(saved=arrays, source="ckpt")

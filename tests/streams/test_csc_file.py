@@ -346,7 +346,7 @@ def test_orders_made_a_piece_at_a_time_are_the_orders(p, block, seed, shards):
             stream, base = stream.shard(q, t % q), base[t % q::q]
             if stream.n_features == 0:
                 return
-        assert stream.n_features == len(base) and stream._range() is not None
+        assert stream.n_features == len(base) and stream._runs() is not None
         np.testing.assert_array_equal(stream.feature_indices(), base)
         for epoch in (0, 2):
             expected = base[np.random.default_rng([seed, epoch]).permutation(

@@ -12,6 +12,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from asyos.core.shards import shard_size
 from asyos.errors import InputError
 from asyos.streams import (
     ArrayStream,
@@ -143,6 +144,44 @@ def test_shards_are_disjoint_cover_everything_and_hold_the_right_columns(
     np.testing.assert_array_equal(np.sort(everything), np.arange(p))
 
 
+def _pieces(p: int, q: int, t: int, piece: int) -> np.ndarray:
+    """Shard t of q of 0..p-1 written out: the pieces t, t + q, … of ``piece``."""
+    return np.arange(p)[(np.arange(p) // piece) % q == t]
+
+
+@settings(max_examples=80, deadline=None)
+@given(p=st.integers(1, 5000), q=st.integers(1, 12), seed=st.integers(0, 3),
+       shuffle=st.booleans(), data=st.data())
+def test_large_shards_are_pieces_of_adjacent_features_dealt_in_turn(
+        p, q, seed, shuffle, data):
+    """Pieces of p // (64 q) adjacent features, at most 256 and at least one (every
+    q-th feature on small problems), dealt to the workers in turn: disjoint, covering,
+    within a piece of each other in size, the sizes the server expects
+    (``shard_size``), and shards of shards the same way."""
+    piece = max(1, min(256, p // (64 * q)))
+    stream = ArrayStream(np.zeros((1, p)), block_size=data.draw(st.integers(1, 300)),
+                         shuffle=shuffle, seed=seed)
+    sizes = []
+    for t in range(q):
+        shard = stream.shard(q, t)
+        expected = _pieces(p, q, t, piece)
+        np.testing.assert_array_equal(shard.feature_indices(), expected)
+        assert shard.n_features == expected.size == shard_size(p, q, t)
+        index = np.concatenate([i for i, _ in shard.blocks(seed)] + [np.zeros(0, int)])
+        np.testing.assert_array_equal(np.sort(index), expected)
+        probe = np.array([-1, 0, p - 1, p, *expected[:3], *expected[-3:]])
+        np.testing.assert_array_equal(shard._holds(probe), np.isin(probe, expected))
+        sizes.append(expected.size)
+    assert max(sizes) - min(sizes) <= piece and sum(sizes) == p
+    outer, inner = data.draw(st.integers(0, q - 1)), data.draw(st.integers(1, 4))
+    parent = _pieces(p, q, outer, piece)
+    sub = stream.shard(q, outer).shard(inner, inner - 1)
+    expected = parent[_pieces(parent.size, inner, inner - 1,
+                              max(1, min(256, parent.size // (64 * inner))))]
+    np.testing.assert_array_equal(sub.feature_indices(), expected)
+    np.testing.assert_array_equal(np.sort(sub.order(1)), expected)
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_shards_of_every_kind(kind, tmp_path):
     X = _X()
@@ -190,9 +229,38 @@ def test_a_shard_of_a_feature_major_file_reads_a_block_at_a_time(short, monkeypa
                 np.testing.assert_array_equal(block, X[:, index].T)
             if q == 2 and not short:   # one call per block of 32 columns
                 assert len(calls) == -(-len(range(t, 300, 2)) // 32)
-                assert min(calls) > 32   # the columns and the gaps between them
+                assert min(calls) > 16   # the pieces and the gaps between them
             if q == 7:                 # gaps of 6 columns: a call per column
                 assert max(calls) == 1
+
+
+def test_a_large_shard_of_a_feature_major_file_reads_only_its_own_columns(
+        monkeypatch, tmp_path):
+    """On a large problem a shard is pieces of adjacent columns (8 here), so a worker
+    reads its pieces and skips the others' (wider than ``GAP_BYTES``): half the file
+    at q = 2.  Every second column read every column of the file, the others' into
+    scratch (a fifth of a worker's time at the paper's size on two cores)."""
+    from asyos.streams import npy
+
+    X = _X(n=40, p=1024)
+    save_feature_major(tmp_path / "f.npy", X)
+    read, real = [], os.preadv
+
+    def preadv(fd, buffers, where):
+        got = real(fd, buffers, where)
+        read.append(got)
+        return got
+
+    monkeypatch.setattr(npy.os, "preadv", preadv)
+    monkeypatch.setattr(npy, "GAP_BYTES", 5 * 40 * 8)   # gaps of ≤ 5 columns
+    for t in range(2):
+        shard = NpyStream(tmp_path / "f.npy", block_size=64).shard(2, t)
+        shard.prefetch = False
+        read.clear()
+        for index, block in shard.blocks(0):
+            np.testing.assert_array_equal(block, X[:, index].T)
+        assert sum(read) == 512 * 40 * 8   # its 512 columns, nothing between them
+        assert len(read) == 512 // 8       # one call per piece
 
 
 def test_shuffled_shard_shuffles_within_itself_and_bad_shards_are_refused():

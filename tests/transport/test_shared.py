@@ -14,6 +14,7 @@ import pytest
 from sweeps import sweeps_begin_after_every_pass
 
 from asyos.core.losses import Loss
+from asyos.core.shards import shard_size
 from asyos.datasets import make_classification, make_regression
 from asyos.errors import InputError
 from asyos.metrics import recall
@@ -63,7 +64,7 @@ def test_workers_find_what_sequential_os_finds(q):
         result = shared.run(as_stream(problem.X), problem.y, config, record_order=True)
         _check_invariants(result, config)
         assert not result.asy["partial"] and result.asy["lost_shards"] == []
-        passes = [len(range(t, 1200, q)) * 3 for t in range(q)]
+        passes = [shard_size(1200, q, t) * 3 for t in range(q)]
         assert [w["steps"] for w in result.asy["workers"]] == \
             [steps + config.sweep * config.sweep_rounds for steps in passes]
         assert sweeps_begin_after_every_pass(result.asy["order"], passes, config.sweep,
@@ -110,13 +111,21 @@ def test_a_lone_worker_makes_sequential_os_s_moves(seed):
 
 
 def test_classification_and_fixed_budgets():
-    problem = make_classification(p=800, s=16, n=400, seed=4)
-    config = AsyConfig.build(16, 2, loss="logistic", epochs=3, n_features=800,
-                             budget="fixed")
-    result = shared.run(as_stream(problem.X), problem.y, config)
-    _check_invariants(result, config)
-    assert [w["kept"] for w in result.asy["workers"]] <= [8, 8]
-    assert recall(result.selected, problem.support) >= 0.75
+    """Four seeds: with fixed budgets a worker keeps at most s/q, so its recall
+    depends on how the true features fall in the shards (11 of 16 in one shard on
+    two of these seeds); held to sequential OS on average (both: 0.69–0.81 a seed)."""
+    recalls, gaps = [], []
+    for seed in (4, 5, 6, 7):
+        problem = make_classification(p=800, s=16, n=400, seed=seed)
+        config = AsyConfig.build(16, 2, loss="logistic", epochs=3, n_features=800,
+                                 budget="fixed")
+        result = shared.run(as_stream(problem.X), problem.y, config)
+        _check_invariants(result, config)
+        assert all(w["kept"] <= 8 for w in result.asy["workers"])
+        sequential = fit_os(problem.X, problem.y, 16, loss="logistic", epochs=3)
+        recalls.append(recall(result.selected, problem.support))
+        gaps.append(recall(sequential.selected, problem.support) - recalls[-1])
+    assert min(recalls) >= 0.625 and np.mean(gaps) <= 0.1
 
 
 def test_sparse_columns():
@@ -213,7 +222,7 @@ def test_a_worker_killed_mid_run_is_lost_and_the_result_is_partial(monkeypatch):
     assert result.asy["workers"][1]["lost"]
     # the other one finished: its passes and its closing sweep
     assert result.asy["workers"][0]["steps"] == \
-        600 * 3 + config.sweep * config.sweep_rounds
+        shard_size(1200, 2, 0) * 3 + config.sweep * config.sweep_rounds
     assert result.asy["u_check_max_abs_diff"] <= 1e-10
     assert result.selected.size <= 12 + 1
 
