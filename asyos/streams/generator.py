@@ -130,7 +130,7 @@ class GeneratorStream(FeatureStream):
             yield index, self._finish(index, raw)
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
-        # ``order`` is a subsequence of the factory's order (a shard's [t::q]): keep
+        # ``order`` is a subsequence of the factory's order (a shard's pieces): keep
         # the matching columns as they go by and stop after the last one.
         wanted = order.tolist()
 
