@@ -36,19 +36,18 @@ def shard_piece(p: int, q: int) -> int:
     return max(1, min(PIECE, p // (SPREAD * q)))
 
 
-def shard_size(p: int, q: int, t: int) -> int:
-    """How many of p features shard t of q holds (``shard_piece``)."""
-    piece = shard_piece(p, q)
-    cycles, rest = divmod(p, piece * q)
-    return cycles * piece + min(max(rest - t * piece, 0), piece)
-
-
 def shard_runs(p: int, q: int, t: int) -> tuple[np.ndarray, np.ndarray]:
     """(starts, stops) of the runs of consecutive positions of p that shard t of q
     holds (``shard_piece``), in increasing order: O(p / piece), never O(p)."""
     piece = shard_piece(p, q)
     starts = np.arange(t * piece, p, q * piece, dtype=np.int64)
     return starts, np.minimum(starts + piece, p)
+
+
+def shard_size(p: int, q: int, t: int) -> int:
+    """How many of p features shard t of q holds (``shard_runs``)."""
+    starts, stops = shard_runs(p, q, t)
+    return int((stops - starts).sum())
 
 
 def shard_sizes(p: int, q: int, group_of=None) -> np.ndarray:
