@@ -142,10 +142,12 @@ class KeptSet(_Kept):
 
     def run_local(self, block_index: np.ndarray, block: np.ndarray, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
-                  end: int | None = None) -> int | None:
+                  end: int | None = None, fresh: bool = True) -> int | None:
         """An Asy-OS worker's steps over features ``start:end`` of a block from its
         view ``u_local`` (updated).  Returns its substitutions where the rule counts
-        them (the fitted rules), else None."""
+        them (the fitted rules), else None.  ``fresh``: ``u_local`` is a new view,
+        not the one a push began in an earlier block (the fitted rules scale their
+        moves per view, ``FittedKeptSet._damping``)."""
         block_index, block = block_index[start:end], block[start:end]
         self.size = os_local(self._buffers, self.size, self.limit, block, block_index,
                              u_local, y, int(loss), float(eta), float(m), self._scratch,
@@ -288,6 +290,7 @@ class FittedKeptSet(_Kept):
         self._seen = np.inf   # the loss at its last view
         self._eta = None      # the first η a worker was given: the server's shrinking
         #                       of η (its safeguard) scales the moves by as much
+        self._moves = 1.0     # the scale of the moves from the current view
         self._block, self._run = None, np.zeros(3, np.int64)   # ``fitted_local``'s
 
     def twin(self):
@@ -306,14 +309,17 @@ class FittedKeptSet(_Kept):
         that a column's scale does not decide its rank (on standardized data, |w|).
         ‖x_k‖/√n is computed once per slot and feature (a worker pushes often)."""
         k = self.size
-        for slot in np.flatnonzero(self._rms_of[:k] != self.index[:k]):
-            self._rms[slot] = np.sqrt(self._squares(slot) / self.n_samples)
-            self._rms_of[slot] = self.index[slot]
+        slots = np.flatnonzero(self._rms_of[:k] != self.index[:k])
+        if slots.size:
+            self._rms[slots] = np.sqrt(self._squares(slots) / self.n_samples)
+            self._rms_of[slots] = self.index[slots]
         return np.abs(self.weights[:k]) * self._rms[:k]
 
-    def _squares(self, slot: int) -> float:
-        column = self.cols[slot].astype(np.float64, copy=False)
-        return float(np.dot(column, column))
+    def _squares(self, slots: np.ndarray) -> np.ndarray:
+        """‖x‖² of the columns in ``slots``, in one product (a lone worker's push of
+        two blocks changes a dozen)."""
+        columns = self.cols[slots].astype(np.float64, copy=False)
+        return np.einsum("kr,kr->k", columns, columns)
 
     def run_block(self, block_index, block, y, loss: Loss, m: float,
                   step_state: np.ndarray) -> None:
@@ -327,12 +333,13 @@ class FittedKeptSet(_Kept):
         step_state[NU_MAX] = self.model.info[0]["nu"]   # the driver checks its scale
 
     def run_local(self, block_index, block, u_local, y, loss: Loss, eta: float,
-                  m: float, start: int = 0, end: int | None = None) -> int:
+                  m: float, start: int = 0, end: int | None = None,
+                  fresh: bool = True) -> int:
         """An Asy-OS worker's arrivals ``start:end`` of a block from its view
-        ``u_local``; returns its substitutions.  The batched products of a block's
-        arrivals outlive a call (``fitted_local``): a worker passes the same block
-        for all its pushes."""
-        damping = self._damping(u_local, y, loss, eta)
+        ``u_local`` (``fresh``: as ``KeptSet.run_local``); returns its
+        substitutions.  The batched products of a block's arrivals outlive a call
+        (``fitted_local``): a worker passes the same block for all its pushes."""
+        damping = self._damping(u_local, y, loss, eta) if fresh else self._moves
         if start == 0 or block is not self._block:   # a new block (streams may
             self._block, self._run[:] = block, 0    # reuse one buffer for all)
         end = block.shape[0] if end is None else end
@@ -355,7 +362,8 @@ class FittedKeptSet(_Kept):
         else:
             self.scale = min(1.0, 1.25 * self.scale)
         self._seen = seen
-        return self.scale * min(1.0, eta / self._eta)
+        self._moves = self.scale * min(1.0, eta / self._eta)
+        return self._moves
 
     def set_limit(self, limit: int) -> None:
         """As ``KeptSet.set_limit``, dropping the cheapest coordinates in the model."""
@@ -459,9 +467,9 @@ class SparseKeptSet(_Pool, _Kept):
 
     def run_local(self, block_index: np.ndarray, block: CSCBlock, u_local: np.ndarray,
                   y: np.ndarray, loss: Loss, eta: float, m: float, start: int = 0,
-                  end: int | None = None) -> None:
+                  end: int | None = None, fresh: bool = True) -> None:
         """An Asy-OS worker's steps over a CSC block from its view ``u_local``
-        (substitutions not counted: None)."""
+        (substitutions not counted: None), as ``KeptSet.run_local``."""
         block_index, block = block_index[start:end], block[start:end]
         fixed = np.array([float(eta), 0.0, 0.0, 0.0, 1.0, np.inf, 0.0])
         self._steps(block_index, block, u_local, True, y, loss, m, fixed, self.limit)
@@ -500,10 +508,12 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         """The intercept fitted with the weights (0 without ``intercept``)."""
         return float(self.sparse.extra[OFFSET])
 
-    def _squares(self, slot: int) -> float:
-        start, length = self.table[slot]
-        values = self.vals[start:start + length].astype(np.float64, copy=False)
-        return float(np.dot(values, values))
+    def _squares(self, slots: np.ndarray) -> np.ndarray:
+        squares = np.empty(slots.size)
+        for i, (start, length) in enumerate(self.table[slots]):
+            values = self.vals[start:start + length].astype(np.float64, copy=False)
+            squares[i] = np.dot(values, values)
+        return squares
 
     def twin(self):
         twin = SparseFittedKeptSet(2, 2, self.model.info[0]["ridge"], self.vals.dtype,
@@ -534,11 +544,13 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         step_state[NU_MAX] = self.model.info[0]["nu"]
 
     def run_local(self, block_index, block: CSCBlock, u_local, y, loss: Loss,
-                  eta: float, m: float, start: int = 0, end: int | None = None) -> int:
+                  eta: float, m: float, start: int = 0, end: int | None = None,
+                  fresh: bool = True) -> int:
         """An Asy-OS worker's arrivals ``start:end`` of a CSC block from its view
-        ``u_local``; returns its substitutions."""
+        ``u_local`` (``fresh``: as ``KeptSet.run_local``); returns its
+        substitutions."""
         block_index, block = block_index[start:end], block[start:end]
-        damping = self._damping(u_local, y, loss, eta)
+        damping = self._damping(u_local, y, loss, eta) if fresh else self._moves
         self._room(block.nnz)
         self.size, self.fill, swaps = sparse_fitted_run(
             self._columns(), self.size, self.fill, self.limit,

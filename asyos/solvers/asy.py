@@ -36,7 +36,8 @@ from .worker_loop import WorkerDriver, WorkerPlan, worker_loop
 
 PIPELINE = {"window": 2, "batch": 16}   # pushes in flight × most steps per push
 #                                         (``worker_loop.PushSize``); docs/benchmarks.md
-SOLO_BATCH = 256   # a lone worker's steps per push (its kernel's batched products)
+SOLO_BATCH = 512   # a lone worker's steps per push: two blocks, over which a push's fixed
+#                   cost is spread (docs/benchmarks.md, "A lone worker's pushes")
 MIN_BATCH = 8      # the automatic pipeline splits its depth into pushes no shorter
 DEPTH_FRACTION, MAX_DEPTH = 256, 512   # on large p the depth grows to p/256 (a power
 #                                        of two, ≤ 512): τ stays ≤ 1/128 of an epoch

@@ -221,8 +221,9 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
     """Run OS on ``stream`` (this worker's shard) as ``plan`` says.
 
     Each pull is answered by (û, version, allowed, granted, η) and followed by up to
-    min(``batch``, allowed) steps (one compiled call; after the first, each step also
-    sees this worker's own earlier steps) and one push of their sum;
+    min(``batch``, allowed) steps (a compiled call per block they cover; after the
+    first, each step also sees this worker's own earlier steps) and one push of their
+    sum;
     ``adaptive_push``: fewer steps when a push's cost outside the kernel allows
     (``PushSize``: the real carriers with more than one worker; a lone worker's views
     are its own steps, and fresher ones would gain nothing).  ``granted`` > 0
@@ -252,48 +253,72 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
                   np.asarray(weights, np.float64))
         first_epoch, skip = divmod(steps, max(stream.n_features, 1))
 
-    def arrivals(block_index, block, reply=None):
-        """The steps over one block, a push at a time (``reply``: the answer to a
-        pull already made, for its first push)."""
+    def arrivals(source, reply=None):
+        """The steps over ``source``'s (features, block) pairs, a push at a time
+        (``reply``: the answer to a pull already made, for its first push).
+
+        A push of a fixed size (a lone worker's, ``asy.SOLO_BATCH``: two blocks) that
+        ends a block goes on into the next, and past the end of a pass, from the same
+        view: its fixed cost is paid per push, not per block.  An adaptive push
+        (``PushSize``) ends with its block: its size is chosen anew at every push,
+        and on one machine the host serves the other workers between its own pushes,
+        which a block's end then also is (docs/benchmarks.md, "A lone worker's
+        pushes")."""
         nonlocal compute, steps, pushed, u_local
-        first = 0
-        while first < block_index.size:
+        source = iter(source)
+        block_index, first = np.zeros(0, np.int64), 0
+        while True:
+            while first >= block_index.size:
+                item = next(source, None)
+                if item is None:
+                    return
+                (block_index, block), first = item, 0
             u_hat, version, allowed, granted, eta_now = \
                 (yield PULL) if reply is None else reply
             reply = None
-            start = time.perf_counter()
-            last = min(first + min(size.size, allowed), block_index.size)
-            features = block_index[first:last]
+            start, reading = time.perf_counter(), read[0]
             u_local[:] = u_hat
             before[:] = kept.contribution
             if granted:
                 kept.set_limit(granted)
                 u_local += kept.contribution - before   # its own change, seen
-            swaps = kept.run_local(block_index, block, u_local, y, loss,
-                                   eta_now or eta, m, first, last)
+            room, features, swaps = min(size.size, allowed), [], []
+            while True:
+                last = min(first + room, block_index.size)
+                swaps.append(kept.run_local(block_index, block, u_local, y, loss,
+                                            eta_now or eta, m, first, last,
+                                            fresh=not features))
+                features.append(block_index[first:last])
+                room, first = room - (last - first), last
+                if room == 0 or size.adaptive or (item := next(source, None)) is None:
+                    break
+                (block_index, block), first = item, 0
+            features = np.concatenate(features)
             delta = kept.contribution - before
             end = time.perf_counter()
-            compute += end - start
-            size.timed(features.size, end - start,
-                       0.0 if pushed is None else start - pushed)
+            kernel = end - start - (read[0] - reading)   # a block read on the way
+            compute += kernel
+            size.timed(features.size, kernel, 0.0 if pushed is None else start - pushed)
             steps += features.size
-            first = last
-            yield Steps(delta, version, features.copy(), *kept.selected(),
-                        kept.importance(), steps, swaps)
+            yield Steps(delta, version, features, *kept.selected(), kept.importance(),
+                        steps, None if swaps[0] is None else sum(swaps))
             pushed = time.perf_counter()
 
-    for epoch in range(first_epoch, epochs):
-        kept.start_epoch()
-        for block_index, block in _timed(blocks(epoch), read):
-            if skip:   # a resumed worker passes over what its predecessor processed
-                block_index, block, skip = block_index[skip:], block[skip:], \
-                    max(skip - block_index.size, 0)
-            yield from arrivals(block_index, block)
+    def passes():
+        skip_left = skip   # a resumed worker passes over what its predecessor did
+        for epoch in range(first_epoch, epochs):
+            kept.start_epoch()
+            for block_index, block in _timed(blocks(epoch), read):
+                if skip_left:
+                    block_index, block, skip_left = block_index[skip_left:], \
+                        block[skip_left:], max(skip_left - block_index.size, 0)
+                yield block_index, block
+
+    yield from arrivals(passes())
     # the closing sweep's rounds, each at the û of a view that holds every worker's
     # steps before it (the server grants no credit past them before:
     # ``ServerState.hold_sweeps``); a worker resumed in its predecessor's sweep offers
     # what is left of it
-    block_index = block = None   # a view of the last pass's order: let it go
     swept = max(0, steps - epochs * stream.n_features)
     first_round, done = divmod(swept, plan.sweep) if plan.sweep else \
         (plan.sweep_rounds, 0)
@@ -305,9 +330,7 @@ def worker_loop(stream: FeatureStream, y: np.ndarray, plan: WorkerPlan, resume=N
             reply[0], kept.selected()[0], epochs - 1)
         read[0] += time.perf_counter() - start
         before_round = steps
-        for block_index, block in _timed(candidates, read):
-            yield from arrivals(block_index, block, reply)
-            reply = None
+        yield from arrivals(_timed(candidates, read), reply)
         if steps - before_round < left:   # fewer worth offering: no next round
             break
     selected, weights = kept.selected()

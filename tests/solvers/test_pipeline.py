@@ -155,9 +155,9 @@ def test_cheap_steps_deepen_the_automatic_pipeline_within_the_bound():
     small = AsyConfig.build(8, 2, n_features=160).for_step(1e-7)   # ≤ 1/8 of a shard
     assert (small.depth, small.batch, small.staleness) == (5, 5, 10)
     solo = AsyConfig.build(8, 1, n_features=8192)
-    # one worker: τ = 0, its own long pushes, two in flight (a server in another
-    # process answers one while it steps on)
-    assert (solo.depth, solo.batch, solo.staleness) == (512, 256, 0)
+    # one worker: τ = 0, its own long pushes (two blocks each), two in flight (a
+    # server in another process answers one while it steps on)
+    assert (solo.depth, solo.batch, solo.staleness) == (1024, 512, 0)
     for step in (1e-7, 1e-3):
         alone = solo.for_step(step)
         assert (alone.depth, alone.batch, alone.staleness) == \
@@ -340,3 +340,80 @@ def test_a_push_takes_as_few_steps_as_keep_its_own_cost_under_a_tenth():
     fixed = PushSize(8, adaptive=False)
     fixed.timed(8, kernel=1.0, outside=0.0)
     assert fixed.size == 8
+
+
+def _pushes(loop, u, credit, drift=None):
+    """Drive ``loop`` as ``_drive`` does, ``credit`` steps a view; ``drift(k)``: added
+    to the k-th view (a view that the others' steps made worse).  Returns the pushes
+    and the Final."""
+    request, pushes = next(loop), []
+    while True:
+        if request == "pull":
+            view = u if drift is None else u + drift(len(pushes))
+            request = loop.send((view, 0, credit, 0, 0.0))
+        elif hasattr(request, "delta"):
+            u = u + request.delta
+            pushes.append(request)
+            request = next(loop)
+        else:
+            return pushes, request
+
+
+@pytest.mark.parametrize("rule", ["magnitude", "fitted"])
+def test_a_push_goes_on_into_the_next_block_and_the_next_pass(rule):
+    """A push's fixed cost is paid per push, not per block: one that ends a block
+    with room left takes the next block's arrivals from the same view, and one that
+    ends a pass the next pass's.  Every arrival is stepped once, in the stream's
+    order, and a lone worker's result is the one of pushes of a single step."""
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=40, s=4, n=50, seed=5)
+    stream = ArrayStream(problem.X, block_size=16)
+
+    def run(batch, credit):
+        plan = WorkerPlan(4, Loss.SQUARED, 0.3, 1.5, 2, batch, rule)
+        return _pushes(worker_loop(stream, problem.y, plan), np.zeros(50), credit)
+
+    pushes, final = run(12, 12)
+    assert [push.features.size for push in pushes] == [12] * 6 + [8]
+    np.testing.assert_array_equal(pushes[1].features, np.arange(12, 24))  # 2 blocks
+    np.testing.assert_array_equal(pushes[3].features, [36, 37, 38, 39, *range(8)])
+    np.testing.assert_array_equal(np.concatenate([p.features for p in pushes]),
+                                  np.tile(np.arange(40), 2))
+    assert [push.position for push in pushes] == [12, 24, 36, 48, 60, 72, 80]
+    single, single_final = run(1, 1)
+    assert len(single) == 80 and final.steps == single_final.steps == 80
+    np.testing.assert_array_equal(final.selected, single_final.selected)
+    np.testing.assert_allclose(final.weights, single_final.weights, rtol=0, atol=1e-9)
+    # the credit a view grants bounds a push, wherever the blocks end
+    pushes, _ = run(12, 5)
+    assert {push.features.size for push in pushes} == {5}
+    np.testing.assert_array_equal(pushes[3].features, np.arange(15, 20))
+
+
+def test_a_push_over_two_blocks_moves_at_its_views_scale():
+    """The fitted rule scales a worker's moves per view (halved where the loss at a
+    view rose, ``FittedKeptSet._damping``).  A push that goes on into the next
+    block is still from the same view: its moves there take the same scale, and the
+    push equals one over a single block holding both (were the scale taken again at
+    the block's start, from the view plus this push's own moves, it would have
+    grown back)."""
+    from asyos.datasets import make_regression
+    from asyos.solvers.worker_loop import WorkerPlan, worker_loop
+    from asyos.streams import ArrayStream
+
+    problem = make_regression(p=32, s=4, n=50, seed=7)
+    plan = WorkerPlan(4, Loss.SQUARED, 0.3, 1.5, 1, 32, "fitted", damping=0.25)
+
+    def run(block_size):   # every view worse than the last: the scale falls
+        stream = ArrayStream(problem.X, block_size=block_size)
+        return _pushes(worker_loop(stream, problem.y, plan), np.zeros(50), 8,
+                       drift=lambda k: -0.5 * k * problem.y)[1]
+
+    split, whole = run(12), run(32)
+    np.testing.assert_array_equal(split.selected, whole.selected)
+    np.testing.assert_allclose(split.weights, whole.weights, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(split.contribution, whole.contribution, rtol=0,
+                               atol=1e-9)
