@@ -39,4 +39,6 @@ class ArrayStream(FeatureStream):
         self._XT = X.T
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
-        return self._XT[indices]
+        # mode="clip": the indices were checked (with "raise", ``out`` is a copy)
+        return np.take(self._XT, indices, axis=0, mode="clip",
+                       out=self._empty_block(len(indices), self._XT.dtype))

@@ -17,6 +17,7 @@ import numpy as np
 from ..core.kept_set import KeptSet
 from ..core.validate import check_int
 from ..errors import InputError
+from .pool import BlockPool
 from .prefetch import prefetch
 from .runs import Runs
 
@@ -225,6 +226,14 @@ class FeatureStream:
         return Subset(self, np.unique(self._check_indices(indices)))
 
     # -- helpers shared by every subclass ---------------------------------------------
+    def _empty_block(self, size: int, dtype=None) -> np.ndarray:
+        """An uninitialised (size, n) array for a block to be read into: one used
+        again once nothing holds it (``streams.pool``), so reading a block does not
+        also fault in fresh memory."""
+        pool = self.__dict__.get("_pool") or self.__dict__.setdefault("_pool",
+                                                                      BlockPool())
+        return pool.empty((size, self.n_samples), self.dtype if dtype is None else dtype)
+
     def _check_indices(self, indices) -> np.ndarray:
         index = np.atleast_1d(np.asarray(indices))
         if index.ndim != 1 or (index.size and index.dtype.kind not in "iu"):
@@ -244,7 +253,7 @@ class FeatureStream:
             raise InputError(f"block for features {indices[:3].tolist()}... has shape "
                              f"{block.shape}, expected ({len(indices)}, "
                              f"{self.n_samples})")
-        bad = ~np.isfinite(block).all(axis=1)
+        bad = ~np.isfinite(block, out=self._empty_block(len(block), bool)).all(axis=1)
         if bad.any():
             raise InputError(f"feature {int(indices[np.argmax(bad)])} contains NaN "
                              "or inf")

@@ -28,7 +28,7 @@ class GaussianStream(FeatureStream):
         self.design_seed = check_int("design_seed", design_seed, 0)
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
-        block = np.empty((len(indices), self.n_samples))
+        block = self._empty_block(len(indices), np.float64)
         for k, j in enumerate(indices):
             np.random.default_rng([self.design_seed, int(j)]).standard_normal(
                 out=block[k])

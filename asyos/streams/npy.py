@@ -6,8 +6,8 @@ block is one sequential read.  An ordinary C-order file works too, but every col
 strided across all n rows (correct, slower).
 
 Resident memory must not grow with p.  A feature-major block is read with ``pread``
-into a fresh array, so the file's pages stay in the OS page cache (cheap to reread)
-and never count in this process's RSS.  A C-order file is read through a memory map,
+into an array of the stream's own (``streams.pool``), so the file's pages stay in the
+OS page cache (cheap to reread) and never count in this process's RSS.  A C-order file is read through a memory map,
 and after copying a block the range just read is dropped with
 ``madvise(MADV_DONTNEED)``.
 """
@@ -153,6 +153,8 @@ class NpyStream(FeatureStream):
         expected = self._offset + n * p * self._dtype.itemsize
         if self.fortran_order:   # read by pread
             self._file = open_sized(path, expected)   # closed when collected
+            # where a stretch's gaps are read to (never looked at: threads share it)
+            self._skip = memoryview(bytearray(self._gap_columns * self._column_bytes))
             if not self.shuffle and hasattr(os, "posix_fadvise"):
                 os.posix_fadvise(self._file.fileno(), 0, 0, os.POSIX_FADV_SEQUENTIAL)
             return
@@ -171,52 +173,54 @@ class NpyStream(FeatureStream):
         return block
 
     def _read_columns(self, indices: np.ndarray) -> np.ndarray:
-        """Feature-major: each stretch of increasing columns whose gaps are under
-        ``GAP_BYTES`` is one ``preadv``, the columns straight into the block and the
-        gaps into a scratch buffer.  A small problem's shard (every q-th column) then
-        costs one system call a block, not one a column (which made reading most of a
-        worker's time on cheap steps); a large one's pieces are runs of adjacent
-        columns, one call each.  Not a memory map: its pages would count in this
-        process's resident memory until dropped (and read-ahead maps more than was
-        read), while pread leaves them in the page cache only, so RSS stays at one
-        block (and the scratch buffer)."""
-        block = np.empty((len(indices), self.n_samples), self._dtype)
+        """Feature-major: each stretch of runs of adjacent columns whose gaps are
+        under ``GAP_BYTES`` is one ``preadv``, the columns straight into the block and
+        the gaps into a scratch buffer.  A small problem's shard (every q-th column)
+        then costs one system call a block, not one a column (which made reading most
+        of a worker's time on cheap steps); a large one's pieces are runs of adjacent
+        columns, one call each.  The runs are found by numpy, so a block costs a
+        Python iteration per run, not per column.  Not a memory map: its pages would
+        count in this process's resident memory until dropped (and read-ahead maps
+        more than was read), while pread leaves them in the page cache only, so RSS
+        stays at one block (and the scratch buffer)."""
+        block = self._empty_block(len(indices), self._dtype)
+        if not len(indices):
+            return block
         view = memoryview(block).cast("B")
-        columns, widest = indices.tolist(), self._gap_columns
-        first = 0
-        for stop in range(1, len(columns) + 1):
-            if stop == len(columns) or stop - first == _IOV_MAX // 2 or \
-                    not 0 <= columns[stop] - columns[stop - 1] - 1 <= widest:
-                self._read_stretch(view, columns, first, stop)
-                first = stop
+        indices = np.asarray(indices, np.int64)
+        breaks = np.flatnonzero(np.diff(indices) != 1) + 1   # runs: [starts, stops)
+        gaps = (indices[breaks] - indices[breaks - 1] - 1).tolist()   # between runs
+        starts, stops = [0] + breaks.tolist(), breaks.tolist() + [len(indices)]
+        first, widest = 0, self._gap_columns
+        for k in range(1, len(starts) + 1):   # a stretch: runs [first, k)
+            if k == len(starts) or k - first == _IOV_MAX // 2 or \
+                    not 0 <= gaps[k - 1] <= widest:
+                self._read_stretch(view, indices, starts[first:k], stops[first:k])
+                first = k
         return block
 
     @property
     def _gap_columns(self) -> int:
         return GAP_BYTES // self._column_bytes
 
-    def _read_stretch(self, view: memoryview, columns: list, first: int,
-                      stop: int) -> None:
-        """Columns ``columns[first:stop]`` (increasing, small gaps) into their rows of
-        the block ``view``: one ``preadv``; a short read (a signal) reads them again
-        one run of consecutive columns at a time."""
+    def _read_stretch(self, view: memoryview, indices: np.ndarray, starts: list,
+                      stops: list) -> None:
+        """The runs ``indices[starts[k]:stops[k]]`` (each of adjacent columns, in
+        increasing order with small gaps between them) into their rows of the block
+        ``view``: one ``preadv``; a short read (a signal) reads them again one run at
+        a time."""
         size = self._column_bytes
-        runs, start = [], first
-        for k in range(first + 1, stop + 1):
-            if k == stop or columns[k] != columns[k - 1] + 1:
-                runs.append((start, k))
-                start = k
-        where = self._offset + columns[first] * size
-        if len(runs) > 1:
-            skip = memoryview(bytearray(self._gap_columns * size))
+        where = [self._offset + int(indices[a]) * size for a in starts]
+        if len(starts) > 1:
+            skip = self._skip
             buffers = []
-            for a, b in runs:
-                if buffers:   # the columns between the previous run and this one
-                    buffers.append(skip[:(columns[a] - columns[a - 1] - 1) * size])
+            for k, (a, b) in enumerate(zip(starts, stops)):
+                if k:   # the columns between the previous run and this one
+                    buffers.append(skip[:where[k] - where[k - 1] - (a - starts[k - 1])
+                                        * size])
                 buffers.append(view[a * size:b * size])
-            if os.preadv(self._file.fileno(), buffers, where) == \
-                    (columns[stop - 1] - columns[first] + 1) * size:
+            if os.preadv(self._file.fileno(), buffers, where[0]) == \
+                    where[-1] - where[0] + (stops[-1] - starts[-1]) * size:
                 return
-        for a, b in runs:
-            read_exactly(self._file, view[a * size:b * size],
-                         self._offset + columns[a] * size, self.path)
+        for a, b, at in zip(starts, stops, where):
+            read_exactly(self._file, view[a * size:b * size], at, self.path)
