@@ -79,7 +79,7 @@ def test_what_is_held_is_never_written_over(moves):
             np.testing.assert_array_equal(array, value)
 
 
-@pytest.mark.parametrize("kind", ["npy", "array", "gaussian"])
+@pytest.mark.parametrize("kind", ["npy", "array", "array_c", "gaussian"])
 @pytest.mark.parametrize("prefetch", [False, True])
 def test_a_reader_that_keeps_every_block_gets_them_all_intact(kind, prefetch,
                                                               tmp_path):
@@ -88,8 +88,9 @@ def test_a_reader_that_keeps_every_block_gets_them_all_intact(kind, prefetch,
     if kind == "npy":
         save_feature_major(tmp_path / "X.npy", X)
         stream = NpyStream(tmp_path / "X.npy", block_size=4)
-    elif kind == "array":
-        stream = ArrayStream(np.asfortranarray(X), block_size=4)
+    elif kind.startswith("array"):   # Fortran order: Xᵀ's rows; C order: X's
+        stream = ArrayStream(np.asfortranarray(X) if kind == "array" else X,
+                             block_size=4)
     else:
         stream = GaussianStream(30, 40, block_size=4)
         X = stream.columns(np.arange(40)).T
