@@ -258,7 +258,8 @@ class FeatureStream:
             raise InputError(f"block for features {indices[:3].tolist()}... has shape "
                              f"{block.shape}, expected ({len(indices)}, "
                              f"{self.n_samples})")
-        bad = ~np.isfinite(block, out=self._empty_block(len(block), bool)).all(axis=1)
+        finite = np.isfinite(block, out=self._empty_block(len(block), bool))
+        bad = ~finite.all(axis=1)
         if bad.any():
             raise InputError(f"feature {int(indices[np.argmax(bad)])} contains NaN "
                              "or inf")

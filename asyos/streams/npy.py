@@ -7,9 +7,9 @@ strided across all n rows (correct, slower).
 
 Resident memory must not grow with p.  A feature-major block is read with ``pread``
 into an array of the stream's own (``streams.pool``), so the file's pages stay in the
-OS page cache (cheap to reread) and never count in this process's RSS.  A C-order file is read through a memory map,
-and after copying a block the range just read is dropped with
-``madvise(MADV_DONTNEED)``.
+OS page cache (cheap to reread) and never count in this process's RSS.  A C-order file
+is read through a memory map, and after copying a block the range just read is
+dropped with ``madvise(MADV_DONTNEED)``.
 """
 
 from __future__ import annotations
