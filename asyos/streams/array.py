@@ -3,9 +3,31 @@
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
+from ..core.compile_notice import compile_notice
 from ..errors import InputError
-from .base import FeatureStream
+from .base import DTYPES, FeatureStream
+
+LINE = 64   # bytes in a cache line
+
+
+@njit(cache=True, nogil=True)
+def gather_columns(X, indices, out):
+    """out[k] = X[:, indices[k]] for a C-ordered X, a cache line of ``out``'s rows at
+    a time: the rows of X that line covers are read along (the block's values of
+    each lie side by side when its columns are near each other) and every line of
+    ``out`` is written whole.  Column by column, every value read was a cache line of
+    its own; in tiles of 64 rows, two and a half times slower than in lines
+    (docs/benchmarks.md, "Blocks used again")."""
+    n = X.shape[0]
+    rows = max(1, LINE // out.itemsize)
+    for first in range(0, n, rows):
+        last = min(first + rows, n)
+        for k in range(indices.size):
+            j = indices[k]
+            for i in range(first, last):
+                out[k, i] = X[i, j]
 
 
 def check_design_shape(shape: tuple, what: str) -> tuple[int, int]:
@@ -24,8 +46,9 @@ class ArrayStream(FeatureStream):
     """Columns of a dense numpy array X of shape (n, p), any memory order.
 
     X is kept by reference, not copied (so it must not change while the stream is in
-    use); each block is one gather from ``X.T``, which is C-contiguous when X is
-    Fortran-ordered (the fast case) and strided otherwise.
+    use); each block is one gather from ``X.T``, its rows when X is Fortran-ordered
+    (the fast case), X's rows a cache line at a time when it is C-ordered
+    (``gather_columns``).
     """
 
     def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
@@ -37,20 +60,29 @@ class ArrayStream(FeatureStream):
             raise InputError(f"X must hold numbers, got dtype {X.dtype}")
         self.n_samples, self.n_features = check_design_shape(X.shape, "X")
         self._XT = X.T
+        if self._gathered:   # load (or compile) the gather now, not in a timed pass
+            tiny = np.zeros((1, 1), X.dtype)
+            tiny.flags.writeable = X.flags.writeable   # read-only: its own signature
+            with compile_notice(lock=False):
+                gather_columns(tiny, np.zeros(1, np.int64), np.empty((1, 1), X.dtype))
+
+    @property
+    def _gathered(self) -> bool:
+        """Whether blocks are gathered by ``gather_columns``: X in C order (and not
+        also in Fortran order) of a float type the kernels take."""
+        return self._XT.T.flags.c_contiguous and not self._XT.flags.c_contiguous \
+            and self._XT.dtype in DTYPES
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
-        """One gather into a block used again (``streams.pool``).  Where a column of
-        X is strided (X in C order), the block is gathered row by row, the b values
-        of each row of X side by side, and then transposed: ``np.take`` column by
-        column into the block was 45 times slower at the paper's size, and numpy's
-        fancy indexing 1.3 times (docs/benchmarks.md, "Blocks used again").
-        mode="clip": the indices were checked (with "raise", ``out`` would be a
-        copy)."""
+        """One gather into a block used again (``streams.pool``): of Xᵀ's rows
+        (``np.take``; mode="clip": the indices were checked, and with "raise" ``out``
+        would be a copy) or, where X is in C order, by ``gather_columns``
+        (docs/benchmarks.md, "Blocks used again")."""
         block = self._empty_block(len(indices), self._XT.dtype)
         if self._XT.flags.c_contiguous:
             return np.take(self._XT, indices, axis=0, mode="clip", out=block)
-        rows = np.take(self._XT.T, indices, axis=1, mode="clip",
-                       out=self._scratch((self.n_samples, len(indices)),
-                                         self._XT.dtype))
-        block[...] = rows.T
+        if self._gathered:
+            gather_columns(self._XT.T, np.asarray(indices, np.int64), block)
+            return block
+        block[...] = self._XT[indices]   # any other layout (a strided view, integers)
         return block

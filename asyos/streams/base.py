@@ -230,14 +230,9 @@ class FeatureStream:
         """An uninitialised (size, n) array for a block to be read into: one used
         again once nothing holds it (``streams.pool``), so reading a block does not
         also fault in fresh memory."""
-        return self._scratch((size, self.n_samples),
-                             self.dtype if dtype is None else dtype)
-
-    def _scratch(self, shape: tuple, dtype) -> np.ndarray:
-        """An uninitialised array from this stream's pool (``streams.pool``)."""
         pool = self.__dict__.get("_pool") or self.__dict__.setdefault("_pool",
                                                                       BlockPool())
-        return pool.empty(shape, dtype)
+        return pool.empty((size, self.n_samples), self.dtype if dtype is None else dtype)
 
     def _check_indices(self, indices) -> np.ndarray:
         index = np.atleast_1d(np.asarray(indices))

@@ -1,0 +1,35 @@
+"""A C-ordered in-memory X is read by ``gather_columns``, a cache line at a time."""
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from asyos.streams import ArrayStream
+from asyos.streams.array import gather_columns
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(1, 40), p=st.integers(1, 30), dtype=st.sampled_from(
+    [np.float64, np.float32]), data=st.data())
+def test_gathered_columns_are_the_columns(n, p, dtype, data):
+    X = np.random.default_rng(n * 31 + p).standard_normal((n, p)).astype(dtype)
+    indices = np.array(data.draw(st.lists(st.integers(0, p - 1), max_size=12)),
+                       np.int64)   # any order, repeats allowed
+    out = np.full((indices.size, n), np.nan, dtype)
+    gather_columns(X, indices, out)
+    np.testing.assert_array_equal(out, X[:, indices].T)
+
+
+def test_every_layout_of_X_gives_the_same_blocks():
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((37, 21))
+    frozen = X.copy()
+    frozen.flags.writeable = False
+    layouts = {"C": X, "F": np.asfortranarray(X), "read-only C": frozen,
+               "strided": np.repeat(X, 2, axis=1)[:, ::2], "float32 C":
+               X.astype(np.float32), "integers": (10 * X).astype(np.int64)}
+    for name, design in layouts.items():
+        stream = ArrayStream(design, block_size=5, shuffle=True, seed=3)
+        expected = np.asarray(design, np.float64)
+        for index, block in stream.blocks(1):
+            np.testing.assert_array_equal(block, expected[:, index].T, err_msg=name)
