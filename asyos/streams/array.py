@@ -30,6 +30,24 @@ def gather_columns(X, indices, out):
                 out[k, i] = X[i, j]
 
 
+def gathers(X) -> bool:
+    """Whether ``gather_columns`` reads X's columns: X in C order (and not also in
+    Fortran order, where its transpose's rows are the columns) of a float type the
+    kernels take, in the machine's byte order."""
+    return X.ndim == 2 and X.flags.c_contiguous and not X.flags.f_contiguous and \
+        X.dtype in DTYPES
+
+
+def warm_gather(X) -> None:
+    """Load (or compile, once per machine) ``gather_columns`` for X's type, when a
+    stream over X is made rather than in a timed pass (a read-only X has a signature
+    of its own)."""
+    tiny = np.zeros((1, 1), X.dtype)
+    tiny.flags.writeable = X.flags.writeable
+    with compile_notice(lock=False):
+        gather_columns(tiny, np.zeros(1, np.int64), np.empty((1, 1), X.dtype))
+
+
 def check_design_shape(shape: tuple, what: str) -> tuple[int, int]:
     """(n, p) of a design, or InputError: OS needs n ≥ 1 samples and p ≥ 1 features."""
     if len(shape) != 2:
@@ -60,18 +78,8 @@ class ArrayStream(FeatureStream):
             raise InputError(f"X must hold numbers, got dtype {X.dtype}")
         self.n_samples, self.n_features = check_design_shape(X.shape, "X")
         self._XT = X.T
-        if self._gathered:   # load (or compile) the gather now, not in a timed pass
-            tiny = np.zeros((1, 1), X.dtype)
-            tiny.flags.writeable = X.flags.writeable   # read-only: its own signature
-            with compile_notice(lock=False):
-                gather_columns(tiny, np.zeros(1, np.int64), np.empty((1, 1), X.dtype))
-
-    @property
-    def _gathered(self) -> bool:
-        """Whether blocks are gathered by ``gather_columns``: X in C order (and not
-        also in Fortran order) of a float type the kernels take."""
-        return self._XT.T.flags.c_contiguous and not self._XT.flags.c_contiguous \
-            and self._XT.dtype in DTYPES
+        if gathers(X):
+            warm_gather(X)
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         """One gather into a block used again (``streams.pool``): of Xᵀ's rows
@@ -81,7 +89,7 @@ class ArrayStream(FeatureStream):
         block = self._empty_block(len(indices), self._XT.dtype)
         if self._XT.flags.c_contiguous:
             return np.take(self._XT, indices, axis=0, mode="clip", out=block)
-        if self._gathered:
+        if gathers(self._XT.T):
             gather_columns(self._XT.T, np.asarray(indices, np.int64), block)
             return block
         block[...] = self._XT[indices]   # any other layout (a strided view, integers)

@@ -2,8 +2,10 @@
 
 Two layouts are accepted.  The *feature-major* layout is a Fortran-order (n, p) file
 (``save_feature_major``): each column is one contiguous run of n values on disk, so a
-block is one sequential read.  An ordinary C-order file works too, but every column is
-strided across all n rows (correct, slower).
+block is one sequential read.  An ordinary C-order file works too, but every column
+is strided across all n rows: it is gathered from a memory map a cache line of the
+block at a time (``array.gather_columns``); at the paper's size a pass over the file
+takes a third longer than feature-major, one over a worker's shard twice as long.
 
 Resident memory must not grow with p.  A feature-major block is read with ``pread``
 into an array of the stream's own (``streams.pool``), so the file's pages stay in the
@@ -22,7 +24,7 @@ import numpy as np
 from numpy.lib import format as npy_format
 
 from ..errors import InputError
-from .array import check_design_shape
+from .array import check_design_shape, gather_columns, gathers, warm_gather
 from .base import FeatureStream
 
 _PAGE = mmap.PAGESIZE
@@ -161,11 +163,17 @@ class NpyStream(FeatureStream):
         self._mm = map_file(path, expected)
         data = np.frombuffer(self._mm, self._dtype, count=n * p, offset=self._offset)
         self._data = data.reshape(n, p)
+        if gathers(self._data):
+            warm_gather(self._data)
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         if self.fortran_order:
             return self._read_columns(indices)
-        block = self._data[:, indices].T  # a copy, strided over all n rows
+        if gathers(self._data):   # X's rows, a cache line of the block at a time
+            block = self._empty_block(len(indices), self._dtype)
+            gather_columns(self._data, np.asarray(indices, np.int64), block)
+        else:   # (another byte order) a copy, strided over all n rows
+            block = self._data[:, indices].T
         item, p = self._dtype.itemsize, self.n_features
         lo, hi = int(indices.min()), int(indices.max()) + 1
         drop_pages(self._mm, self._offset + lo * item,
