@@ -127,10 +127,6 @@ class Standardized(FeatureStream):
     def _holds(self, indices: np.ndarray) -> np.ndarray:
         return self.stream._holds(indices)
 
-    def blocks(self, epoch: int = 0) -> Iterator[Block]:
-        for index, block in self.stream.blocks(epoch):
-            yield index, self._finish(index, self._standardize(block))
-
     def columns(self, indices) -> np.ndarray:
         raw = self.stream.columns(indices)
         return self._standardize(raw).astype(self.dtype, copy=False) if len(raw) \
