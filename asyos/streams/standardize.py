@@ -148,4 +148,4 @@ class Standardized(FeatureStream):
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
         for index, raw in self.stream._raw_blocks(order, block_size):
-            yield index, self._standardize(np.asarray(raw, dtype=np.float64))
+            yield index, self._standardize(raw)   # (float64 in ``standardize``)
