@@ -193,6 +193,14 @@ class AsyConfig:
                        step_seconds=float(seconds))
 
     @property
+    def most_batch(self) -> int:
+        """The most steps a push of this run may carry, whatever p and the timed step
+        turn out to be: the batch given, or the widest an automatic pipeline can be
+        re-sized to (``for_features``, ``for_step``)."""
+        return self.batch if self.sized_for == -1 else \
+            max(self.batch, MAX_DEPTH, SOLO_BATCH)
+
+    @property
     def damping(self) -> float:
         """The scale of a worker's moves under the fitted rule: 1/q.  q workers'
         Newton steps on their own shards, each from (nearly) the same view, add up

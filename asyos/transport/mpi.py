@@ -137,8 +137,6 @@ def _agree(comm, error: str | None, nu: float, step: float,
     return error or "setup failed", 0.0, 0.0
 
 
-def _limits(config: AsyConfig, n: int, vectors: bool = True) -> wire.Limits:
-    return wire.Limits(n, max(config.capacities), config.batch, vectors=vectors)
 
 
 def serve(comm, server: AsyServer, share: NodeShare,
@@ -149,7 +147,7 @@ def serve(comm, server: AsyServer, share: NodeShare,
     cpu_start = time.process_time()
     config = server.config
     lean = frozenset() if vectors is None else frozenset(t + 1 for t in vectors.rows)
-    link = Link(comm, _limits(config, server.y.shape[0]), share,
+    link = Link(comm, wire.Limits.of(config, server.y.shape[0]), share,
                 in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean)
     serving = 0.0   # seconds from a request's arrival to its replies' sending
     while not server.done:
@@ -186,7 +184,7 @@ def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
     """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back, its
     n-vectors through ``vectors`` when it shares the server's node."""
     worker = comm.Get_rank() - 1
-    limits = _limits(config, n, vectors=vectors is None)
+    limits = wire.Limits.of(config, n, vectors=vectors is None)
     carry_on_node(Link(comm, limits, share, in_flight=config.depth + 1), driver, worker,
                   vectors, n)
 

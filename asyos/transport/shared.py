@@ -97,8 +97,7 @@ def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
         other.close()
     try:
         driver = worker_driver(config, t, shard, y, eta, m)
-        limits = wire.Limits(y.shape[0], max(config.capacities), config.batch,
-                             vectors=False)
+        limits = wire.Limits.of(config, y.shape[0], vectors=False)
         carry_worker(MailLink(PipeLink(conn, limits), vectors, mail, t, y.shape[0],
                               share.backoff), driver, t)
     except SystemExit:
@@ -303,7 +302,7 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     mail = Mailboxes(mmap.mmap(-1, max(8, Mailboxes.nbytes(q - 1, ring, config.batch,
                                                            capacity))),
                      range(1, q), ring, config.batch, capacity)
-    limits = wire.Limits(n, capacity, config.batch, vectors=False)
+    limits = wire.Limits.of(config, n, vectors=False)
     pairs = [multiprocessing.Pipe() for _ in range(q)]
     context = multiprocessing.get_context("fork")
     processes = [None]

@@ -101,6 +101,18 @@ class Limits:
     vectors: bool = True        # False: Δu, u_C and X_S w_S travel through shared
     #                             memory (``node_memory``), their frames are empty
 
+    @classmethod
+    def of(cls, config, n: int, run_id: int = 0, *, vectors: bool = True,
+           widest: bool = False) -> "Limits":
+        """The limits of a run's messages under ``config`` (a ``solvers.asy.AsyConfig``):
+        the one statement of them for every carrier.  A configuration re-sized for p
+        or for a timed step (``AsyConfig.for_features``, ``for_step``) has limits of
+        its own, so a receiver takes them from the configuration it runs under now.
+        ``widest``: for the pushes of any pipeline the run may be re-sized to (what a
+        socket fixes before the workers' HELLO, ``MAXMSGSIZE``)."""
+        batch = config.most_batch if widest else config.batch
+        return cls(n, max(config.capacities), batch, run_id, vectors)
+
 
 @dataclass(frozen=True)
 class Envelope:

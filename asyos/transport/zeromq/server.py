@@ -54,17 +54,18 @@ class ZmqServer:
                                record_order=record_order, group_of=group_of,
                                saved=self._read_checkpoint() if resume else None,
                                source=str(self.checkpoint_path), warn=self.bad.warning)
-        n = y.shape[0]
-        self.limits = Limits(n, max(config.capacities), config.batch,
-                             self.session.run_id)
+        self._limits = None, None
         self.drop = Dropper()
         self.socket = self.context.socket(zmq.ROUTER)
         self.socket.linger = 0
         # a frame as CURVE carries it is its plaintext plus the MESSAGE command's
         # name, flags, nonce and MAC: a FINAL of a full kept set's columns, within
         # the limit, was over it by those bytes, and libzmq dropped the connection
+        # the socket's limit is fixed before any HELLO: it admits the frames of every
+        # pipeline the run may be re-sized to once p is known
+        widest = Limits.of(config, y.shape[0], widest=True)
         self.socket.setsockopt(zmq.MAXMSGSIZE,
-                               max_frame_bytes(self.limits) + CURVE_FRAME_OVERHEAD)
+                               max_frame_bytes(widest) + CURVE_FRAME_OVERHEAD)
         self.gate.guard(self.socket)
         try:
             self.socket.bind(bind)
@@ -75,6 +76,20 @@ class ZmqServer:
         self._stop = False
         self._last_checkpoint = time.monotonic()
         self.session.begin(self._last_checkpoint)
+
+    @property
+    def limits(self) -> Limits:
+        """What every message is checked against: the limits of the configuration the
+        session runs under now, which is re-sized for p once every shard said HELLO
+        (a push of the re-sized batch, checked against the first, was dropped for
+        good and the run never ended)."""
+        config, run_id = self.session.config, self.session.run_id
+        made_for, limits = self._limits
+        if made_for is not config or limits.run_id != run_id:   # asked for every
+            #                                        message: made once per config
+            limits = Limits.of(config, self.session.y.shape[0], run_id)
+            self._limits = config, limits
+        return limits
 
     @property
     def state(self):
