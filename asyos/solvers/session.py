@@ -84,8 +84,10 @@ class Session:
         q = config.n_workers
         self.nu: dict[int, float] = {}
         self.shard_sizes: dict[int, int] = {}
-        self.data_features: int | None = None   # p, as the first HELLO reports it
-        self.data_fingerprint: np.ndarray | None = None   # ... and its fingerprint
+        # (p, data fingerprint) each shard's latest HELLO reports, until they agree
+        self.claims: dict[int, tuple[int, np.ndarray]] = {}
+        self.data_features: int | None = None   # p, once the shards agreed on it
+        self.data_fingerprint: np.ndarray | None = None   # ... and their fingerprint
         self.run_id = random.getrandbits(63) or 1
         if saved is not None:
             self._resume(saved, source)
@@ -256,40 +258,63 @@ class Session:
             return self._send(t, messages.Done())
         self.nu[t] = hello.nu
         self.shard_sizes[t] = hello.shard_size
-        self.data_features = hello.n_features
-        self.data_fingerprint = hello.data
-        if not self.server.started and len(self.nu) == len(self.state.workers):
-            self._start()
-        elif self.server.started:
+        if self.server.started:
             if record.lost or record.messages:
                 log.info("shard %d/%d joins at push %d, position %d", t, q,
                          record.messages, record.position)
             self.send_config(t)
+        else:
+            self.claims[t] = (hello.n_features, hello.data)
+            self._agree()
 
     def _data_mismatch(self, t: int, hello: messages.Hello) -> str | None:
-        """Why a worker's data does not fit the others': every worker must have read
-        the same p (the first accepted HELLO fixes it), and shard t of p has a known
-        size."""
+        """Why a worker's HELLO cannot be taken: its shard is not shard t of the p it
+        reports, or the run already agreed on other data (it started, or resumed)."""
         p = hello.n_features
         if p < 1:
             return f"reports p = {p} features"
-        if self.data_features is not None and p != self.data_features:
-            return (f"the worker read data with p = {p} features, the other workers "
-                    f"{self.data_features}: give every worker the same data")
-        theirs, ours = hello.data, self.data_fingerprint
-        if ours is not None and not np.array_equal(theirs, ours):
-            if theirs.size == ours.size == 2 and theirs[0] != ours[0]:
-                return (f"the worker's data hold {8 * int(theirs[0])}-bit values, the "
-                        f"other workers' {8 * int(ours[0])}-bit: give every worker the "
-                        "same --dtype")
-            return ("the worker's data differ from the other workers' (same shape, "
-                    "other values): give every worker the same data")
         if self.group_of is None:
             expected = shard_size(p, self.config.n_workers, t)
             if hello.shard_size != expected:
                 return (f"{hello.shard_size} features, but shard {t} of p = {p} has "
                         f"{expected}")
-        return None
+        if self.data_features is None:
+            return None
+        return _data_differ((p, hello.data),
+                            (self.data_features, self.data_fingerprint))
+
+    def _agree(self) -> None:
+        """Agree on the data (p and its fingerprint) from the shards' latest HELLOs,
+        each shard one voice, and start once every shard's agrees.  Data that a strict
+        majority of the q shards read win, and the others' workers are refused; short
+        of one, nobody is refused and the run waits, since a worker that read the
+        wrong file, or a peer that lies and dies, must not lock the others out (the
+        first HELLO's p was kept for good): a newer HELLO for a shard replaces its
+        older, so the worker restarted on the right data settles it."""
+        q = len(self.state.workers)
+        voices: dict[tuple, list[int]] = {}
+        for t, (p, data) in self.claims.items():
+            voices.setdefault((p, data.tobytes()), []).append(t)
+        if len(voices) == 1:
+            if len(self.claims) == q:
+                self.data_features, self.data_fingerprint = self.claims[0]   # all alike
+                self._start()
+            return
+        majority = [shards for shards in voices.values() if 2 * len(shards) > q]
+        if not majority:
+            said = "; ".join(f"shard{'s' * (len(shards) > 1)} "
+                             f"{', '.join(map(str, shards))}: p = {p}"
+                             for (p, _), shards in voices.items())
+            self.warn("the workers read different data (%s): the run starts once "
+                      "every shard's agree; start the worker that read the wrong "
+                      "data again on the right data", said)
+            return
+        agreed = self.claims[majority[0][0]]
+        for t in [t for t in self.claims if t not in majority[0]]:
+            self.refuse(self.identity[t],
+                        f"shard {t}/{q}: {_data_differ(self.claims[t], agreed)}")
+            self.identity[t] = None
+            del self.claims[t], self.nu[t], self.shard_sizes[t]
 
     def _groups_mismatch(self, theirs: np.ndarray) -> str | None:
         """Why a worker's group labels (HELLO's fingerprint) do not fit this run."""
@@ -434,6 +459,22 @@ class Session:
         result.asy.update(lost_shards=lost, partial=bool(lost),
                           refused_messages=self.refused, **counts)
         return result
+
+
+def _data_differ(theirs: tuple, ours: tuple) -> str | None:
+    """How a worker's (p, data fingerprint) differ from the run's, or None."""
+    (p, data), (p_ours, data_ours) = theirs, ours
+    if p != p_ours:
+        return (f"the worker read data with p = {p} features, the other workers "
+                f"{p_ours}: give every worker the same data")
+    if not np.array_equal(data, data_ours):
+        if data.size == data_ours.size == 2 and data[0] != data_ours[0]:
+            return (f"the worker's data hold {8 * int(data[0])}-bit values, the "
+                    f"other workers' {8 * int(data_ours[0])}-bit: give every worker "
+                    "the same --dtype")
+        return ("the worker's data differ from the other workers' (same shape, "
+                "other values): give every worker the same data")
+    return None
 
 
 def _digest(data: bytes) -> np.ndarray:

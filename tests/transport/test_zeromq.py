@@ -346,26 +346,35 @@ def test_a_shard_key_serves_its_own_shard_only(tmp_path):
     assert result["asy"]["u_check_max_abs_diff"] < 1e-9
 
 
-def test_a_worker_whose_data_differ_from_the_others_is_refused(tmp_path):
+def test_a_worker_on_other_data_waits_until_one_on_the_right_data_takes_over(
+        tmp_path):
     """Same n and p, other values (another seed): the data fingerprint in HELLO tells
-    them apart.  The first HELLO fixes the run's data, so whichever of the two comes
-    second is refused, with one line and exit 2; the other waits for its partner."""
+    them apart.  Two shards, two data: the server cannot tell which is wrong, so it
+    refuses neither (a worker started on the wrong file and gone kept the right ones
+    out for good), says so, and waits; worker 1 started again on the right data takes
+    its shard over, the run completes, and the wrong one exits 2 with one line."""
     port = _port()
     server = _server(tmp_path, port)
-    workers = [_worker(port, 0), _worker(port, 1, "--seed", "9")]
+    wrong = _worker(port, 1, "--seed", "9")
+    workers = [_worker(port, 0)]
+    log = []
     try:
-        _wait_for(lambda: any(w.poll() is not None for w in workers), timeout=GUARD)
-        [refused] = [w for w in workers if w.poll() is not None]
-        _, err = refused.communicate(timeout=GUARD)
-        assert refused.returncode == 2
-        assert "data differ from the other workers' (same shape, other values)" in err
-        # one line (besides the first run's compile notice on an empty cache)
-        lines = [line for line in err.strip().splitlines() if "compil" not in line]
-        assert len(lines) == 1 and "Traceback" not in err
+        _wait_for(lambda: _logged(log, server, "the workers read different data"),
+                  timeout=GUARD)
+        assert wrong.poll() is None and workers[0].poll() is None
+        workers.append(_worker(port, 1))
+        (rc, _, err), *rest, (code, _, wrong_err) = _wait(server, *workers, wrong)
+        assert rc == 0, "".join(log) + err
+        assert all(c == 0 for c, _, _ in rest), rest
+        assert code == 2 and "taken over" in wrong_err
+        lines = [line for line in wrong_err.strip().splitlines() if "compil" not in line]
+        assert len(lines) == 1 and "Traceback" not in wrong_err
+        assert _result(tmp_path)["asy"]["lost_shards"] == []
     finally:
-        for proc in (server, *workers):
-            proc.kill()
-            proc.communicate(timeout=GUARD)
+        for proc in (server, wrong, *workers):
+            if proc.poll() is None:
+                proc.kill()
+                proc.communicate(timeout=GUARD)
 
 
 @pytest.fixture

@@ -229,39 +229,95 @@ def test_a_flood_of_frames_is_dropped_unparsed_and_logged_sparingly(server, capl
 DATA = np.array([8, 12345], np.int64)    # (bytes per value, hash): worker 0's data
 
 
-@pytest.mark.parametrize("hello, problem", [
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=DATA), None),   # shard 0, p 6
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 5, SECRET, data=DATA),
-     "p = 5 features, the other workers 6"),
-    (msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6, SECRET, data=DATA),
-     "2 features, but shard 1 of p = 6 has 3"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=np.array([8, 54321])),
-     "data differ from the other workers' (same shape, other values)"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET, data=np.array([4, 54321])),
-     "32-bit values, the other workers' 64-bit"),
-    (msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6, SECRET), "data differ"),   # no fingerprint
-])
-def test_workers_that_read_other_data_are_refused(hello, problem):
-    """Worker 0 read p = 6; worker 1 must have read the same p and the same data (its
-    fingerprint), and its shard must be shard 1 of it."""
-    config = AsyConfig.build(2, 2, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
+def _two_shards(q=2, heartbeat_timeout=60.0):
+    config = AsyConfig.build(q, q, eta=0.1, m=1.0, epochs=1, window=1, batch=1,
                              staleness=None)
-    server = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
-                       timeouts=Timeouts(heartbeat_timeout=60), secret=SECRET)
+    return ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                     timeouts=Timeouts(heartbeat_timeout=heartbeat_timeout),
+                     secret=SECRET)
+
+
+def _shard_hello(t, q=2, p=6, data=DATA):
+    size = len(range(t, p, q))   # below 128·q features shards are every q-th one
+    return encode(msg.Hello(q, size, N, 1.0, NO_GROUPS, p, SECRET, data=data), t)
+
+
+def test_a_hello_that_contradicts_itself_is_refused_at_once():
+    """A shard that is not shard t of the p its own HELLO reports: nothing to agree."""
+    server = _two_shards()
     try:
-        first = _socket(server)
-        assert _exchange(server, first, encode(msg.Hello(2, 3, N, 1.0, NO_GROUPS, 6,
-                                                         SECRET, data=DATA), 0)) == []
-        # (it waits for shard 1)
-        replies = _exchange(server, _socket(server), encode(hello, 1))
+        [refusal] = _exchange(server, _socket(server), encode(
+            msg.Hello(2, 2, N, 1.0, NO_GROUPS, 6, SECRET, data=DATA), 1))
     finally:
         server.close()
-    if problem is None:
+    assert refusal.kind == Kind.REFUSE
+    assert "2 features, but shard 1 of p = 6 has 3" in refusal.body.reason
+
+
+@pytest.mark.parametrize("other, problem", [
+    (_shard_hello(1, p=7), "p = 7 features, the other workers 6"),
+    (_shard_hello(1, data=np.array([8, 54321])),
+     "data differ from the other workers' (same shape, other values)"),
+    (_shard_hello(1, data=np.array([4, 54321])), "32-bit values, the other workers' 64"),
+    (_shard_hello(1, data=np.zeros(0, np.int64)), "data differ"),   # no fingerprint
+])
+def test_two_shards_that_read_other_data_wait_for_a_worker_on_the_right_data(
+        other, problem, caplog):
+    """Two shards, two data: neither voice is a majority, so nobody is refused (the
+    first HELLO's data were kept for good, and a worker that read the wrong file and
+    died locked the right ones out); the server says so, and the worker restarted on
+    the right data takes its shard over, the run starts, the wrong one is fenced off.
+    A third shard whose data agree with neither is refused once two agree."""
+    server = _two_shards()
+    try:
+        first, wrong, right = (_socket(server) for _ in range(3))
+        assert _exchange(server, first, _shard_hello(0)) == []
+        assert _exchange(server, wrong, other) == []   # no refusal: it waits
+        assert "the workers read different data" in caplog.text
+        replies = _exchange(server, right, _shard_hello(1))
         assert [r.kind for r in replies] == [Kind.CONFIG]
-    else:
-        [refusal] = replies
+        [refusal] = [decode(wrong.recv_multipart(), Limits(N, 10, 10))]
+        assert refusal.kind == Kind.REFUSE and "taken over" in refusal.body.reason
+        assert first.poll(1000) and decode(first.recv_multipart(),
+                                           Limits(N, 10, 10)).kind == Kind.CONFIG
+    finally:
+        server.close()
+    # what the refusal of a minority says (three shards, two agree)
+    server = _two_shards(q=3)
+    try:
+        liar = _socket(server)
+        p, data = (7, DATA) if "p = 7" in problem else (6, decode(
+            other, Limits(N)).body.data)
+        assert _exchange(server, liar, _shard_hello(0, 3, p, data)) == []
+        assert _exchange(server, _socket(server), _shard_hello(1, 3)) == []
+        assert _exchange(server, _socket(server), _shard_hello(2, 3)) == []
+        [refusal] = [decode(liar.recv_multipart(), Limits(N, 10, 10))]
         assert refusal.kind == Kind.REFUSE and problem in refusal.body.reason
         assert "run id" not in refusal.body.reason
+        # shard 0's worker on the right data joins the two that agree: the run starts
+        assert [r.kind for r in _exchange(server, _socket(server),
+                                          _shard_hello(0, 3))] == [Kind.CONFIG]
+    finally:
+        server.close()
+
+
+def test_a_peer_that_lies_about_the_data_and_dies_locks_nobody_out():
+    """The peer that said HELLO first, as shard 0 on other data, and went: the right
+    workers of both shards still start the run."""
+    server = _two_shards()
+    try:
+        liar = _socket(server)
+        assert _exchange(server, liar, _shard_hello(0, p=7)) == []
+        liar.close()
+        one, zero = _socket(server), _socket(server)
+        assert _exchange(server, one, _shard_hello(1)) == []
+        assert [r.kind for r in _exchange(server, zero, _shard_hello(0))] == \
+            [Kind.CONFIG]
+        assert one.poll(1000)
+        assert decode(one.recv_multipart(), Limits(N, 10, 10)).kind == Kind.CONFIG
+        assert server.session.data_features == 6
+    finally:
+        server.close()
 
 
 def _checkpointed(checkpoint, labels, s, resume, heartbeat_timeout=60.0):
