@@ -7,5 +7,6 @@ __version__ = "0.1.0"
 # carries the kept features' importance; 8: INTRODUCE asks an unknown socket for a HELLO;
 # 9: CONFIG carries the worker's plan, its integers as int64; 10: FINAL carries the kept
 # columns; 11: FINAL's seconds add the time blocked for a view or credit; 12: shards
-# are pieces of adjacent features (core/shards.py), not every q-th feature at every p
-PROTOCOL_VERSION = 12
+# are pieces of adjacent features (core/shards.py), not every q-th feature at every p;
+# 13: FAIL, a worker's word that its data cannot be stepped on
+PROTOCOL_VERSION = 13

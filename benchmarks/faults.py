@@ -320,12 +320,14 @@ def scenarios(seconds: float) -> dict:
             return [attacker(run, count)]
         return disturb
 
-    def flooded(kind):
+    def flooded(kind, insider=False):
         def disturb(run):
             run.wait_started()
             time.sleep(0.1 * seconds)
+            secret = Path(run.env["ASYOS_RUN_DIR"]) / f"{run.host}-{run.port}.secret"
+            password = secret.read_text().strip() if insider else None
             for _ in range(3):   # three connections, 3 s each
-                flood(run.host, run.port, FLOODS[kind], 3.0)
+                flood(run.host, run.port, FLOODS[kind], 3.0, password)
             return []
         return disturb
 
@@ -342,6 +344,8 @@ def scenarios(seconds: float) -> dict:
         "fuzz-10000": Scenario(hostile(10_000)),
         "flood-endless-message": Scenario(flooded("endless-message")),
         "flood-empty-frames": Scenario(flooded("empty-frames")),
+        "insider-endless-message": Scenario(flooded("endless-message", True)),
+        "insider-empty-frames": Scenario(flooded("empty-frames", True)),
         "resume-then-kill-worker": Scenario(resume_then_kill_worker,
                                             (*checkpoint, "--heartbeat-timeout", "3")),
         "stranger-after-resume": Scenario(stranger_after_resume, checkpoint),

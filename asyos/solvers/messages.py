@@ -3,7 +3,7 @@
 ``AsyServer`` (one server) and ``WorkerDriver`` (one worker side) exchange these; the
 simulator hands them over in memory, MPI and ZeroMQ encode them with
 ``transport.wire`` (a struct header and raw arrays, never pickle).  The session
-messages (``Hello``, ``Config``, ``Heartbeat``, ``Refuse``) are ZeroMQ's, whose workers
+messages (``Hello``, ``Config``, ``Heartbeat``, ``Fail``, ``Refuse``) are ZeroMQ's, whose workers
 come and go; under MPI every rank opens the job itself and a dead rank ends the job.
 """
 
@@ -137,6 +137,16 @@ class Introduce:
     """Server → peer (ZeroMQ): "who are you?"  A message from a socket the server
     does not know (it was restarted, or the peer reconnected) earns this and nothing
     else; the peer answers with a HELLO, whose secret or key admits it again."""
+
+
+@dataclass(frozen=True)
+class Fail:
+    """Worker → server (ZeroMQ): its data cannot be stepped on (NaN, a scale that
+    overflows), found mid-run: the run ends with ``reason``, as it does for a
+    non-finite push, instead of losing the shard after the heartbeat timeout and
+    writing a partial result."""
+
+    reason: str
 
 
 @dataclass(frozen=True)

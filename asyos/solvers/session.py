@@ -396,6 +396,8 @@ class Session:
                 return None
             return self.refuse(identity, f"unknown peer for worker {t}: say HELLO")
         self.last_seen[t] = now
+        if isinstance(body, messages.Fail):   # its data: no other worker can step them
+            return self._fail(f"worker {t}: {body.reason}")
         if self.state.workers[t].lost:
             return self.send_config(t)   # it was only slow: it resumes from its state
         if isinstance(body, messages.Heartbeat):
@@ -413,10 +415,7 @@ class Session:
             if self.state.workers[t].finished and not finished:
                 self.checkpoint_due = True   # a resume need not wait for it again
         except NonFiniteUpdate as exc:   # recomputing would give the same numbers
-            for peer in self.identity:
-                if peer is not None:
-                    self.refuse(peer, str(exc))
-            raise
+            self._fail(str(exc))
         except NotARequest:
             log.warning("worker %d sent a %s: dropped", t, envelope.kind.name)
             self.refused += 1
@@ -424,6 +423,14 @@ class Session:
             log.info("resynchronising worker %d: %s", t, exc)
             self.refused += 1
             self.send_config(t)
+
+    def _fail(self, reason: str) -> None:
+        """End the run for ``reason``: every worker is told, then InputError (the
+        carrier writes nothing and exits 2)."""
+        for peer in self.identity:
+            if peer is not None:
+                self.refuse(peer, reason)
+        raise InputError(reason)
 
     # -- timers ------------------------------------------------------------------------
     def check_liveness(self, now: float) -> None:

@@ -21,6 +21,7 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | DONE      | s→w | 0              | 0          | 0         | —                                        |
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 | INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
+| FAIL      | w→s | 0              | 0          | 0         | reason (UTF-8): its data, found unusable mid-run |
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
@@ -70,12 +71,13 @@ class Kind(IntEnum):
     DONE = 9
     REFUSE = 10
     INTRODUCE = 11
+    FAIL = 12
 
 
 KINDS = {m.Hello: Kind.HELLO, m.Config: Kind.CONFIG, m.Pull: Kind.PULL,
          m.Push: Kind.PUSH, m.View: Kind.VIEW, m.Ack: Kind.ACK,
          m.Heartbeat: Kind.HEARTBEAT, m.Final: Kind.FINAL, m.Done: Kind.DONE,
-         m.Refuse: Kind.REFUSE, m.Introduce: Kind.INTRODUCE}
+         m.Refuse: Kind.REFUSE, m.Introduce: Kind.INTRODUCE, m.Fail: Kind.FAIL}
 
 
 _KIND_OF = {int(kind): kind for kind in Kind}
@@ -158,7 +160,7 @@ def _fields(message) -> tuple[int, int, int, list]:
         return message.last_push, message.position, message.y.shape[0], [
             message.plan_ints, message.plan_floats, message.y, message.selected,
             message.weights]
-    if isinstance(message, m.Refuse):
+    if isinstance(message, (m.Refuse, m.Fail)):
         return 0, 0, 0, [message.reason.encode()[:REASON_LIMIT]]
     return 0, 0, 0, []
 
@@ -230,6 +232,7 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
         Kind.FINAL: [(i8, 0, k), (f8, 0, k), (f8, v, v),
                      (f8, 0, min(n * k, m.COLUMNS_LIMIT)), (f8, 4, 4)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
+        Kind.FAIL: [("bytes", 0, REASON_LIMIT)],
     }
     return layouts[kind]
 
@@ -276,6 +279,8 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int
         return m.Config(*arrays, last_push=seq, position=a)
     if kind == Kind.REFUSE:
         return m.Refuse(arrays[0])
+    if kind == Kind.FAIL:
+        return m.Fail(arrays[0])
     return {Kind.PULL: m.Pull, Kind.HEARTBEAT: m.Heartbeat, Kind.DONE: m.Done,
             Kind.INTRODUCE: m.Introduce}[kind]()
 

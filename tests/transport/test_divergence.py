@@ -101,3 +101,33 @@ def test_values_whose_squares_overflow_are_refused_over_zeromq():
         asyos.OnlineSubstitutionRegressor(n_features_to_select=4, n_workers=2,
                                           backend="zeromq", timeout=120,
                                           fit_intercept=False).fit(X, X[:, 0] / 1e200)
+
+
+def test_a_zeromq_worker_that_meets_unusable_data_ends_the_run_at_once(tmp_path):
+    """``asyos server`` and two ``asyos worker`` processes: worker 1's shard holds the
+    column whose curvature overflows under the fitted rule, found mid-run.  The worker
+    tells the server (FAIL), so the run ends with its one line and exit 2 and nothing
+    written, instead of losing the shard after the heartbeat timeout and writing a
+    partial result with exit 3."""
+    _diverging(tmp_path)
+    from loopback import asyos, free_port
+
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    server = asyos("server", "--bind", endpoint, "--workers", 2, "--labels",
+                   tmp_path / "y.npy", "--out", tmp_path / "r.json", "-s", "4",
+                   "--eta", "1", "--heartbeat-timeout", "60", "--quiet")
+    workers = [asyos("worker", "--connect", endpoint, "--data", tmp_path / "X.npy",
+                     "--shard", f"{t}/2", "-s", "4") for t in range(2)]
+    try:
+        _, err = server.communicate(timeout=50)   # well before the heartbeat timeout
+        codes = [w.wait(timeout=30) for w in workers]
+    finally:
+        for proc in (server, *workers):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert server.returncode == 2, err
+    lines = [line for line in err.splitlines() if line.startswith("asyos: error")]
+    assert len(lines) == 1 and "worker 1" in lines[0] and "overflows" in lines[0], err
+    assert codes == [2, 2]
+    assert not (tmp_path / "r.json").exists()

@@ -39,18 +39,22 @@ class Dropper:
 
 
 # -- security ------------------------------------------------------------------------------
-def receive(socket, limits, *, flags: int = 0, envelope: int = 0):
+def receive(socket, limits, *, flags: int = 0, envelope: int = 0, meter=None):
     """One multipart message, read frame by frame: (frames, None), or (None, reason)
     when it has more frames or bytes than any valid message (``wire.max_frames``,
     ``wire.max_bytes``; ``envelope``: routing frames before the header).  The rest of
     an oversized message is read and dropped at once, so a flood of frames costs no
-    memory."""
+    memory.  ``meter``: told the wire bytes of what was read (``guard.InFlight``)."""
     most_frames = envelope + wire.max_frames()
     most_bytes = wire.max_bytes(limits) + 1024 * envelope
-    frames, size, reason = [], 0, None
-    frame = socket.recv(flags, copy=False)
+    frames, size, reason, count, wired = [], 0, None, 0, 0
+    frame = first = socket.recv(flags, copy=False)
     while True:
-        size += len(frame.buffer)
+        length = len(frame.buffer)
+        size += length
+        if meter is not None and count >= envelope:   # routing frames: not on the wire
+            wired += meter.wire_bytes(length)
+        count += 1
         if reason is None:
             if len(frames) >= most_frames:
                 reason = f"more than {most_frames - envelope} frames"
@@ -61,6 +65,8 @@ def receive(socket, limits, *, flags: int = 0, envelope: int = 0):
         if not frame.more:
             break
         frame = socket.recv(copy=False)
+    if meter is not None:
+        meter.read(first, wired)
     return (frames, None) if reason is None else (frames[:envelope], reason)
 
 

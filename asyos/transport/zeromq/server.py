@@ -13,7 +13,15 @@ from ...errors import InputError
 from ...solvers.asy import AsyConfig
 from ...solvers.result import FitResult
 from ...solvers.session import Session, Timeouts
-from ..wire import ForeignRun, Limits, WireError, decode, encode, max_frame_bytes
+from ..wire import (
+    ForeignRun,
+    Limits,
+    WireError,
+    decode,
+    encode,
+    max_bytes,
+    max_frame_bytes,
+)
 from .common import (
     Dropper,
     Gate,
@@ -23,6 +31,7 @@ from .common import (
     main_thread,
     receive,
 )
+from .guard import CHECK_SECONDS, InFlight
 
 CURVE_FRAME_OVERHEAD = 64   # ≥ 8 + 1 + 8 + 16 bytes: name, flags, nonce, MAC
 
@@ -67,6 +76,10 @@ class ZmqServer:
         self.socket.setsockopt(zmq.MAXMSGSIZE,
                                max_frame_bytes(widest) + CURVE_FRAME_OVERHEAD)
         self.gate.guard(self.socket)
+        # what one connection may hold of a message it has not ended: the largest
+        # valid one (an insider's endless message was held whole, without bound)
+        self.in_flight = InFlight(self.socket, max_bytes(widest), keys is not None,
+                                  warn=self.bad.warning)
         try:
             self.socket.bind(bind)
         except zmq.ZMQError as exc:
@@ -197,7 +210,7 @@ class ZmqServer:
         self.save_checkpoint()
         return self._result()
 
-    def tick(self, timeout: float = 0.05) -> bool:
+    def tick(self, timeout: float = 2 * CHECK_SECONDS) -> bool:
         """Handle what arrives within ``timeout`` s, then the timers; True when done."""
         self._receive(timeout)
         now = time.monotonic()
@@ -216,13 +229,18 @@ class ZmqServer:
     def _receive(self, timeout: float) -> bool:
         """Handle every message that arrives within ``timeout`` s; True if any did."""
         if not self.socket.poll(int(timeout * 1000)):
+            self.in_flight.drained()
+            self.in_flight.check()
             return False
         while True:
             try:
                 frames, oversized = receive(self.socket, self.limits, flags=zmq.NOBLOCK,
-                                            envelope=1)
+                                            envelope=1, meter=self.in_flight)
             except zmq.Again:
+                self.in_flight.drained()
+                self.in_flight.check()
                 return True
+            self.in_flight.check()
             if oversized:
                 self.session.refused += 1
                 self.bad.warning("dropped a message with %s", oversized)
@@ -246,6 +264,7 @@ class ZmqServer:
         return self.session.result("zeromq", dropped_messages=self.drop.dropped)
 
     def close(self) -> None:
+        self.in_flight.close()
         self.socket.close(linger=0)
         self.gate.stop()
         self.context.term()

@@ -54,6 +54,10 @@ class ServerGone(RuntimeError):
     """No answer from the server for ``server_timeout`` seconds."""
 
 
+class Refused(InputError):
+    """The server refused this worker (its REFUSE's reason)."""
+
+
 class ZmqWorker:
     """Drive shard ``t`` of ``q`` over a DEALER socket."""
 
@@ -154,8 +158,8 @@ class ZmqWorker:
             return None
         self.last_heard = time.monotonic()
         if isinstance(envelope.body, messages.Refuse):
-            raise InputError(f"the server refused shard {self.t}/{self.q}: "
-                             f"{envelope.body.reason}")
+            raise Refused(f"the server refused shard {self.t}/{self.q}: "
+                          f"{envelope.body.reason}")
         return envelope
 
     def _check_server(self) -> None:
@@ -192,6 +196,25 @@ class ZmqWorker:
             except Resync as resync:
                 log.info("shard %d/%d resynchronised by the server", self.t, self.q)
                 envelope = resync.envelope
+            except Refused:
+                raise
+            except InputError as exc:   # its data, found unusable mid-run
+                self._fail(str(exc))
+                raise
+
+    def _fail(self, reason: str) -> None:
+        """Tell the server this worker's data cannot be stepped on, so that the run
+        ends with ``reason`` now (it would otherwise lose the shard after the
+        heartbeat timeout and write a partial result); resent until the server's
+        answer, at most three times."""
+        for _ in range(3):
+            self._send(messages.Fail(reason))
+            deadline = time.monotonic() + self.timeouts.resend_after
+            try:
+                while time.monotonic() < deadline:
+                    self._receive(deadline - time.monotonic())
+            except (Refused, ServerGone):   # the run is over: told
+                return
 
     def _hello(self) -> None:
         """Introduce this worker: its shard, its data, and the run's secret (on
