@@ -658,3 +658,32 @@ def test_a_worker_that_finds_no_server_says_why_it_gave_up(tmp_path):
     lines = [line for line in err.splitlines() if line.startswith("asyos: error")]
     assert code == 1 and len(lines) == 1, err
     assert "no answer from the server" in lines[0] and "its run is over" in lines[0]
+
+
+def test_a_worker_back_after_its_shard_was_given_up_says_the_run_is_over(tmp_path):
+    """With CURVE keys, worker 0 stopped until the run ended without it (lost, not
+    replaced: partial, exit 3), then continued: its server is gone, and it says that
+    the server answered it before, so its run is over (it said "check the keys",
+    which were good)."""
+    keys = _keys(tmp_path / "keys")
+    port = _port()
+    secure = ("--keys", str(keys))
+    server = _server(tmp_path, port, *secure, "--epochs", "20",
+                     "--heartbeat-timeout", "1", "--replace-timeout", "1")
+    workers = [_worker(port, t, *secure, "--heartbeat-every", "0.2",
+                       "--server-timeout", "2") for t in range(2)]
+    log = []
+    try:
+        _wait_for(lambda: _logged(log, server, "all 2 shards here"), timeout=GUARD)
+        time.sleep(0.3)   # worker 0 has read its CONFIG, and is far from done
+        workers[0].send_signal(signal.SIGSTOP)
+        (rc, _, err), survivor = _wait(server, workers[1])
+        assert rc == 3, "".join(log) + err
+        assert survivor[0] == 0, survivor
+    finally:
+        workers[0].send_signal(signal.SIGCONT)
+    code, _, said = _wait(workers[0])[0]
+    assert code == 1, said
+    lines = [line for line in said.splitlines() if line.startswith("asyos: error")]
+    assert len(lines) == 1 and "answered this worker before" in lines[0], said
+    assert "check the keys" not in said

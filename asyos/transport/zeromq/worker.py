@@ -86,6 +86,7 @@ class ZmqWorker:
         self.run_id = 0
         self.tag = 0       # from the last CONFIG; sent back in every message
         self.last_heard = self.last_sent = time.monotonic()
+        self.heard = False   # whether any server of this endpoint ever answered
         self.communicate = self.waited = 0.0   # waited: blocked, part of it
 
     # -- messages -------------------------------------------------------------------------
@@ -157,6 +158,7 @@ class ZmqWorker:
             self.bad.warning("dropped a malformed message from the server: %s", exc)
             return None
         self.last_heard = time.monotonic()
+        self.heard = True
         if isinstance(envelope.body, messages.Refuse):
             raise Refused(f"the server refused shard {self.t}/{self.q}: "
                           f"{envelope.body.reason}")
@@ -165,11 +167,19 @@ class ZmqWorker:
     def _check_server(self) -> None:
         silent = time.monotonic() - self.last_heard
         if silent > self.timeouts.server_timeout:
-            hint = ("; either it has not started, or its run is over (a worker that "
-                    "comes after the end has nothing to join and cannot tell the two "
-                    "apart; --server-timeout sets the wait)") if self.keys is None \
-                else ("; with --keys, a server that does not hold this worker's public "
-                      "key in its KEYS/clients/ never answers it: check the keys")
+            if self.heard:   # its keys were good: the server ended, or went away
+                hint = ("; it answered this worker before: its run is over (it may "
+                        "have ended without this shard, given up after "
+                        "--replace-timeout), or it was stopped and not resumed "
+                        "(--server-timeout sets the wait)")
+            elif self.keys is None:
+                hint = ("; either it has not started, or its run is over (a worker "
+                        "that comes after the end has nothing to join and cannot tell "
+                        "the two apart; --server-timeout sets the wait)")
+            else:
+                hint = ("; either it has not started, its run is over, or it does not "
+                        "hold this worker's public key in its KEYS/clients/ (it never "
+                        "answers a key it does not know): check the keys")
             raise ServerGone(f"no answer from the server at {self.endpoint} for "
                              f"{silent:.0f} s{hint}")
 
