@@ -22,6 +22,17 @@ class PartialRun(AsyosError):
     exits with status 3 unless the user accepted partial results."""
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where ^C raises ``KeyboardInterrupt`` (``raise_terminated``), so
+    that whatever ends cleanly on ^C ends cleanly on SIGTERM.  The CLI says
+    "asyos: terminated" and exits with status 143 (128 + 15)."""
+
+
+def raise_terminated(signum, frame):
+    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``."""
+    raise Terminated
+
+
 class ConvergenceWarning(UserWarning):
     """A solver stopped at its iteration cap before its convergence test held (SGHT,
     the Lasso path, FGM).  The message names the solver, the cap and how far from

@@ -10,12 +10,13 @@ needs to make y.
 
 import argparse
 import logging
+import signal
 
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..core.sweep import sweep_rounds, sweep_size
 from ..core.validate import check_at_least
-from ..errors import InputError, PartialRun
+from ..errors import InputError, PartialRun, Terminated, raise_terminated
 from ..io.results import check_new_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
@@ -202,6 +203,8 @@ def asy_config(args, job, q: int, n_features: int, s2) -> AsyConfig:
 
 def run_mpi(args) -> FitResult | None:
     """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
+    # mpiexec forwards SIGTERM to every rank: each ends as on ^C (below), in its words
+    signal.signal(signal.SIGTERM, raise_terminated)
     from mpi4py import MPI
 
     from ..transport import mpi as transport
@@ -232,19 +235,21 @@ def run_mpi(args) -> FitResult | None:
                                 record_order=args.record_order,
                                 threads=blas_threads(args.blas_threads),
                                 ranks_per_node=ranks_per_node)
-    except KeyboardInterrupt:
-        # ^C reaches every rank.  Ranks that exit on their own race mpiexec, which
-        # kills the slower ones (the job's status is then 9) before MPI_Finalize
-        # removes MPICH's files: one MPI_Abort ends the job with 130, rank 0 says so
+    except KeyboardInterrupt as exc:
+        # ^C reaches every rank, and so does a SIGTERM to mpiexec (Terminated).  Ranks
+        # that exit on their own race mpiexec, which kills the slower ones (the job's
+        # status is then 9): one MPI_Abort ends the job with 130 (143), rank 0 says so
+        code = transport.TERMINATED if isinstance(exc, Terminated) else \
+            transport.INTERRUPTED
         rank = MPI.COMM_WORLD.Get_rank()
-        transport.abort(MPI.COMM_WORLD, transport.INTERRUPTED,
-                        "interrupted" if rank == 0 else None)
+        transport.abort(MPI.COMM_WORLD, code,
+                        transport.SIGNALLED[code] if rank == 0 else None)
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
         if MPI.COMM_WORLD.Get_rank() == 0:
             transport.abort(MPI.COMM_WORLD, 2, str(exc))
-        transport.release_node_memory()   # this rank's node, if rank 0 is on another
+        transport.release_job_files()   # this rank's node, if rank 0 is on another
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if result is None else finish_job(args, job, result)

@@ -12,6 +12,7 @@ collectively before the first pull.
 """
 
 import os
+import signal
 import sys
 import time
 from collections import deque
@@ -43,7 +44,9 @@ from .base import (
 from .node_memory import NodeVectors, carry_on_node
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
-INTERRUPTED = 130   # the exit status of a job stopped by ^C
+INTERRUPTED = 130   # the exit status of a job stopped by ^C (SIGINT)
+TERMINATED = 143    # ... and by SIGTERM, which mpiexec forwards to every rank
+SIGNALLED = {INTERRUPTED: "interrupted", TERMINATED: "terminated"}
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -260,6 +263,10 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     server_here = np.array([rank == 0], np.int8)   # a buffer, never a pickled object
     node.Allreduce(MPI.IN_PLACE, server_here, op=MPI.MAX)
+    # every rank of the node is past MPI_Init: its files have served (release_job_files)
+    release_job_files()
+    if node.Get_rank() == 0:
+        reclaim_job_files()   # what jobs killed while they started left on this node
     share = NodeShare.of(node.Get_size(), threads,
                          workers=node.Get_size() - int(server_here[0]))
     share.apply()
@@ -298,7 +305,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             work(comm, driver, config, n, share, vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
-            release_node_memory()   # this rank's node, if rank 0 is on another
+            release_job_files()   # this rank's node, if rank 0 is on another
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
                   share)
@@ -316,21 +323,108 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     return result
 
 
-def release_node_memory() -> None:
-    """Unlink the shared-memory files this process maps under /dev/shm that MPICH
-    would remove at ``MPI_Finalize``, which an aborted job never reaches (each left
-    3 MB behind).  The mappings stay valid until the processes end."""
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:   # not Linux
-        return
-    for line in maps.splitlines():
-        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
-        if path.startswith("/dev/shm/mpich_shm_") and not path.endswith("(deleted)"):
+SHM_PREFIX = "/dev/shm/mpich_shm_"                  # MPICH's node memory, one per node
+TOPOLOGY_PREFIX = "/tmp/hydra_hwloc_xmlfile_"       # hydra's hwloc topology, per proxy
+RECLAIM_GRACE = 10.0   # s: a file younger than this may be a starting job's, not debris
+
+
+def release_job_files() -> None:
+    """Unlink the files of this job that MPICH and its launcher remove only at their
+    normal end, which an abort, a signal or a killed process never reaches: MPICH's
+    node memory (``/dev/shm/mpich_shm_*``, 3 MB, mapped by this process) and hydra's
+    hwloc topology (``/tmp/hydra_hwloc_xmlfile_*``, written by the rank's launcher,
+    ``hydra_pmi_proxy``, which holds it open until it exits).
+
+    ``run`` calls it as soon as every rank of the node has passed ``MPI_Init`` (a
+    collective of the node): by then each has mapped the memory and read the
+    topology, and neither is opened by name again.  Mappings and open files stay valid
+    until their processes end, so nothing a kill does afterwards, SIGKILL of a rank or
+    of mpiexec included, leaves a file; MPICH treats its own shared windows' files
+    (``mpich_shar_tmp*``) the same way.  Idempotent; every rank may call it."""
+    for path in _mapped(Path("/proc/self/maps")):
+        if path.startswith(SHM_PREFIX):
+            _unlink(path)
+    for pid in _ancestors():   # hydra_pmi_proxy, mpiexec: whoever made the topology
+        for path in _open_files(pid):
+            if path.startswith(TOPOLOGY_PREFIX):
+                _unlink(path)
+
+
+def reclaim_job_files(grace: float = RECLAIM_GRACE) -> list[str]:
+    """Remove what jobs killed before ``release_job_files`` ran left (a kill while the
+    ranks start): this user's ``mpich_shm_*`` and ``hydra_hwloc_xmlfile_*`` files that
+    no live process maps or holds open and that are older than ``grace`` seconds (a
+    starting job creates and opens its files within microseconds of each other; the
+    grace covers that).  The same rule as the ZeroMQ run secrets of a gone server
+    (``transport.zeromq.common.reclaim_secrets``): a file is debris once nothing that
+    could use it is alive.  Returns the paths removed."""
+    now, uid = time.time(), os.getuid()
+    candidates = []
+    for folder, prefix in (("/dev/shm", SHM_PREFIX), ("/tmp", TOPOLOGY_PREFIX)):
+        for path in Path(folder).glob(Path(prefix).name + "*"):
             try:
-                os.unlink(path)
+                info = path.lstat()
             except OSError:
-                pass   # another rank of the node was first
+                continue
+            if info.st_uid == uid and path.is_file() and \
+                    now - info.st_mtime > grace:
+                candidates.append(str(path))
+    if not candidates:
+        return []
+    held = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            held.update(_mapped(entry / "maps"))
+            held.update(_open_files(int(entry.name)))
+    removed = [path for path in candidates if path not in held and _unlink(path)]
+    return removed
+
+
+def _mapped(maps: Path) -> list[str]:
+    """The files a process maps, from its ``/proc/PID/maps`` (none if unreadable)."""
+    try:
+        text = maps.read_text()
+    except OSError:   # gone, another user's, not Linux
+        return []
+    return [fields[5] for line in text.splitlines()
+            if len(fields := line.split(maxsplit=5)) == 6]
+
+
+def _open_files(pid: int) -> list[str]:
+    """The paths a process holds open, from ``/proc/PID/fd`` (none if unreadable)."""
+    paths = []
+    try:
+        fds = list(Path(f"/proc/{pid}/fd").iterdir())
+    except OSError:
+        return paths
+    for fd in fds:
+        try:
+            paths.append(os.readlink(fd))
+        except OSError:
+            pass
+    return paths
+
+
+def _ancestors() -> list[int]:
+    """This process's parent, its parent's parent, ... up to (not including) init."""
+    pids, pid = [], os.getppid()
+    while pid > 1 and pid not in pids:
+        pids.append(pid)
+        try:
+            pid = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return pids
+
+
+def _unlink(path: str) -> bool:
+    if path.endswith(" (deleted)"):   # unlinked already (by another rank)
+        return False
+    try:
+        os.unlink(path)
+        return True
+    except OSError:   # another rank of the node was first
+        return False
 
 
 def abort(comm, code: int, message: str | None) -> None:
@@ -342,10 +436,12 @@ def abort(comm, code: int, message: str | None) -> None:
     MPICH's Abort can return before the job is torn down; this rank must not go on
     (into a barrier that would release the other ranks to print the error again).
     """
+    for signum in (signal.SIGINT, signal.SIGTERM):   # a second one must not cut
+        signal.signal(signum, signal.SIG_IGN)        # this short; the Abort ends all
     if message is not None:
-        print(f"asyos: {message}" if code == INTERRUPTED else f"asyos: error: {message}",
+        print(f"asyos: {message}" if code in SIGNALLED else f"asyos: error: {message}",
               file=sys.stderr, flush=True)
-    release_node_memory()
+    release_job_files()
     time.sleep(0.2)
     comm.Abort(code)
     os._exit(code)
