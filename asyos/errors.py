@@ -5,6 +5,7 @@ turns it into a one-line message and exit status 2.  It is always raised *before
 state is changed.
 """
 
+import signal
 import warnings
 
 
@@ -29,7 +30,10 @@ class Terminated(KeyboardInterrupt):
 
 
 def raise_terminated(signum, frame):
-    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``."""
+    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``.  Once:
+    a second SIGTERM (mpiexec forwards one while something else signals the rank too)
+    is ignored, so it cannot cut short the clean end the first began."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise Terminated
 
 
