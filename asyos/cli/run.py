@@ -203,7 +203,8 @@ def asy_config(args, job, q: int, n_features: int, s2) -> AsyConfig:
 
 def run_mpi(args) -> FitResult | None:
     """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
-    # mpiexec forwards SIGTERM to every rank: each ends as on ^C (below), in its words
+    # mpiexec forwards SIGTERM to every rank: each ends as on ^C, in its own words
+    # (after the job's run, while rank 0 writes the results, through ``guarded``)
     signal.signal(signal.SIGTERM, raise_terminated)
     from mpi4py import MPI
 
@@ -227,18 +228,21 @@ def run_mpi(args) -> FitResult | None:
         return asy_config(args, job, q, n_features, s2)
 
     try:
-        refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
-        check_path_flags(args)
-        ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
-            check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
-        result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
-                                record_order=args.record_order,
-                                threads=blas_threads(args.blas_threads),
-                                ranks_per_node=ranks_per_node)
+        # ^C and SIGTERM reach every rank (mpiexec forwards them): each aborts the job
+        # at once with 130 or 143, rank 0 saying so (aborting_on_signals)
+        with transport.aborting_on_signals(MPI.COMM_WORLD):
+            refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
+            check_path_flags(args)
+            ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
+                check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
+            result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
+                                    record_order=args.record_order,
+                                    threads=blas_threads(args.blas_threads),
+                                    ranks_per_node=ranks_per_node)
     except KeyboardInterrupt as exc:
-        # ^C reaches every rank, and so does a SIGTERM to mpiexec (Terminated).  Ranks
-        # that exit on their own race mpiexec, which kills the slower ones (the job's
-        # status is then 9): one MPI_Abort ends the job with 130 (143), rank 0 says so
+        # the same for a signal before the handlers (Terminated: SIGTERM).  Ranks that
+        # exit on their own race mpiexec, which kills the slower ones (the job's status
+        # is then 9): one MPI_Abort ends the job with 130 (143), rank 0 says so
         code = transport.TERMINATED if isinstance(exc, Terminated) else \
             transport.INTERRUPTED
         rank = MPI.COMM_WORLD.Get_rank()

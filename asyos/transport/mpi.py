@@ -47,6 +47,7 @@ MESSAGE_TAG, ERROR_TAG = 1, 4
 INTERRUPTED = 130   # the exit status of a job stopped by ^C (SIGINT)
 TERMINATED = 143    # ... and by SIGTERM, which mpiexec forwards to every rank
 SIGNALLED = {INTERRUPTED: "interrupted", TERMINATED: "terminated"}
+SIGNAL_CODES = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -323,6 +324,32 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     return result
 
 
+class aborting_on_signals:
+    """While the job runs: SIGINT and SIGTERM end it at once, from whatever this rank
+    is doing, with one ``abort`` (status 130 or 143; rank 0 says "asyos: interrupted"
+    or "asyos: terminated").  Raising ``KeyboardInterrupt`` instead would let code
+    that catches it keep the rank going: llvmlite's callbacks while numba compiles
+    or loads a kernel print the exception and ignore it.  The previous handlers come
+    back at the end, so what follows (rank 0 writing the results, which removes its
+    temporary files on ^C) ends by raising as before.  Main thread only."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def __enter__(self):
+        self.previous = {signum: signal.signal(signum, self._abort)
+                         for signum in SIGNAL_CODES}
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _abort(self, signum, frame):
+        code = SIGNAL_CODES[signum]
+        abort(self.comm, code, SIGNALLED[code] if self.comm.Get_rank() == 0 else None)
+
+
 def abort(comm, code: int, message: str | None) -> None:
     """End the whole job with ``code`` after one line on stderr (none for a
     ``message`` of None: another rank says it).
@@ -338,8 +365,11 @@ def abort(comm, code: int, message: str | None) -> None:
     except ValueError:   # not the main thread: it cannot
         pass
     if message is not None:
-        print(f"asyos: {message}" if code in SIGNALLED else f"asyos: error: {message}",
-              file=sys.stderr, flush=True)
+        try:
+            print(f"asyos: {message}" if code in SIGNALLED else
+                  f"asyos: error: {message}", file=sys.stderr, flush=True)
+        except (OSError, RuntimeError):   # stderr gone, or a signal mid-write
+            pass
     release_job_files()
     time.sleep(0.2)
     comm.Abort(code)

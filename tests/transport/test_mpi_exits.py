@@ -87,9 +87,10 @@ class Job:
     """``mpiexec -n 3 python -m asyos.run ARGS``, with a thread that notes every
     MPICH and hydra file its processes map or hold open until none is left."""
 
-    def __init__(self, *args, n=3):
+    def __init__(self, *args, n=3, **extra_env):
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("PMI_", "PMIX_"))}
+        env.update(extra_env)
         self.proc = subprocess.Popen(
             [MPIEXEC, "-n", str(n), sys.executable, "-m", "asyos.run", *args],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -148,8 +149,8 @@ class Job:
 @pytest.fixture(scope="module")
 def warm():
     """LONG's kernels in numba's cache, so that a job is stepping, not compiling,
-    when a test signals it (a signal in the middle of a compile reaches a ctypes
-    callback of llvmlite, which prints the exception it ignores)."""
+    when a test signals or kills it (``test_a_signal_while_the_kernels_compile_...``
+    is the other case)."""
     job = Job(*LONG[:-1], "1", "-p", "2000", "--quiet")
     assert job.end() == 0, job.err
 
@@ -195,6 +196,19 @@ def test_a_signalled_mpiexec_exits_128_plus_the_signal_and_leaves_no_file(
     job.proc.send_signal(signum)
     assert job.end() == status, job.err
     assert job.err.count(line) == 1 and "Traceback" not in job.err, job.err
+    assert job.left() == []
+
+
+def test_a_signal_while_the_kernels_compile_ends_the_job_as_well(tmp_path):
+    """On an empty kernel cache the ranks are compiling when ^C comes: llvmlite's
+    callbacks, where the signal often lands, print a KeyboardInterrupt and ignore
+    it, so the ranks abort from the signal handler itself instead of raising."""
+    job = Job(*LONG, "-v", "--quiet", ASYOS_KERNEL_CACHE=str(tmp_path))
+    job.at_work()
+    job.proc.send_signal(signal.SIGINT)
+    assert job.end() == 130, job.err
+    assert job.err.count("asyos: interrupted") == 1 and "Traceback" not in job.err, \
+        job.err
     assert job.left() == []
 
 
