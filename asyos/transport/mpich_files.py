@@ -49,9 +49,10 @@ def reclaim_job_files(grace: float = RECLAIM_GRACE) -> list[str]:
     ranks start): this user's ``mpich_shm_*`` and ``hydra_hwloc_xmlfile_*`` files that
     no live process maps or holds open and that are older than ``grace`` seconds (a
     starting job creates and opens its files within microseconds of each other; the
-    grace covers that).  The same rule as the ZeroMQ run secrets of a gone server
-    (``transport.zeromq.common.reclaim_secrets``): a file is debris once nothing that
-    could use it is alive.  Returns the paths removed."""
+    grace covers that): a file is debris once nothing that could use it is alive, as
+    a gone ZeroMQ server's run secret is (``transport.zeromq.common.
+    reclaim_secrets``).  Another user's processes cannot be read, nor can they open
+    this user's files (MPICH and hydra make them 0600).  Returns the paths removed."""
     now, uid = time.time(), os.getuid()
     candidates = []
     for folder, prefix in (("/dev/shm", SHM_PREFIX), ("/tmp", TOPOLOGY_PREFIX)):
