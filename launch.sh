@@ -3,6 +3,8 @@
 #
 #   ./launch.sh [asyos run flags...]           sequential OS
 #   ./launch.sh -n 5 [asyos run flags...]      Asy-OS: 1 server + 4 workers (mpiexec)
+#                                              (Ctrl-C / SIGTERM: exit 130 / 143; no file left
+#                                              in /dev/shm or /tmp: docs/reliability.md)
 #   ./launch.sh --zmq Q [--port P] [--hosts FILE] [--keys DIR] [--] [flags...]
 #                                              Asy-OS over ZeroMQ: 1 server + Q workers
 #   ./launch.sh -h                             this text

@@ -5,6 +5,7 @@ turns it into a one-line message and exit status 2.  It is always raised *before
 state is changed.
 """
 
+import signal
 import warnings
 
 
@@ -20,6 +21,20 @@ class PartialRun(AsyosError):
     """An Asy-OS run that ended without some of its shards (lost and not replaced).
     Its results are written, marked ``partial``, but it is not a success: the CLI
     exits with status 3 unless the user accepted partial results."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where ^C raises ``KeyboardInterrupt`` (``raise_terminated``), so
+    that whatever ends cleanly on ^C ends cleanly on SIGTERM.  The CLI says
+    "asyos: terminated" and exits with status 143 (128 + 15)."""
+
+
+def raise_terminated(signum, frame):
+    """A SIGTERM handler: ``signal.signal(signal.SIGTERM, raise_terminated)``.  Once:
+    a second SIGTERM (mpiexec forwards one while something else signals the rank too)
+    is ignored, so it cannot cut short the clean end the first began."""
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Terminated
 
 
 class ConvergenceWarning(UserWarning):

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
 from ..core.validate import check_at_least
-from ..errors import InputError, PartialRun
+from ..errors import InputError, PartialRun, Terminated
 from ..io.config import config_arguments
 from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER
 from ..transport.base import NodeShare, WorkerFailed
@@ -190,6 +190,9 @@ def guarded(action) -> int:
         print(f"asyos: error: not enough memory for this problem ({exc})",
               file=sys.stderr)
         return 2
+    except Terminated:   # SIGTERM, where a command turns it into this
+        print("asyos: terminated", file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("asyos: interrupted", file=sys.stderr)
         return 130

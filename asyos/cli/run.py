@@ -10,12 +10,13 @@ needs to make y.
 
 import argparse
 import logging
+import signal
 
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..core.sweep import sweep_rounds, sweep_size
 from ..core.validate import check_at_least
-from ..errors import InputError, PartialRun
+from ..errors import InputError, PartialRun, Terminated, raise_terminated
 from ..io.results import check_new_out
 from ..solvers.asy import AsyConfig
 from ..solvers.path import CRITERIA, fit_path
@@ -202,6 +203,9 @@ def asy_config(args, job, q: int, n_features: int, s2) -> AsyConfig:
 
 def run_mpi(args) -> FitResult | None:
     """Asy-OS under mpirun: rank 0 serves, the other ranks work (transport.mpi)."""
+    # mpiexec forwards SIGTERM to every rank: each ends as on ^C, in its own words
+    # (after the job's run, while rank 0 writes the results, through ``guarded``)
+    signal.signal(signal.SIGTERM, raise_terminated)
     from mpi4py import MPI
 
     from ..transport import mpi as transport
@@ -224,27 +228,32 @@ def run_mpi(args) -> FitResult | None:
         return asy_config(args, job, q, n_features, s2)
 
     try:
-        refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
-        check_path_flags(args)
-        ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
-            check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
-        result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
-                                record_order=args.record_order,
-                                threads=blas_threads(args.blas_threads),
-                                ranks_per_node=ranks_per_node)
-    except KeyboardInterrupt:
-        # ^C reaches every rank.  Ranks that exit on their own race mpiexec, which
-        # kills the slower ones (the job's status is then 9) before MPI_Finalize
-        # removes MPICH's files: one MPI_Abort ends the job with 130, rank 0 says so
+        # ^C and SIGTERM reach every rank (mpiexec forwards them): each aborts the job
+        # at once with 130 or 143, rank 0 saying so (aborting_on_signals)
+        with transport.aborting_on_signals(MPI.COMM_WORLD):
+            refuse_auto_sparsity(args.sparsity)   # rank 0 alone says so
+            check_path_flags(args)
+            ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
+                check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
+            result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
+                                    record_order=args.record_order,
+                                    threads=blas_threads(args.blas_threads),
+                                    ranks_per_node=ranks_per_node)
+    except KeyboardInterrupt as exc:
+        # the same for a signal before the handlers (Terminated: SIGTERM).  Ranks that
+        # exit on their own race mpiexec, which kills the slower ones (the job's status
+        # is then 9): one MPI_Abort ends the job with 130 (143), rank 0 says so
+        code = transport.TERMINATED if isinstance(exc, Terminated) else \
+            transport.INTERRUPTED
         rank = MPI.COMM_WORLD.Get_rank()
-        transport.abort(MPI.COMM_WORLD, transport.INTERRUPTED,
-                        "interrupted" if rank == 0 else None)
+        transport.abort(MPI.COMM_WORLD, code,
+                        transport.SIGNALLED[code] if rank == 0 else None)
     except InputError as exc:
         # Every rank knows; rank 0 alone reports, then aborts the job with status 2
         # (a plain non-zero exit makes mpiexec kill the others and report a signal).
         if MPI.COMM_WORLD.Get_rank() == 0:
             transport.abort(MPI.COMM_WORLD, 2, str(exc))
-        transport.release_node_memory()   # this rank's node, if rank 0 is on another
+        transport.release_job_files()   # this rank's node, if rank 0 is on another
         MPI.COMM_WORLD.Barrier()  # wait to be aborted by rank 0
         raise
     return None if result is None else finish_job(args, job, result)

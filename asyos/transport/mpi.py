@@ -12,11 +12,11 @@ collectively before the first pull.
 """
 
 import os
+import signal
 import sys
 import time
 from collections import deque
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 from mpi4py import MPI
@@ -40,10 +40,14 @@ from .base import (
     handle_request,
     reported_failure,
 )
+from .mpich_files import reclaim_job_files, release_job_files
 from .node_memory import NodeVectors, carry_on_node
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
-INTERRUPTED = 130   # the exit status of a job stopped by ^C
+INTERRUPTED = 130   # the exit status of a job stopped by ^C (SIGINT)
+TERMINATED = 143    # ... and by SIGTERM, which mpiexec forwards to every rank
+SIGNALLED = {INTERRUPTED: "interrupted", TERMINATED: "terminated"}
+SIGNAL_CODES = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -258,6 +262,10 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
     server_here = np.array([rank == 0], np.int8)   # a buffer, never a pickled object
     node.Allreduce(MPI.IN_PLACE, server_here, op=MPI.MAX)
+    # every rank of the node is past MPI_Init: its files have served (release_job_files)
+    release_job_files()
+    if node.Get_rank() == 0:
+        reclaim_job_files()   # what jobs killed while they started left on this node
     share = NodeShare.of(node.Get_size(), threads,
                          workers=node.Get_size() - int(server_here[0]))
     share.apply()
@@ -296,7 +304,7 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             work(comm, driver, config, n, share, vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
-            release_node_memory()   # this rank's node, if rank 0 is on another
+            release_job_files()   # this rank's node, if rank 0 is on another
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
                   share)
@@ -314,21 +322,30 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     return result
 
 
-def release_node_memory() -> None:
-    """Unlink the shared-memory files this process maps under /dev/shm that MPICH
-    would remove at ``MPI_Finalize``, which an aborted job never reaches (each left
-    3 MB behind).  The mappings stay valid until the processes end."""
-    try:
-        maps = Path("/proc/self/maps").read_text()
-    except OSError:   # not Linux
-        return
-    for line in maps.splitlines():
-        path = line.split(maxsplit=5)[-1] if line.count(" ") >= 5 else ""
-        if path.startswith("/dev/shm/mpich_shm_") and not path.endswith("(deleted)"):
-            try:
-                os.unlink(path)
-            except OSError:
-                pass   # another rank of the node was first
+class aborting_on_signals:
+    """While the job runs: SIGINT and SIGTERM end it at once, from whatever this rank
+    is doing, with one ``abort`` (status 130 or 143; rank 0 says "asyos: interrupted"
+    or "asyos: terminated").  Raising ``KeyboardInterrupt`` instead would let code
+    that catches it keep the rank going: llvmlite's callbacks while numba compiles
+    or loads a kernel print the exception and ignore it.  The previous handlers come
+    back at the end, so what follows (rank 0 writing the results, which removes its
+    temporary files on ^C) ends by raising as before.  Main thread only."""
+
+    def __init__(self, comm):
+        self.comm = comm
+
+    def __enter__(self):
+        self.previous = {signum: signal.signal(signum, self._abort)
+                         for signum in SIGNAL_CODES}
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def _abort(self, signum, frame):
+        code = SIGNAL_CODES[signum]
+        abort(self.comm, code, SIGNALLED[code] if self.comm.Get_rank() == 0 else None)
 
 
 def abort(comm, code: int, message: str | None) -> None:
@@ -340,10 +357,18 @@ def abort(comm, code: int, message: str | None) -> None:
     MPICH's Abort can return before the job is torn down; this rank must not go on
     (into a barrier that would release the other ranks to print the error again).
     """
+    try:   # a second signal must not cut this short: the Abort ends every rank
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, signal.SIG_IGN)
+    except ValueError:   # not the main thread: it cannot
+        pass
     if message is not None:
-        print(f"asyos: {message}" if code == INTERRUPTED else f"asyos: error: {message}",
-              file=sys.stderr, flush=True)
-    release_node_memory()
+        try:
+            print(f"asyos: {message}" if code in SIGNALLED else
+                  f"asyos: error: {message}", file=sys.stderr, flush=True)
+        except (OSError, RuntimeError):   # stderr gone, or a signal mid-write
+            pass
+    release_job_files()
     time.sleep(0.2)
     comm.Abort(code)
     os._exit(code)

@@ -228,6 +228,34 @@ def test_the_cli_formats_warnings_as_one_line_only_while_it_runs():
     assert warnings.formatwarning is before
 
 
+def test_sigterm_and_interrupt_end_a_command_with_one_line_and_143_or_130(capsys):
+    """``errors.Terminated`` (what ``raise_terminated`` makes of SIGTERM, under
+    mpiexec) is a KeyboardInterrupt, so it ends cleanly wherever ^C does, but the
+    front says it in its own words and status."""
+    import signal
+
+    from asyos.cli.options import guarded
+    from asyos.errors import Terminated, raise_terminated
+
+    def interrupt():
+        raise KeyboardInterrupt
+
+    def terminate():
+        raise Terminated
+
+    assert guarded(interrupt) == 130
+    assert capsys.readouterr().err == "asyos: interrupted\n"
+    assert guarded(terminate) == 143
+    assert capsys.readouterr().err == "asyos: terminated\n"
+    previous = signal.signal(signal.SIGTERM, raise_terminated)
+    try:
+        with pytest.raises(Terminated):
+            raise_terminated(signal.SIGTERM, None)
+        assert signal.getsignal(signal.SIGTERM) == signal.SIG_IGN   # once only
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("flags, said", [
     (["--simulate", "2", "--staleness", "3"], "--staleness is for --workers Q or "
      "asyos server; with --simulate Q the simulator's delay τ is --delay"),
