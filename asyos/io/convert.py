@@ -59,7 +59,13 @@ from ..streams.csc_file import (
     read_labels,
 )
 from ..streams.npy import _read_header, drop_pages
-from .formats import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES, existing, svmlight_reader
+from .formats import (
+    SVMLIGHT_SUFFIXES,
+    TEXT_SUFFIXES,
+    check_width,
+    existing,
+    svmlight_reader,
+)
 from .writable import remove, reserve, save_npy, space_checked
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
@@ -72,6 +78,11 @@ STRIDED_BYTES = 8 << 20     # rows of a C-order .npy mapped at a time
 SPARSE_BELOW = 0.1          # layout "auto": sparse when nnz / (n·p) is below this
 _SLICE = 1 << 18            # indptr entries summed, written or checked at a time
 SUFFIXES = {".npy": "dense", CSC_SUFFIX: "sparse"}
+COUNT_BYTES = 16            # the count's memory per feature: its tally (int32, or
+                            # int64 beyond 2³¹ nonzeros) and the copy a resize makes
+PARSE_WIDTH = 1 << 62       # scikit-learn's n_features while parsing: no bound
+                            # (it allocates nothing per feature); ``check_width``
+                            # bounds p, naming the line
 
 Progress = Callable[[str, "int | None", str], Callable[[int], None]]
 
@@ -320,6 +331,10 @@ class _Job:
                 lowest = low if lowest is None else min(lowest, low)
                 need = max(need, high + 1)
             if need + 1 > len(tally):
+                if self.kind == "svmlight":   # before p entries are allocated
+                    at = int(np.argmax(cols))
+                    row = n + int(np.searchsorted(rowptr, at, side="right")) - 1
+                    check_width(self.source, row, need, COUNT_BYTES)
                 tally.resize(need + 1, refcheck=False)   # zero-filled, no copy kept
             if tally.dtype == np.int32 and nnz + cols.size > INT32_MAX:
                 tally = tally.astype(np.int64)
@@ -463,7 +478,7 @@ def _svmlight_chunks(source: Path, tick) -> Iterator:
     load = svmlight_reader()
     for start, stop, offset, length in _line_spans(source):
         try:
-            X, y = load(str(source), offset=offset, length=length, n_features=1 << 30,
+            X, y = load(str(source), offset=offset, length=length, n_features=PARSE_WIDTH,
                         zero_based=True, dtype=np.float64)
         except (ValueError, OverflowError, UnicodeDecodeError) as exc:
             raise InputError(_svmlight_error(source, start, stop, load, exc)) from None
@@ -500,7 +515,7 @@ def _svmlight_error(source: Path, start: int, stop: int, load, exc) -> str:
 
     def fails(part) -> bool:
         try:
-            load(io.BytesIO(b"".join(part)), n_features=1 << 30, zero_based=True)
+            load(io.BytesIO(b"".join(part)), n_features=PARSE_WIDTH, zero_based=True)
         except (ValueError, OverflowError, UnicodeDecodeError):
             return True
         return False
