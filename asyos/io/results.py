@@ -12,8 +12,8 @@ and the JSON's atomic rename is the only commit.  An interrupted write leaves th
 previous result whole; the loader refuses arrays whose hash does not match; the
 previous run's arrays are removed once the new JSON is in place.  Both files are
 fsynced, and a temporary file never outlives a failed write; a full disk is one
-``InputError`` naming the results file (``io/writable.py``), the previous result
-whole.  A JSON whose arrays file is missing is refused, not read from its rounded
+``InputError`` naming the results file (``asyos/_files.py``), the previous result
+whole.  A JSON whose arrays file is missing is refused, not read from its own
 copy of the weights.
 """
 
