@@ -75,18 +75,21 @@ def fsync_directory(folder) -> None:
         os.close(directory)
 
 
-def replace_file(path, content, *, mode: int = 0o666, named=None,
-                 kept: str | None = None) -> None:
+def replace_file(path, content, *, mode: int = 0o666, exclusive: bool = False,
+                 named=None, kept: str | None = None) -> None:
     """Write ``content`` (bytes, or a function that writes into the binary file it
     is given) through a temporary file, fsync it, rename it over ``path`` and fsync
     the directory, so readers see the old file or the whole new one.  The temporary
     file never outlives a failure; a full disk is the ``InputError`` naming
-    ``named`` (default ``path``).  ``mode``: of a new file, before the umask."""
+    ``named`` (default ``path``).  ``mode``: of a new file, before the umask;
+    ``exclusive``: the temporary file must not exist (a secret never goes into a
+    file someone else made)."""
     path = Path(path)
     tmp = temporary_name(path)
-    try:
-        with space_checked(named or path, kept=kept):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with space_checked(named or path, kept=kept):
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT |
+                     (os.O_EXCL if exclusive else os.O_TRUNC), mode)
+        try:
             with os.fdopen(fd, "wb") as f:
                 if callable(content):
                     content(f)
@@ -95,9 +98,9 @@ def replace_file(path, content, *, mode: int = 0o666, named=None,
                 f.flush()
                 os.fsync(f.fileno())
             tmp.replace(path)
-            fsync_directory(path.parent)
-    finally:
-        tmp.unlink(missing_ok=True)
+        finally:
+            tmp.unlink(missing_ok=True)   # ours: gone once renamed, or failed
+        fsync_directory(path.parent)
 
 
 def save_npy(path, array, **options) -> None:

@@ -10,6 +10,7 @@ from numba import njit
 from ..core.compile_notice import compile_notice
 from .base import Block, FeatureStream
 
+
 SUMS = {"reassoc"}   # sums in any order (vectorised); NaN and inf kept as they are
 
 

@@ -171,7 +171,8 @@ def write_secret(path: Path) -> str:
     path.parent.chmod(0o700)
     reclaim_secrets(path.parent, path)
     token = secrets.token_hex(32)
-    replace_file(path, token.encode(), mode=0o600)   # a full disk: one line, no file
+    # a full disk: one line, no file
+    replace_file(path, token.encode(), mode=0o600, exclusive=True)
     return token
 
 
