@@ -122,3 +122,11 @@ def reserve(f, size: int) -> None:
     except OSError as exc:
         if exc.errno not in (errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL):
             raise
+
+
+def save_figure(fig, path, **options) -> None:
+    """``fig.savefig`` as ``replace_file`` writes (whole or not at all), in the
+    format the name's suffix says (PNG without one)."""
+    path = Path(path)
+    form = path.suffix.lstrip(".").lower() or "png"
+    replace_file(path, lambda f: fig.savefig(f, format=form, **options))

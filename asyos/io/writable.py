@@ -21,6 +21,7 @@ from .._files import (  # noqa: F401  (re-exported: the writers above io use the
     remove,
     replace_file,
     reserve,
+    save_figure,
     save_npy,
     space_checked,
 )

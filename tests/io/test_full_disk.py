@@ -145,3 +145,13 @@ def test_a_checkpoint_on_a_full_disk_keeps_the_previous_one(disk):
     with np.load(path) as saved:
         np.testing.assert_array_equal(saved["u"], np.arange(4.0))
 
+
+
+def test_plot_on_a_full_disk_leaves_no_half_png(disk, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "r.json"
+    made = asyos("-p", "200", "-s", "5", "--quiet", "--out", out, module="asyos.run")
+    assert made.returncode == 0, made.stderr
+    fill(disk)
+    refused(asyos("plot", out, "--out", disk / "r.png"), disk / "r.png")
+    assert left(disk) == []
