@@ -75,6 +75,17 @@ def warn_constant_selected(indices, stacklevel: int = 3) -> None:
                       "to fit without it", DegenerateWarning, stacklevel=stacklevel + 1)
 
 
+def warn_zero_labels(constant: bool = False, stacklevel: int = 3) -> None:
+    """The ``DegenerateWarning`` for labels OS sees as all zero (``constant``: a
+    constant y, all zero once centred for its intercept): every weight is then 0, and
+    which features are "selected" is arbitrary, the same words on every front."""
+    what = ("y is constant: centred for the intercept it is all zero" if constant
+            else "the labels are all zero")
+    warnings.warn(f"{what}, so every weight is 0 and the selected features mean "
+                  "nothing (are these the right labels?)", DegenerateWarning,
+                  stacklevel=stacklevel + 1)
+
+
 class PathEdgeWarning(UserWarning):
     """A path over sizes s picked its largest size: the criterion was still falling
     there, so the best size may lie beyond the path (raise ``max_features``)."""

@@ -9,7 +9,7 @@ import numpy as np
 from ..core.losses import Loss
 from ..core.validate import binary_labels, check_labels
 from ..datasets import stream_problem
-from ..errors import InputError
+from ..errors import InputError, warn_zero_labels
 from ..io.data import load_features, load_groups, load_labels
 from ..io.describe import FeatureShape, describe_features
 from ..io.results import check_finite, write_result
@@ -42,7 +42,10 @@ def map_labels(y, loss: Loss, n_samples: int) -> tuple[np.ndarray, list | None]:
     (``asyos server``, rank 0 under mpiexec) have no library entry below them that
     would; ``fit_os`` checks again, as every public entry does (O(n))."""
     if not loss.is_classification:
-        return check_labels(y, loss, n_samples), None
+        y = check_labels(y, loss, n_samples)
+        if not np.any(y):   # a valid fit, all of whose weights are 0: said, not silent
+            warn_zero_labels()
+        return y, None
     classes, y = binary_labels(y, n_samples)
     return y, [plain_label(c) for c in classes.tolist()]
 

@@ -10,7 +10,6 @@ selects.
 """
 
 import argparse
-import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -19,8 +18,8 @@ import numpy as np
 
 from ..datasets import stream_problem
 from ..errors import InputError
-from ..io.convert import convert
-from ..io.writable import writable
+from ..io.convert import _write_dense, convert
+from ..io.writable import remove, replace_file, save_npy, writable
 
 FORMATS = {".npy": "npy", ".csc": "csc", ".csv": "csv", ".svm": "svmlight",
            ".svmlight": "svmlight", ".libsvm": "svmlight"}
@@ -72,10 +71,15 @@ def run_make(args) -> dict:
         _write_npy_or_csc(stream, data, kind, args.force)
     else:
         _write_text(stream, y, data, kind)
-    if args.labels is not None:
-        np.save(args.labels, y)
-    if args.support is not None:
-        np.save(args.support, np.sort(problem.support))
+    try:   # a failure (a full disk) leaves none of the files: they go together
+        if args.labels is not None:
+            save_npy(args.labels, y)
+        if args.support is not None:
+            save_npy(args.support, np.sort(problem.support))
+    except BaseException:
+        for path in outputs:
+            remove(path)
+        raise
     names = [str(path) for path in outputs]
     written = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1
                            else names)
@@ -86,22 +90,32 @@ def run_make(args) -> dict:
 
 
 def _write_npy_or_csc(stream, data: Path, kind: str, force: bool) -> None:
-    """The columns into a feature-major .npy (one block of columns at a time); a .csc
-    is converted from it."""
-    target = data if kind == "npy" else \
-        Path(tempfile.mkdtemp(dir=data.parent)) / "X.npy"
-    X = np.lib.format.open_memmap(target, mode="w+", dtype=np.float64,
-                                  shape=(stream.n_samples, stream.n_features),
-                                  fortran_order=True)
-    for index, block in stream.blocks():
-        X[:, index] = block.T
-    X.flush()
-    del X
-    if kind == "csc":
-        try:
+    """The columns into a feature-major .npy, written in order a block of columns at
+    a time under a temporary name with its space allocated first (never through a
+    memory map of a sparse file, whose stores on a full disk are a SIGBUS:
+    io/writable.py); a .csc is converted from it, in a temporary folder removed
+    whatever happens."""
+    folder = None if kind == "npy" else Path(tempfile.mkdtemp(dir=data.parent))
+    try:
+        target = data if folder is None else folder / "X.npy"
+        _write_dense(_in_order(stream), stream.n_samples, stream.n_features, target,
+                     np.dtype(np.float64), data, named=data)
+        if folder is not None:
             convert(str(target), str(data), layout="sparse", replace=force)
-        finally:
-            shutil.rmtree(target.parent)
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def _in_order(stream):
+    """(first, (k, n) block) of the stream's columns, which come in index order."""
+    at = 0
+    for index, block in stream.blocks():
+        if index.size and not (index[0] == at and
+                               np.array_equal(index, np.arange(at, at + index.size))):
+            raise RuntimeError("the synthetic stream's blocks are out of order")
+        yield at, block
+        at += index.size
 
 
 def _write_text(stream, y: np.ndarray, data: Path, kind: str) -> None:
@@ -109,13 +123,14 @@ def _write_text(stream, y: np.ndarray, data: Path, kind: str) -> None:
     one-based index:value pairs).  Rows need every column: X is held whole (n·p),
     which text files of a size worth writing allow."""
     X = stream.columns(np.arange(stream.n_features)).T
-    tmp = data.with_name(data.name + f".{os.getpid()}.tmp")
-    with open(tmp, "w") as out:
+
+    def rows(out) -> None:
         for label, row in zip(y, X):
             if kind == "csv":
-                out.write(",".join([f"{label:.17g}"] + [f"{v:.17g}" for v in row])
-                          + "\n")
+                line = ",".join([f"{label:.17g}"] + [f"{v:.17g}" for v in row])
             else:
-                pairs = " ".join(f"{j + 1}:{row[j]:.17g}" for j in np.flatnonzero(row))
-                out.write(f"{label:.17g} {pairs}\n")
-    os.replace(tmp, data)
+                line = f"{label:.17g} " + " ".join(f"{j + 1}:{row[j]:.17g}"
+                                                   for j in np.flatnonzero(row))
+            out.write((line + "\n").encode())
+
+    replace_file(data, rows)

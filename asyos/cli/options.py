@@ -14,6 +14,7 @@ from ..core.losses import Loss
 from ..core.validate import check_at_least
 from ..errors import InputError, PartialRun, Terminated
 from ..io.config import config_arguments
+from ..io.writable import out_of_space
 from ..solvers.asy import BUDGETS, PIPELINE, STALENESS_PER_PEER
 from ..transport.base import NodeShare, WorkerFailed
 
@@ -199,6 +200,14 @@ def guarded(action) -> int:
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except OSError as exc:
+        if not out_of_space(exc):
+            raise
+        # a writer that did not name its file (each one should, io/writable.py)
+        where = f"cannot write {exc.filename}: " if exc.filename else ""
+        print(f"asyos: error: {where}no space left on device ({exc.strerror})",
+              file=sys.stderr)
+        return 2
     return 0
 
 

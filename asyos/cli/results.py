@@ -19,6 +19,7 @@ import numpy as np
 from ..errors import InputError
 from ..experiments.plot import pyplot
 from ..io.results import load_result
+from ..io.writable import save_figure
 from ..solvers.result import FitResult
 from .report import kept_at_the_end, label_mapping, size_path_line, step_size_text
 
@@ -191,7 +192,7 @@ def run_plot(args) -> Path:
     out = Path(args.out) if args.out else Path(args.results).with_suffix(".png")
     plt = pyplot()
     fig = plot_figure(plt, result)
-    fig.savefig(out, dpi=args.dpi)
+    save_figure(fig, out, dpi=args.dpi)   # a full disk: one line, no half PNG
     plt.close(fig)
     print(f"wrote {out}")
     if result.context.get("size_path"):
@@ -228,7 +229,7 @@ def plot_size_path(plt, result: FitResult, out: Path, dpi: int) -> Path:
         ax.grid(alpha=0.3)
     fig.suptitle(_title(result))
     fig.tight_layout()
-    fig.savefig(out, dpi=dpi)
+    save_figure(fig, out, dpi=dpi)
     plt.close(fig)
     return out
 

@@ -61,7 +61,7 @@ from ..core.kept_set import RULES, check_ridge, resolve_epochs, resolve_rule
 from ..core.losses import Loss, loss_grad, loss_value
 from ..core.sweep import sweep_size
 from ..core.validate import binary_labels, check_at_least, check_choice
-from ..errors import InputError
+from ..errors import InputError, warn_zero_labels
 from ..io.data import load_features, load_labels
 from ..solvers.asy import BUDGETS
 from ..solvers.path import CRITERIA as PATH_CRITERIA
@@ -437,6 +437,8 @@ class _OnlineSubstitution(BaseEstimator):
         y = np.asarray(y, dtype=np.float64)
         if not np.all(np.isfinite(y)):
             raise InputError("y contains NaN or inf")
+        if not np.any(y) or (self.fit_intercept and y.size and np.all(y == y[0])):
+            warn_zero_labels(constant=bool(np.any(y)))   # every weight is 0
         self._fit_problems(stream, [y], loss)
 
     def _decision(self, X) -> np.ndarray:

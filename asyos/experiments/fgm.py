@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..fgm.cutting_plane import check_fgm, fgm
+from ..io.writable import save_figure
 from ..solvers.sequential import fit_os
 from ..streams import InteractionStream
 from . import plot
@@ -173,7 +174,7 @@ def unit_poly(*, dataset: str, rep: int, seed: int, ks: list) -> list:
 def _save(fig, plt, path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)   # whole or not at all
     plt.close(fig)
     return path
 

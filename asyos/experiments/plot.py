@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from ..errors import InputError
+from ..io.writable import save_figure
 from .runner import ERROR_COLUMN
 
 __all__ = ["plot_curves", "plot_histograms", "plot_speedup", "METRIC_LABELS"]
@@ -193,6 +194,6 @@ def plot_speedup(path: Path, tasks: dict, *, title: str) -> Path:
 def _save(fig, plt, path: Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)   # whole or not at all
     plt.close(fig)
     return path

@@ -11,6 +11,7 @@ pool when ``jobs > 1``, under one tqdm bar; ``write_csv`` writes the rows and
 from __future__ import annotations
 
 import csv
+import io
 import math
 import multiprocessing
 import sys
@@ -21,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from ..io.writable import replace_file
 
 __all__ = ["Unit", "run_units", "write_csv", "summarize", "format_table",
            "problem_seed", "single_threaded_blas", "ERROR_COLUMN", "BLAS_ENV"]
@@ -109,11 +111,12 @@ def write_csv(path: Path, rows: Sequence[dict]) -> Path:
         columns.extend(key for key in row if key not in columns)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=columns, restval="")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({k: _cell(v) for k, v in row.items()})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns, restval="")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _cell(v) for k, v in row.items()})
+    replace_file(path, text.getvalue().encode())   # whole or not at all
     return path
 
 

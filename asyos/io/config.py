@@ -41,6 +41,9 @@ def load_toml(path) -> dict:
         raise InputError(f"--config {path}: cannot read it ({exc.strerror})") from None
     except tomllib.TOMLDecodeError as exc:
         raise InputError(f"--config {path}: not valid TOML ({exc})") from None
+    except UnicodeDecodeError as exc:   # TOML is UTF-8 text; tomllib says nothing else
+        raise InputError(f"--config {path}: not a TOML file: byte {exc.start} is not "
+                         "UTF-8 text (a binary file?)") from None
 
 
 def _flags(parser: argparse.ArgumentParser) -> dict[str, argparse.Action]:

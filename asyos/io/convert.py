@@ -59,7 +59,14 @@ from ..streams.csc_file import (
     read_labels,
 )
 from ..streams.npy import _read_header, drop_pages
-from .formats import SVMLIGHT_SUFFIXES, TEXT_SUFFIXES, existing, svmlight_reader
+from .formats import (
+    SVMLIGHT_SUFFIXES,
+    TEXT_SUFFIXES,
+    check_width,
+    existing,
+    svmlight_reader,
+)
+from .writable import remove, reserve, save_npy, space_checked
 
 DTYPES = {"float64": np.float64, "float32": np.float32}
 LAYOUTS = ("auto", "dense", "sparse")
@@ -71,6 +78,11 @@ STRIDED_BYTES = 8 << 20     # rows of a C-order .npy mapped at a time
 SPARSE_BELOW = 0.1          # layout "auto": sparse when nnz / (n·p) is below this
 _SLICE = 1 << 18            # indptr entries summed, written or checked at a time
 SUFFIXES = {".npy": "dense", CSC_SUFFIX: "sparse"}
+COUNT_BYTES = 16            # the count's memory per feature: its tally (int32, or
+                            # int64 beyond 2³¹ nonzeros) and the copy a resize makes
+PARSE_WIDTH = 1 << 62       # scikit-learn's n_features while parsing: no bound
+                            # (it allocates nothing per feature); ``check_width``
+                            # bounds p, naming the line
 
 Progress = Callable[[str, "int | None", str], Callable[[int], None]]
 
@@ -117,7 +129,8 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
     job.labels_beside = labels_out is None and (kind in ("svmlight", "csc") or
                                                 label_column is not None)
     try:
-        info = job.run(output, chosen)
+        with space_checked(output):   # a full disk: what it wrote is removed
+            info = job.run(output, chosen)
     except OSError as exc:
         raise InputError(f"converting {source} to {output} failed: {exc}") from None
     labels = job.labels
@@ -126,7 +139,11 @@ def convert(source, output, *, dtype="float64", layout="auto", labels_out=None,
         written = Path(info["output"])
         labels_out = written.with_name(written.stem + ".labels.npy")
     if labels is not None and labels_out is not None:
-        np.save(labels_out, labels)
+        try:
+            save_npy(labels_out, labels)
+        except BaseException:   # the command failed: its output goes with it
+            remove(info["output"])
+            raise
     return {**info, "dtype": dtype,
             "labels": None if labels is None or labels_out is None else str(labels_out)}
 
@@ -314,6 +331,10 @@ class _Job:
                 lowest = low if lowest is None else min(lowest, low)
                 need = max(need, high + 1)
             if need + 1 > len(tally):
+                if self.kind == "svmlight":   # before p entries are allocated
+                    at = int(np.argmax(cols))
+                    row = n + int(np.searchsorted(rowptr, at, side="right")) - 1
+                    check_width(self.source, row, need, COUNT_BYTES)
                 tally.resize(need + 1, refcheck=False)   # zero-filled, no copy kept
             if tally.dtype == np.int32 and nnz + cols.size > INT32_MAX:
                 tally = tally.astype(np.int64)
@@ -457,7 +478,7 @@ def _svmlight_chunks(source: Path, tick) -> Iterator:
     load = svmlight_reader()
     for start, stop, offset, length in _line_spans(source):
         try:
-            X, y = load(str(source), offset=offset, length=length, n_features=1 << 30,
+            X, y = load(str(source), offset=offset, length=length, n_features=PARSE_WIDTH,
                         zero_based=True, dtype=np.float64)
         except (ValueError, OverflowError, UnicodeDecodeError) as exc:
             raise InputError(_svmlight_error(source, start, stop, load, exc)) from None
@@ -494,7 +515,7 @@ def _svmlight_error(source: Path, start: int, stop: int, load, exc) -> str:
 
     def fails(part) -> bool:
         try:
-            load(io.BytesIO(b"".join(part)), n_features=1 << 30, zero_based=True)
+            load(io.BytesIO(b"".join(part)), n_features=PARSE_WIDTH, zero_based=True)
         except (ValueError, OverflowError, UnicodeDecodeError):
             return True
         return False
@@ -588,15 +609,18 @@ def _check_finite(source, first: int, block: np.ndarray) -> None:
 # -- writers ------------------------------------------------------------------------
 
 def _write_dense(blocks, n: int, p: int, output: Path, dtype: np.dtype,
-                 source) -> tuple[int, int]:
+                 source, named=None) -> tuple[int, int]:
     """Append the column blocks to a Fortran-order (n, p) ``.npy`` at ``output``
-    (under a temporary name until the last one)."""
+    (under a temporary name until the last one); a full disk is the InputError
+    naming ``named`` (default ``output``)."""
     tmp = output.with_name(output.name + ".tmp")
     try:
-        with open(tmp, "wb") as out:
+        with space_checked(named or output), open(tmp, "wb") as out:
             npy_format.write_array_header_2_0(
                 out, {"descr": npy_format.dtype_to_descr(dtype), "fortran_order": True,
                       "shape": (n, p)})
+            # the whole file's blocks first: a full disk is found before any work
+            reserve(out, out.tell() + n * p * dtype.itemsize)
             for first, block in blocks:
                 _check_finite(source, first, block)
                 out.write(np.ascontiguousarray(block, dtype=dtype).tobytes())
@@ -667,6 +691,9 @@ class _Output:
                     "shape": (length,)})
             self.offset, self.item = f.tell(), dtype.itemsize
             f.truncate(self.offset + length * dtype.itemsize)
+            # blocks allocated now: a store into a map of holes on a full disk is
+            # a SIGBUS (io/writable.py), an allocation that fails is an ENOSPC
+            reserve(f, self.offset + length * dtype.itemsize)
             self.mm = mmap.mmap(f.fileno(), 0) if length else None
         self.array = np.frombuffer(self.mm, dtype, count=length, offset=self.offset) \
             if length else np.zeros(0, dtype)
@@ -738,6 +765,13 @@ class _CSCWriter:
     def __enter__(self) -> _CSCWriter:
         shutil.rmtree(self.temporary, ignore_errors=True)
         self.temporary.mkdir()
+        try:
+            return self._start()
+        except BaseException:   # ``__exit__`` runs only once ``__enter__`` returned
+            self._discard()
+            raise
+
+    def _start(self) -> _CSCWriter:
         count = self.count
         index_dtype = np.dtype(np.int32 if count.n <= INT32_MAX else np.int64)
         # segments of columns holding about segment_bytes of output each
@@ -806,7 +840,7 @@ class _CSCWriter:
             f.close(flush=True)
         count = self.count
         if self.labels is not None:
-            np.save(self.temporary / "labels.npy", self.labels)
+            np.save(self.temporary / "labels.npy", self.labels, allow_pickle=False)
         (self.temporary / "meta.json").write_text(json.dumps(
             csc_meta(count.n, count.p, count.nnz, self.dtype)))
         install(self.temporary, self.output)

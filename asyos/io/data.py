@@ -34,6 +34,7 @@ from .formats import (
     HDF5_SUFFIXES,
     SVMLIGHT_SUFFIXES,
     TEXT_SUFFIXES,
+    check_width,
     existing,
     svmlight_reader,
 )
@@ -74,12 +75,21 @@ def _label_column(table: np.ndarray, column: int, path) -> tuple[np.ndarray, np.
     return np.delete(table, column, axis=1), table[:, column]
 
 
+# the memory per feature of a loaded svmlight file and a run on it: the CSC copy's
+# indptr (int64) and the run's per-feature arrays (its order, statistics, scores)
+LOADED_BYTES = 32
+
+
 def _load_svmlight(path: Path):
     load_svmlight_file = svmlight_reader()
     try:
-        X, y = load_svmlight_file(str(path), dtype=np.float64)
+        X, y = load_svmlight_file(str(path), dtype=np.float64)   # O(nnz), rows
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: cannot read as svmlight ({exc})") from None
+    if X.nnz:   # its width, checked before the CSC copy allocates p entries
+        at = int(np.argmax(X.indices))
+        row = int(np.searchsorted(X.indptr, at, side="right")) - 1
+        check_width(path, row, X.shape[1], LOADED_BYTES)
     return X, np.asarray(y, dtype=np.float64)
 
 

@@ -11,14 +11,16 @@ The two files are one unit: the ``.npz`` is named by the hash of its content
 and the JSON's atomic rename is the only commit.  An interrupted write leaves the
 previous result whole; the loader refuses arrays whose hash does not match; the
 previous run's arrays are removed once the new JSON is in place.  Both files are
-fsynced, and a temporary file never outlives a failed write.
+fsynced, and a temporary file never outlives a failed write; a full disk is one
+``InputError`` naming the results file (``asyos/_files.py``), the previous result
+whole.  A JSON whose arrays file is missing is refused, not read from its own
+copy of the weights.
 """
 
 import hashlib
 import io
 import json
 import math
-import os
 import platform
 from pathlib import Path
 
@@ -27,7 +29,7 @@ import numpy as np
 from .._version import __version__
 from ..errors import InputError
 from ..solvers.result import FitResult
-from .writable import alive, writable
+from .writable import alive, replace_file, writable
 
 SCHEMA_VERSION = 2   # 2: weights also in an .npz beside the JSON ("arrays")
 
@@ -101,25 +103,6 @@ def _arrays(result: FitResult) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _replace(path: Path, data: bytes) -> None:
-    """Write ``data`` through a temporary file, fsync it, rename it over ``path`` and
-    fsync the directory, so readers see the old file or the whole new one."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
-
-
 def check_finite(result: FitResult) -> None:
     """A diverged run is an error, never a result with NaN in it."""
     values = [result.objective, *result.objective_per_epoch]
@@ -146,9 +129,12 @@ def write_result(path, result: FitResult) -> None:
                 "arrays": npz.name, "arrays_sha256": digest,
                 "versions": package_versions()}
     text = json.dumps(document, indent=1, default=_plain, allow_nan=False).encode()
-    _replace(npz, arrays)
+    # a full disk: one line naming the results file, the previous result whole
+    kept = ("nothing written (the previous result there is kept whole)"
+            if previous is not None else "nothing written")
+    replace_file(npz, arrays, named=path, kept=kept)
     try:
-        _replace(path, text)
+        replace_file(path, text, kept=kept)
     except BaseException:   # interrupted: the previous result stays whole, alone
         if npz != previous:
             npz.unlink(missing_ok=True)
@@ -213,14 +199,16 @@ def load_result(path) -> FitResult:
     selected = weights = None
     if version >= 2 and document.get("arrays"):
         npz = path.with_name(str(document["arrays"]))
-        if npz.is_file():   # exact floats; the JSON copy is the fallback
-            data = npz.read_bytes()
-            digest = document.get("arrays_sha256")
-            if digest is not None and hashlib.sha256(data).hexdigest() != digest:
-                raise InputError(f"{npz} does not belong to {path} (its hash differs "
-                                 "from the one the results record)")
-            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
-                selected, weights = arrays["selected"], arrays["weights"]
+        if not npz.is_file():   # the two are one unit: half of one is not a result
+            raise InputError(f"{path}: its arrays file {npz} is missing (a results "
+                             "JSON and the .npz it names are copied together)")
+        data = npz.read_bytes()   # exact floats
+        digest = document.get("arrays_sha256")
+        if digest is not None and hashlib.sha256(data).hexdigest() != digest:
+            raise InputError(f"{npz} does not belong to {path} (its hash differs "
+                             "from the one the results record)")
+        with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+            selected, weights = arrays["selected"], arrays["weights"]
     try:
         result = FitResult.from_document(document, selected, weights, path=path,
                                          schema_version=int(version))

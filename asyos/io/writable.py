@@ -2,11 +2,29 @@
 (``os.access`` answers yes to root on read-only mounts and pseudo-filesystems such as
 /proc and /sys, and a run would then fail only when it writes, after all its work),
 and whether the process that named a file after itself is still alive (what a
-SIGKILLed run left can then be reclaimed)."""
+SIGKILLed run left can then be reclaimed).
+
+What every writer of asyos shares about a full disk lives one layer down, in
+``asyos/_files.py``, because the transports (checkpoints, keys, run secrets) and the
+streams (``.csc`` directories) write files too; it is re-exported here for the
+fronts.
+"""
 
 import os
 import tempfile
 from pathlib import Path
+
+from .._files import (  # noqa: F401  (re-exported: the writers above io use them)
+    NO_SPACE,
+    no_space_error,
+    out_of_space,
+    remove,
+    replace_file,
+    reserve,
+    save_figure,
+    save_npy,
+    space_checked,
+)
 
 
 def writable(folder: Path, make: bool = False) -> bool:

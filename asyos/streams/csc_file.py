@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import space_checked
 from ..errors import InputError
 from .array import check_design_shape
 from .npy import _read_header, open_sized, read_exactly
@@ -100,19 +101,25 @@ def save_csc(path, X, y=None, *, dtype="float64") -> Path:
     temporary = final.with_name(f"{final.name}.tmp-{os.getpid()}")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir()
-    try:
-        np.save(temporary / "indptr.npy", X.indptr.astype(np.int64))
-        np.save(temporary / "indices.npy",
-                X.indices.astype(np.int32 if n < 2**31 else np.int64))
-        np.save(temporary / "data.npy", X.data)
-        if y is not None:
-            np.save(temporary / "labels.npy", np.asarray(y))
-        (temporary / "meta.json").write_text(json.dumps(csc_meta(n, p, X.nnz, dtype)))
+    try:   # a full disk: one line naming the directory, the folder removed
+        with space_checked(final, temporary):
+            _write_arrays(temporary, X, y, n, p, dtype)
         install(temporary, final)
     except BaseException:
         shutil.rmtree(temporary, ignore_errors=True)
         raise
     return final
+
+
+def _write_arrays(temporary: Path, X, y, n: int, p: int, dtype) -> None:
+    """The arrays and meta.json of a ``.csc`` directory into ``temporary``."""
+    np.save(temporary / "indptr.npy", X.indptr.astype(np.int64))
+    np.save(temporary / "indices.npy",
+            X.indices.astype(np.int32 if n < 2**31 else np.int64))
+    np.save(temporary / "data.npy", X.data)
+    if y is not None:
+        np.save(temporary / "labels.npy", np.asarray(y))
+    (temporary / "meta.json").write_text(json.dumps(csc_meta(n, p, X.nnz, dtype)))
 
 
 def _meta(path: Path) -> dict:

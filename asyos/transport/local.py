@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .._files import reserve, space_checked
 from ..core.validate import check_at_least, check_labels
 from ..errors import InputError, PartialRun
 from ..solvers.asy import AsyConfig
@@ -32,14 +33,21 @@ LOOPBACK = "tcp://127.0.0.1:*"   # any free port
 
 
 def spool(stream: FeatureStream, path: Path) -> None:
-    """Write every column of ``stream`` into a Fortran-order (n, p) ``.npy``."""
-    out = np.lib.format.open_memmap(path, mode="w+", dtype=stream.dtype,
-                                    shape=(stream.n_samples, stream.n_features),
-                                    fortran_order=True)
-    for index, block in stream.blocks(0):
-        out[:, index] = block.T
-    out.flush()
-    del out
+    """Write every column of ``stream`` into a Fortran-order (n, p) ``.npy``, its
+    blocks allocated before it is mapped (``_files.reserve``: a full disk is then
+    one line, not a SIGBUS), the file removed if it cannot be written whole."""
+    shape = (stream.n_samples, stream.n_features)
+    with space_checked(path, path):
+        with open(path, "wb") as f:
+            np.lib.format.write_array_header_1_0(
+                f, {"descr": np.lib.format.dtype_to_descr(stream.dtype),
+                    "fortran_order": True, "shape": shape})
+            reserve(f, f.tell() + shape[0] * shape[1] * stream.dtype.itemsize)
+        out = np.lib.format.open_memmap(path, mode="r+")
+        for index, block in stream.blocks(0):
+            out[:, index] = block.T
+        out.flush()
+        del out
 
 
 class _Workers:

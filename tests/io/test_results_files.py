@@ -43,14 +43,14 @@ def test_an_interrupted_write_leaves_the_previous_result_whole(tmp_path, monkeyp
     out = tmp_path / "r.json"
     write_result(out, _result([1.0, 2.0]))
     before = sorted(p.name for p in tmp_path.iterdir())
-    real = results._replace
+    real = results.replace_file
 
-    def interrupted(path, data):
+    def interrupted(path, data, **options):
         if path.suffix == ".json":
             raise KeyboardInterrupt   # SIGINT between the arrays and the JSON
-        real(path, data)
+        real(path, data, **options)
 
-    monkeypatch.setattr(results, "_replace", interrupted)
+    monkeypatch.setattr(results, "replace_file", interrupted)
     with pytest.raises(KeyboardInterrupt):
         write_result(out, _result([7.0, 8.0, 9.0]))
     assert sorted(p.name for p in tmp_path.iterdir()) == before   # nothing left over

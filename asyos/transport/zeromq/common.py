@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ..._files import replace_file, space_checked
 from ...errors import InputError
 from .. import wire
 
@@ -176,11 +177,8 @@ def write_secret(path: Path) -> str:
     path.parent.chmod(0o700)
     reclaim_secrets(path.parent, path)
     token = secrets.token_hex(32)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token)
-    os.replace(tmp, path)
+    # a full disk: one line, no file
+    replace_file(path, token.encode(), mode=0o600, exclusive=True)
     return token
 
 
@@ -244,11 +242,22 @@ def make_keys(directory, force: bool = False, workers: int | None = None) -> Pat
         shown = ", ".join(existing[:4]) + (", ..." if len(existing) > 4 else "")
         raise InputError(f"{directory} already holds keys ({shown}); give --force to "
                          "replace them")
-    (directory / "clients").mkdir(parents=True, exist_ok=True)
-    private = Path(tempfile.mkdtemp(prefix=".keys-", dir=directory))   # mode 0700
+    made = [folder for folder in (directory, directory / "clients")
+            if not folder.exists()]   # removed again if no key can be written
+    with space_checked(directory, *made[:1],
+                       kept="no key written (keys there before are kept)"):
+        (directory / "clients").mkdir(parents=True, exist_ok=True)
+        private = Path(tempfile.mkdtemp(prefix=".keys-", dir=directory))   # 0700
+        try:
+            for name in ("server", *clients):
+                zmq.auth.create_certificates(private, name)
+        except BaseException:
+            shutil.rmtree(private, ignore_errors=True)
+            for folder in reversed(made):
+                if folder.is_dir() and not any(folder.iterdir()):
+                    folder.rmdir()
+            raise
     try:
-        for name in ("server", *clients):
-            zmq.auth.create_certificates(private, name)
         for secret in private.glob("*.key_secret"):
             secret.chmod(0o600)
         for name in existing:   # --force: no key of the old set stays valid

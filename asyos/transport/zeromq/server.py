@@ -1,6 +1,5 @@
 """The Asy-OS server over ZeroMQ: a ROUTER socket in front of a ``Session``."""
 
-import os
 import signal
 import time
 import zipfile
@@ -9,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import zmq
 
+from ..._files import replace_file
 from ...errors import InputError
 from ...solvers.asy import AsyConfig
 from ...solvers.result import FitResult
@@ -156,15 +156,10 @@ class ZmqServer:
         arrays = self.session.snapshot()
         if self.checkpoint_path is None or arrays is None:
             return
-        path = self.checkpoint_path
-        tmp = path.with_name(path.name + ".tmp")
-        # 0600: the checkpoint holds the labels (the run id in it admits nobody)
-        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-                       "wb") as f:
-            np.savez(f, **arrays)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        # 0600: the checkpoint holds the labels (the run id in it admits nobody); a
+        # full disk ends the run with one line, the previous checkpoint whole
+        replace_file(self.checkpoint_path, lambda f: np.savez(f, **arrays), mode=0o600,
+                     kept="the previous checkpoint there is kept whole")
 
     # -- the socket --------------------------------------------------------------------
     def _flush(self) -> None:
