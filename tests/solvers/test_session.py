@@ -65,13 +65,30 @@ def test_the_run_starts_when_every_shard_is_here_and_configures_each_once():
     assert all(out.run_id == session.run_id and out.tag for out in configs.values())
 
 
-def test_other_data_are_refused_with_the_reason():
-    session = _session()
+def test_other_data_wait_for_a_majority_and_are_then_refused_with_the_reason():
+    """Each shard's latest HELLO is one voice: two shards on two data refuse nobody
+    (a worker on the wrong file, gone, kept the right ones out for good), the
+    session says so; of three, the one the other two outvote is refused."""
+    said = []
+    session = _session(warn=lambda text, *args: said.append(text % args))
     session.receive(b"peer0", _envelope(_hello(0), 0), 0.0)
-    other = msg.Hello(2, P // 2, N, 1.0, np.zeros(0, np.int64), P + 2, SECRET)
+    other = msg.Hello(2, (P + 2) // 2, N, 1.0, np.zeros(0, np.int64), P + 2, SECRET)
     session.receive(b"peer1", _envelope(other, 1), 0.0)
+    assert session.take() == [] and not session.server.started
+    assert any("shard 0: p = 10; shard 1: p = 12" in text for text in said)
+    session.receive(b"peer1b", _envelope(_hello(1), 1), 0.0)   # the right data
+    assert session.server.started and session.data_features == P
+    config = AsyConfig.build(3, 3, epochs=1, staleness=4, window=1, batch=1)
+    session = Session(np.linspace(-1, 1, N), config, secret=SECRET,
+                      timeouts=Timeouts())
+    liar = msg.Hello(3, 4, N, 1.0, np.zeros(0, np.int64), P + 2, SECRET)
+    session.receive(b"liar", _envelope(liar, 0), 0.0)
+    for t in (1, 2):
+        session.receive(f"peer{t}".encode(), _envelope(
+            msg.Hello(3, len(range(t, P, 3)), N, 1.0, np.zeros(0, np.int64), P,
+                      SECRET), t), 0.0)
     [out] = session.take()
-    assert isinstance(out.message, msg.Refuse)
+    assert isinstance(out.message, msg.Refuse) and out.identity == b"liar"
     assert "p = 12 features, the other workers 10" in out.message.reason
 
 
