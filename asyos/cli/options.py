@@ -9,6 +9,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 
+from .. import _signals
 from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
 from ..core.validate import check_at_least
@@ -173,7 +174,8 @@ def one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 def guarded(action) -> int:
     """Run ``action``; bad input → one line on stderr and exit status 2; a run that
-    lost shards → one line and status 3.  Warnings show as one line too."""
+    lost shards → one line and status 3; ^C → one line and status 130 (the process
+    ends here: ``_signals.leave``).  Warnings show as one line too."""
     try:
         with one_line_warnings():
             action()
@@ -190,12 +192,19 @@ def guarded(action) -> int:
         print(f"asyos: error: not enough memory for this problem ({exc})",
               file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("asyos: interrupted", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:   # one line, then the end (``_signals.leave``)
+        _signals.taken()
+        _signals.say_interrupted()
+        return _signals.leave(_signals.INTERRUPTED)
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
+    except Exception:
+        if not _signals.interrupting():
+            raise
+        _signals.taken()   # an error the interrupt caused (``interrupting``)
+        _signals.say_interrupted()
+        return _signals.leave(_signals.INTERRUPTED)
     return 0
 
 

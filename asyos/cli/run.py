@@ -11,6 +11,7 @@ needs to make y.
 import argparse
 import logging
 
+from .. import _signals
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..core.sweep import sweep_rounds, sweep_size
@@ -236,6 +237,7 @@ def run_mpi(args) -> FitResult | None:
         # ^C reaches every rank.  Ranks that exit on their own race mpiexec, which
         # kills the slower ones (the job's status is then 9) before MPI_Finalize
         # removes MPICH's files: one MPI_Abort ends the job with 130, rank 0 says so
+        _signals.taken()
         rank = MPI.COMM_WORLD.Get_rank()
         transport.abort(MPI.COMM_WORLD, transport.INTERRUPTED,
                         "interrupted" if rank == 0 else None)
