@@ -7,9 +7,12 @@ status 130 and the one line "asyos: interrupted", and leave no process and nothi
 each; docs/reliability.md)."""
 
 import random
+import signal
 
 import pytest
 from interrupts import interrupt
+
+from asyos import _signals
 
 
 def _failures(outcomes) -> str:
@@ -36,3 +39,32 @@ def test_sigint_at_any_moment_of_the_first_five_seconds_ends_the_run(context):
     outcomes = [interrupt(context, delay) for delay in delays]
     outcomes += [interrupt(context, 0.0, at_fork=True) for _ in range(2)]
     assert all(o.holds for o in outcomes), _failures(outcomes)
+
+
+@pytest.mark.parametrize("argv, script, command", [
+    (["python", "-m", "asyos.run", "--workers", "2"], "-m", True),
+    (["python", "-X", "importtime", "-masyos"], "-m", True),
+    (["python", "-m", "mpi4py", "-m", "asyos.run"], "-m", True),
+    (["python", "/venv/bin/asyos", "run"], "/venv/bin/asyos", True),   # the script
+    (["python", "-m", "pytest", "-m", "asyos.run"], "-m", False),
+    (["python", "-m", "mpi4py", "-m", "pytest", "tests/mpi"], "-m", False),
+    (["python", "-c", "import asyos"], "-c", False),
+    (["python", "fit.py"], "fit.py", False),
+])
+def test_only_asyos_commands_take_over_sigint(argv, script, command, monkeypatch):
+    """A library user's process keeps its own SIGINT disposition."""
+    monkeypatch.setattr("sys.argv", [script, *argv[2:]])
+    assert _signals.is_command(argv) is command
+
+
+def test_a_signal_inside_held_is_delivered_at_its_end():
+    """``held``: SIGINT raised inside is neither raised there nor lost, but raised
+    as the region ends (as after a fork: the new worker registered first)."""
+    done = []
+    with pytest.raises(KeyboardInterrupt):
+        with _signals.held():
+            signal.raise_signal(signal.SIGINT)
+            done.append("the region ran to its end")
+    assert done == ["the region ran to its end"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert not signal.pthread_sigmask(signal.SIG_BLOCK, []) & set(_signals.HELD)
