@@ -1,15 +1,20 @@
 """asyos: Online Substitution feature selection in O(n·s) memory."""
 
-from importlib import import_module
+from . import _signals
+
+if _signals.is_command():   # before anything slow: ^C interrupts from here on
+    _signals.at_entry()
+
+from importlib import import_module  # noqa: E402
 
 # first: numba fixes a kernel's cache folder when it decorates it
-from . import _kernel_cache  # noqa: F401
-from ._version import PROTOCOL_VERSION, __version__
-from .core.losses import Loss
-from .core.projection import bilevel_projection
-from .errors import AsyosError, InputError
-from .solvers.result import FitResult
-from .solvers.sequential import fit_os
+from . import _kernel_cache  # noqa: E402, F401
+from ._version import PROTOCOL_VERSION, __version__  # noqa: E402
+from .core.losses import Loss  # noqa: E402
+from .core.projection import bilevel_projection  # noqa: E402
+from .errors import AsyosError, InputError  # noqa: E402
+from .solvers.result import FitResult  # noqa: E402
+from .solvers.sequential import fit_os  # noqa: E402
 
 # Public names whose modules need an optional extra (scikit-learn) or are heavy to
 # import: loaded on first use, so ``import asyos`` stays lean.

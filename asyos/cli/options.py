@@ -9,6 +9,7 @@ import sys
 import warnings
 from contextlib import contextmanager
 
+from .. import _signals
 from ..core.kept_set import ASY_FITTED_EPOCHS, FITTED_EPOCHS, PAPER_EPOCHS, RULES
 from ..core.losses import Loss
 from ..core.validate import check_at_least
@@ -174,7 +175,8 @@ def one_line_warning(message, category, filename, lineno, line=None) -> str:
 
 def guarded(action) -> int:
     """Run ``action``; bad input → one line on stderr and exit status 2; a run that
-    lost shards → one line and status 3.  Warnings show as one line too."""
+    lost shards → one line and status 3; ^C → one line and status 130 (the process
+    ends here: ``_signals.leave``).  Warnings show as one line too."""
     try:
         with one_line_warnings():
             action()
@@ -192,15 +194,24 @@ def guarded(action) -> int:
               file=sys.stderr)
         return 2
     except Terminated:   # SIGTERM, where a command turns it into this
-        print("asyos: terminated", file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("asyos: interrupted", file=sys.stderr)
-        return 130
+        _signals.taken()
+        try:
+            print("asyos: terminated", file=sys.stderr, flush=True)
+        except (OSError, ValueError):   # stderr closed or gone
+            pass
+        return _signals.leave(_signals.TERMINATED)
+    except KeyboardInterrupt:   # one line, then the end (``_signals.leave``)
+        _signals.taken()
+        _signals.say_interrupted()
+        return _signals.leave(_signals.INTERRUPTED)
     except BrokenPipeError:  # e.g. piped into `head`: stop quietly, like other tools
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 0
     except OSError as exc:
+        if _signals.interrupting():
+            _signals.taken()
+            _signals.say_interrupted()
+            return _signals.leave(_signals.INTERRUPTED)
         if not out_of_space(exc):
             raise
         # a writer that did not name its file (each one should, io/writable.py)
@@ -208,6 +219,12 @@ def guarded(action) -> int:
         print(f"asyos: error: {where}no space left on device ({exc.strerror})",
               file=sys.stderr)
         return 2
+    except Exception:
+        if not _signals.interrupting():
+            raise
+        _signals.taken()   # an error the interrupt caused (``interrupting``)
+        _signals.say_interrupted()
+        return _signals.leave(_signals.INTERRUPTED)
     return 0
 
 

@@ -12,6 +12,7 @@ import argparse
 import logging
 import signal
 
+from .. import _signals
 from ..core.kept_set import resolve_epochs, resolve_rule
 from ..core.projection import group_constraint
 from ..core.sweep import sweep_rounds, sweep_size
@@ -243,6 +244,7 @@ def run_mpi(args) -> FitResult | None:
         # the same for a signal before the handlers (Terminated: SIGTERM).  Ranks that
         # exit on their own race mpiexec, which kills the slower ones (the job's status
         # is then 9): one MPI_Abort ends the job with 130 (143), rank 0 says so
+        _signals.taken()
         code = transport.TERMINATED if isinstance(exc, Terminated) else \
             transport.INTERRUPTED
         rank = MPI.COMM_WORLD.Get_rank()

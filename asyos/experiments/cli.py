@@ -10,6 +10,7 @@ import re
 import sys
 import time
 
+from .. import _signals
 from ..errors import InputError
 
 EXPERIMENTS = {
@@ -190,8 +191,9 @@ def run(args) -> int:
         print(f"asyos experiments: error: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        _signals.taken()
         print("asyos experiments: interrupted", file=sys.stderr)
-        return 130
+        return _signals.leave(_signals.INTERRUPTED)
     print(result.table)
     print(f"{args.name}: {len(result.rows)} rows in "
           f"{time.perf_counter() - start:.1f} s; wrote "

@@ -30,10 +30,12 @@ import multiprocessing
 import os
 import select
 import signal
+import threading
 import time
 import warnings
 
-from ..errors import InputError
+from .._signals import held, release_in_child
+from ..errors import InputError, Terminated
 from ..solvers import messages
 from ..solvers.asy import (
     AsyConfig,
@@ -91,8 +93,10 @@ class PipeLink:
 def _worker_main(t: int, conn, others, shard: WorkerShard, y, config: AsyConfig,
                  eta: float, m: float, vectors: NodeVectors, mail: Mailboxes,
                  share: NodeShare) -> None:
-    """A forked worker: its shard's OS steps, carried by ``carry_worker``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)   # the server's process handles ^C
+    """A forked worker: its shard's OS steps, carried by ``carry_worker``.  It was
+    forked with SIGINT and SIGTERM blocked (``_signals.held``): ^C is ignored (the
+    server's process handles it and ends the workers), SIGTERM ends it."""
+    release_in_child(interrupt=signal.SIG_IGN, terminate=signal.SIG_DFL)
     for other in others:
         other.close()
     try:
@@ -307,32 +311,38 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
     context = multiprocessing.get_context("fork")
     processes = [None]
     start = time.perf_counter()
-    try:
-        with warnings.catch_warnings():   # fork with BLAS's idle threads: safe here
-            warnings.simplefilter("ignore", DeprecationWarning)
-            for t in range(1, q):
-                others = [end for i, pair in enumerate(pairs) for end in pair
-                          if end is not pairs[t][1]]
-                process = context.Process(
-                    target=_worker_main, daemon=True, name=f"asyos-worker-{t}",
-                    args=(t, pairs[t][1], others, shards[t], y, config, eta, m,
-                          vectors, mail, share))
-                process.start()
-                pairs[t][1].close()
-                processes.append(process)
-        driver = worker_driver(config, 0, shards[0], y, eta, m)
-        host = _Host(server, driver, [pair[0] for pair in pairs], processes, vectors,
-                     mail, limits, share, progress)
-        with _terminate_on(signal.SIGTERM):
+    # From the first fork on, SIGTERM ends the run as ^C does (every worker ended).
+    # Each fork runs with both held (``_signals.held``): one that lands meanwhile is
+    # delivered just after it, once the new worker is in ``processes``, so it ends
+    # the run instead of being lost in an at-fork callback.
+    with _terminate_on(signal.SIGTERM):
+        try:
+            with warnings.catch_warnings():   # fork with BLAS's idle threads: safe
+                warnings.simplefilter("ignore", DeprecationWarning)
+                for t in range(1, q):
+                    others = [end for i, pair in enumerate(pairs) for end in pair
+                              if end is not pairs[t][1]]
+                    process = context.Process(
+                        target=_worker_main, daemon=True, name=f"asyos-worker-{t}",
+                        args=(t, pairs[t][1], others, shards[t], y, config, eta, m,
+                              vectors, mail, share))
+                    with held():
+                        process.start()
+                        processes.append(process)
+                        pairs[t][1].close()
+            driver = worker_driver(config, 0, shards[0], y, eta, m)
+            host = _Host(server, driver, [pair[0] for pair in pairs], processes,
+                         vectors, mail, limits, share, progress)
             host.run()
-    finally:
-        for process in processes[1:]:
-            if process.is_alive():
-                process.terminate()
-        for process in processes[1:]:
-            process.join(5)
-        for pair in pairs:
-            pair[0].close()
+        finally:
+            with held():   # a second ^C does not cut the ending of the workers short
+                for process in processes[1:]:
+                    if process.is_alive():
+                        process.terminate()
+                for process in processes[1:]:
+                    process.join(5)
+                for pair in pairs:
+                    pair[0].close()
     result = server.result("shared")
     lost = [f"{t}/{q}" for t in sorted(host.gone)
             if not server.finished(t)]
@@ -343,19 +353,24 @@ def run(stream, y, config: AsyConfig, *, group_of=None, record_order: bool = Fal
 
 
 class _terminate_on:
-    """SIGTERM raises KeyboardInterrupt while the run goes on, so the forked workers
-    are ended and the CLI reports it like ^C (it runs in the main thread only)."""
+    """SIGTERM raises ``Terminated`` (a KeyboardInterrupt) while the run goes on, so
+    the forked workers are ended as on ^C and the CLI says "asyos: terminated" with
+    status 143 (in the main thread; off it, where ``signal.signal`` cannot be called,
+    SIGTERM keeps its disposition)."""
 
     def __init__(self, signum):
         self.signum = signum
 
     def __enter__(self):
-        self.previous = signal.signal(self.signum, self._raise)
+        self.previous = None
+        if threading.current_thread() is threading.main_thread():
+            self.previous = signal.signal(self.signum, self._raise)
 
     def __exit__(self, *exc):
-        signal.signal(self.signum, self.previous)
+        if self.previous is not None:
+            signal.signal(self.signum, self.previous)
 
     @staticmethod
     def _raise(signum, frame):
-        raise KeyboardInterrupt
+        raise Terminated
 

@@ -179,20 +179,37 @@ def encode(message, worker: int = 0, *, run_id: int = 0, tag: int = 0) -> list:
         else:
             array = np.asarray(array)
             dtype = "<i8" if array.dtype.kind in "iub" else "<f8"
-            frames.append(np.ascontiguousarray(array, dtype=dtype))
+            # flat: a frame is a run of values, whatever the array's shape (a FINAL
+            # of an empty kept set carries its columns as a (0, n) array)
+            frames.append(np.ascontiguousarray(array, dtype=dtype).reshape(-1))
     return frames
+
+
+def octets(frame) -> memoryview:
+    """``frame``'s bytes as a flat byte view, without a copy where it is contiguous.
+    Any buffer of any shape, empty ones included: ``memoryview.cast`` refuses a
+    shape with a zero in it ((0, n), the columns of an empty kept set), and an empty
+    kept set is a valid state of every worker."""
+    view = memoryview(frame)
+    if not view.c_contiguous:
+        return memoryview(view.tobytes())
+    if view.ndim == 1 and view.format == "B":
+        return view
+    if view.nbytes == 0:
+        return memoryview(b"")
+    return view.cast("B")
 
 
 def join(frames) -> bytes:
     """One buffer of ``frames`` (MPI): their count and lengths, then their bytes."""
-    raw = [memoryview(f).cast("B") for f in frames]
+    raw = [octets(f) for f in frames]
     table = np.array([len(raw), *(len(r) for r in raw)], dtype="<i8")
     return b"".join([table.tobytes(), *raw])
 
 
 def split(buffer, most_frames: int = 8) -> list:
     """The frames ``join`` packed (views into ``buffer``); WireError when malformed."""
-    raw = memoryview(buffer).cast("B")
+    raw = octets(buffer)
     if len(raw) < 8:
         raise WireError("buffer too short for a frame table")
     (count,) = struct.unpack_from("<q", raw)
@@ -309,7 +326,7 @@ def decode(frames, limits: Limits) -> Envelope:
                         f"{len(layout)}")
     arrays = []
     for (dtype, least, most), frame in zip(layout, frames[1:], strict=True):
-        raw = memoryview(frame).cast("B")
+        raw = octets(frame)
         if dtype == "bytes":
             if len(raw) > most:
                 raise WireError(f"{kind.name} text of {len(raw)} bytes is too long")

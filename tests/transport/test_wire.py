@@ -104,6 +104,59 @@ def test_a_frame_is_never_larger_than_the_columns_a_worker_may_send():
         8 * m.COLUMNS_LIMIT
 
 
+
+EMPTY_KEPT_SETS = [
+    # a worker whose kept set ended empty (its shard held only all-zero columns, or
+    # X is all zeros): no indices, no weights, its columns a (0, n) block
+    m.Final(4, 12, np.zeros(0, np.int64), np.zeros(0), np.zeros(5), np.zeros((0, 5)),
+            np.array([0.1, 0.2, 0.3, 0.05])),
+    m.Push(2, 5, np.array([4]), np.zeros(5), np.zeros(0, np.int64), np.zeros(0),
+           np.zeros(0), position=3),
+]
+
+
+@pytest.mark.parametrize("message", EMPTY_KEPT_SETS, ids=lambda msg: type(msg).__name__)
+def test_an_empty_kept_set_round_trips_as_frames_and_as_one_mpi_buffer(message):
+    """An empty kept set is a valid state: its zero-length frames and its (0, n)
+    column block go through ``join`` (MPI, the socket pairs of ``--workers``) and
+    back.  (``memoryview.cast`` refuses a shape with a zero in it.)"""
+    frames = encode(message, 1, run_id=77)
+    assert all(np.ndim(f) <= 1 for f in frames)   # a frame is flat
+    for received in (_bytes(frames), split(join(frames)), split(bytearray(join(frames)))):
+        body = decode(received, LIMITS).body
+        assert _equal(body, message), (body, message)
+    lean = Limits(n=5, capacity=3, batch=4, run_id=77, vectors=False)
+    if isinstance(message, m.Final):   # as --workers and the MPI window send it
+        message = m.Final(4, 12, np.zeros(0, np.int64), np.zeros(0), np.zeros(0),
+                          np.zeros((0, 5)), np.array([0.1, 0.2, 0.3, 0.05]))
+        assert _equal(decode(split(join(encode(message, 1, run_id=77))), lean).body,
+                      message)
+
+
+_SHAPES = st.lists(st.integers(0, 4), min_size=1, max_size=3).map(tuple)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(
+    st.binary(max_size=24),
+    st.tuples(_SHAPES, st.sampled_from(["<f8", "<i8", "u1"]), st.booleans())),
+    min_size=1, max_size=8))
+def test_join_and_split_round_trip_any_frames_empty_ones_included(specs):
+    """Property: whatever the frames (bytes, arrays of any shape with zeros in it,
+    non-contiguous views), ``split(join(frames))`` gives back each frame's bytes."""
+    frames = []
+    for spec in specs:
+        if isinstance(spec, bytes):
+            frames.append(spec)
+            continue
+        shape, dtype, strided = spec
+        wide = (*shape[:-1], 2 * shape[-1])   # every other column: a strided view
+        array = np.arange(int(np.prod(wide)), dtype=dtype).reshape(wide)
+        frames.append(array[..., ::2] if strided else array[..., :shape[-1]].copy())
+    expected = [bytes(f) if isinstance(f, bytes) else f.tobytes() for f in frames]
+    for buffer in (join(frames), bytearray(join(frames)), memoryview(join(frames))):
+        assert [bytes(f) for f in split(buffer)] == expected
+
 def test_a_push_travels_as_integers_and_floats_only():
     push = MESSAGES[0]
     frames = encode(push, 2, run_id=77)
