@@ -588,6 +588,12 @@ def _kernels_of(twin, block, use: str) -> str:
     return f"{type(twin).__name__}-{values.dtype}-{use}{'-groups' if grouped else ''}"
 
 
+# The kernels' names (``_kernels_of``) this process has warmed up: numba keeps what
+# it compiled or loaded, so a second warm-up of a set would only take its lock files
+# again (a fraction of a millisecond, a share of a small fit).
+_WARM: set[str] = set()
+
+
 def warm_up(*kept_sets, asy: bool = False) -> None:
     """Compile, or load from numba's on-disk cache, the kernels each kept set will
     run, before a run's clock starts: a two-sample twin of the same kind and storage
@@ -604,6 +610,9 @@ def warm_up(*kept_sets, asy: bool = False) -> None:
     state = np.array([0.1, 1.0, 1.0, 0.0, 1.0, np.inf, 0.0])
     uses = ("worker", "cut") if asy else ("sequential",)
     warm_ups = [(*kept.twin(), use) for kept in kept_sets for use in uses]
+    warm_ups = [item for item in warm_ups if _kernels_of(*item) not in _WARM]
+    if not warm_ups:   # each set already ran in this process: nothing to load
+        return
     with compile_notice() as turns:
         for twin, block, use in turns(warm_ups, lambda item: _kernels_of(*item)):
             if use == "worker":   # a worker steps from its view ...
@@ -613,3 +622,4 @@ def warm_up(*kept_sets, asy: bool = False) -> None:
                 twin.set_limit(1)   # its worker for seconds: recall 0.58, not 1)
             else:
                 twin.run_block(index, block, y, Loss.SQUARED, 1.0, state)
+            _WARM.add(_kernels_of(twin, block, use))

@@ -5,6 +5,7 @@ Drives the compiled kernel block by block and epoch by epoch.  Holds y, u and th
 set: O(n·s) memory whatever p is; X is never held.
 """
 
+import sys
 import time
 import warnings
 from contextlib import contextmanager
@@ -27,17 +28,34 @@ from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
 
+_POOLS: dict = {}   # threadpoolctl's controller of the BLAS pools, and when it was made
+
+
+def blas_pools():
+    """threadpoolctl's controller of this process's BLAS pools.  Finding them walks
+    every loaded shared library (about a millisecond, more than a small fit's
+    kernel), so they are looked for again only after an import, which may have
+    loaded another library."""
+    import scipy.linalg.cython_blas  # noqa: F401  (numba loads it when it compiles)
+    from threadpoolctl import ThreadpoolController
+
+    modules = len(sys.modules)
+    if _POOLS.get("modules") != modules:
+        _POOLS.update(modules=modules,
+                      pools=ThreadpoolController().select(user_api="blas"))
+    return _POOLS["pools"]
+
+
 @contextmanager
 def blas_limit(threads: int | None):
-    """At most ``threads`` BLAS threads inside the block (threadpoolctl); None: no
-    change."""
-    if threads is None:
+    """At most ``threads`` BLAS threads inside the block (threadpoolctl); None, or
+    pools already at ``threads``: no change."""
+    pools = None if threads is None else blas_pools()
+    if pools is None or all(pool.num_threads == threads
+                            for pool in pools.lib_controllers):
         yield
         return
-    import scipy.linalg.cython_blas  # noqa: F401  (numba loads it when it compiles)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=threads, user_api="blas"):
+    with pools.limit(limits=threads, user_api="blas"):
         yield
 
 

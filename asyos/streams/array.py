@@ -69,6 +69,8 @@ class ArrayStream(FeatureStream):
     (``gather_columns``).
     """
 
+    in_memory = True
+
     def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
                  seed: int = 0, dtype="float64"):
         super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,

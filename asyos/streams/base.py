@@ -26,6 +26,12 @@ Block = tuple[np.ndarray, np.ndarray]
 
 DTYPES = (np.dtype(np.float64), np.dtype(np.float32))
 
+# A pass that gathers at most this many bytes from memory is read in the caller: a
+# read-ahead thread, started, fed and joined every pass, costs more there than the
+# reads it hides (at 200 × 500 float64, 1.4 ms of a 4.3 ms fit; at 1000 × 4000 it
+# saves a third: docs/benchmarks.md, "Small fits: the fixed cost against OMP").
+READ_AHEAD_BYTES = 4 << 20
+
 
 def check_dtype(dtype) -> np.dtype:
     """The storage and compute type of the columns: float64 or float32 (half the
@@ -86,6 +92,7 @@ class FeatureStream:
     n_features: int
     sparse = False   # True: ``step_blocks`` yields CSCBlocks (``SparseStream``)
     reorderable = True   # False: its order is its source's (``reordered`` refuses)
+    in_memory = False   # True: a read is a gather from memory (``ArrayStream``)
 
     def __init__(self, *, block_size: int = 256, shuffle: bool = False, seed: int = 0,
                  dtype="float64"):
@@ -175,7 +182,14 @@ class FeatureStream:
         """
         raw = self._raw_blocks(self.order(epoch), self.block_size)
         finished = ((index, self._finish(index, block)) for index, block in raw)
-        yield from prefetch(finished) if self.prefetch else finished
+        yield from prefetch(finished) if self.reads_ahead() else finished
+
+    def reads_ahead(self) -> bool:
+        """Whether ``blocks`` reads the next block in a thread: as ``prefetch``
+        says, except for a pass gathering at most ``READ_AHEAD_BYTES`` from memory."""
+        return self.prefetch and not (self.in_memory and self.n_samples *
+                                      self.n_features * self.dtype.itemsize <=
+                                      READ_AHEAD_BYTES)
 
     def kept_set(self, capacity: int):
         """An empty kept set that reads this stream's ``step_blocks``: dense columns
@@ -345,6 +359,10 @@ class Shard(FeatureStream):
     @property
     def reorderable(self) -> bool:
         return self.parent.reorderable
+
+    @property
+    def in_memory(self) -> bool:
+        return self.parent.in_memory
 
     def _raw_blocks(self, order: np.ndarray, block_size: int) -> Iterator[Block]:
         return self.parent._raw_blocks(order, block_size)

@@ -121,6 +121,10 @@ class Standardized(FeatureStream):
     def reorderable(self) -> bool:
         return self.stream.reorderable
 
+    @property
+    def in_memory(self) -> bool:
+        return self.stream.in_memory
+
     def feature_indices(self) -> np.ndarray:
         return self.stream.feature_indices()
 

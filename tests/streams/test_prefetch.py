@@ -8,7 +8,7 @@ import pytest
 
 from asyos.errors import InputError
 from asyos.solvers.sequential import fit_os
-from asyos.streams import ArrayStream, NpyStream
+from asyos.streams import ArrayStream, NpyStream, Standardized, base
 from asyos.streams.prefetch import prefetch
 
 
@@ -16,7 +16,28 @@ def _threads() -> int:
     return sum(t.name == "asyos-prefetch" for t in threading.enumerate())
 
 
-def test_prefetched_blocks_are_the_blocks(tmp_path):
+@pytest.fixture
+def reads_ahead_always(monkeypatch):
+    """Every pass reads ahead, small in-memory ones too (``READ_AHEAD_BYTES``)."""
+    monkeypatch.setattr(base, "READ_AHEAD_BYTES", 0)
+
+
+def test_a_small_pass_from_memory_is_read_in_the_caller(monkeypatch):
+    """A thread costs more than the reads it would hide on a pass of at most
+    ``READ_AHEAD_BYTES`` from memory; a larger one, a file's and a flag's False
+    keep their read-ahead."""
+    X = np.zeros((20, 300))
+    stream = ArrayStream(X, block_size=16)
+    assert not stream.reads_ahead() and not stream.shard(2, 1).reads_ahead()
+    assert not Standardized(stream).reads_ahead()
+    monkeypatch.setattr(base, "READ_AHEAD_BYTES", X.nbytes - 1)
+    assert stream.reads_ahead() and Standardized(stream).reads_ahead()
+    assert not stream.shard(2, 1).reads_ahead()   # half of X: small enough
+    stream.prefetch = False
+    assert not stream.reads_ahead()
+
+
+def test_prefetched_blocks_are_the_blocks(tmp_path, reads_ahead_always):
     X = np.random.default_rng(0).standard_normal((30, 1000))
     np.save(tmp_path / "X.npy", np.asfortranarray(X))
     for stream in (ArrayStream(X, block_size=64, shuffle=True, seed=2),
@@ -31,7 +52,7 @@ def test_prefetched_blocks_are_the_blocks(tmp_path):
                 np.testing.assert_array_equal(b, c)
 
 
-def test_a_run_is_the_same_with_and_without_prefetch():
+def test_a_run_is_the_same_with_and_without_prefetch(reads_ahead_always):
     rng = np.random.default_rng(1)
     X = rng.standard_normal((80, 600))
     y = X[:, :5] @ rng.standard_normal(5)
@@ -43,7 +64,7 @@ def test_a_run_is_the_same_with_and_without_prefetch():
 
 
 @pytest.mark.parametrize("sparse", [False, True])
-def test_a_shard_reads_ahead_as_its_own_flag_says(sparse):
+def test_a_shard_reads_ahead_as_its_own_flag_says(sparse, reads_ahead_always):
     """A shard starts with its parent's setting; a carrier sets a worker's shard
     alone (``NodeShare.reading``), dense or sparse, and the parent keeps its own."""
     import scipy.sparse as sp
@@ -68,7 +89,7 @@ def test_a_shard_reads_ahead_as_its_own_flag_says(sparse):
     assert parent.prefetch
 
 
-def test_a_bad_column_raises_in_the_consumer_at_its_block():
+def test_a_bad_column_raises_in_the_consumer_at_its_block(reads_ahead_always):
     X = np.ones((5, 100))
     X[2, 70] = np.nan
     seen = []
