@@ -44,7 +44,7 @@ def wire_bytes(size: int, curve: bool) -> int:
 @dataclass
 class _Peer:
     sock: socket.socket   # a duplicate of libzmq's descriptor, to measure and cut
-    received: int = 0     # what the kernel had received at the last drain
+    received: int = 0     # what the kernel had received at the last check
     read: int = 0         # the wire bytes of every message the server read from it
 
 
