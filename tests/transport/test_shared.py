@@ -151,6 +151,7 @@ def test_workers_read_ahead_only_with_a_core_to_spare(monkeypatch, cores, reads_
 
     reads = []
     monkeypatch.setattr(transport_base, "usable_cores", lambda: cores)
+    monkeypatch.setattr(base, "READ_AHEAD_BYTES", 0)   # small passes read ahead too
     monkeypatch.setattr(base, "prefetch", lambda items: reads.append(1) or
                         _prefetch(items))
     problem = make_regression(p=400, s=8, n=100, seed=1)
