@@ -490,8 +490,8 @@ class SparseKeptSet(_Pool, _Kept):
 
 class SparseFittedKeptSet(_Pool, FittedKeptSet):
     """A sparse kept set under the fitted rule (``core/sparse_fitted.py``): an
-    arrival costs O(nnz(x_j)·s + s²); the columns are held as nonzeros and once more a
-    sample per row (O(n·s)).  ``intercept``: fit an unpenalised intercept with the
+    arrival costs what the newcomer's overlap with the kept columns costs; the
+    columns are held as nonzeros and once more a row at a time (O(n·s)).  ``intercept``: fit an unpenalised intercept with the
     weights, without centring any column (sequential OS only)."""
 
     def __init__(self, n_samples: int, capacity: int, ridge: float, dtype=np.float64,

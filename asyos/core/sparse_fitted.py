@@ -1,5 +1,6 @@
-"""The fitted substitution rule on sparse (CSC) columns: an arrival costs
-O(nnz(x_j)·s + s²), whatever n and however sparse the kept columns.
+"""The fitted substitution rule on sparse (CSC) columns: an arrival costs what its
+overlap with the kept set costs, O(nnz(x_j) + Σ_r c_r + s·m + s) (c_r the kept nonzeros
+in the newcomer's row r, m the kept columns sharing a row with it), whatever n.
 
 The rule is ``core/fitted_step.py``'s, decision for decision (``_propose`` and
 ``_accept`` are shared): the newcomer gets its Newton-fitted weight given S and the
@@ -11,8 +12,10 @@ on unscaled text (docs/algorithms.md, "Sparse columns").  Only where the numbers
 from differs from the dense kernel:
 
 * x_jᵀg, x_jᵀDx_j and 1ᵀDx_j read g and D on the newcomer's nonzeros: O(nnz(x_j));
-* b = X_SᵀDx_j reads ``by_row``, the kept columns stored a sample per row (dense
-  (n, s+1), so memory stays O(n·s)): O(nnz(x_j)·s); a = H_S⁻¹b is O(s²);
+* b = X_SᵀDx_j reads the kept nonzeros of the newcomer's rows (``row_slot`` and
+  ``row_val``: per row, the kept slots with a nonzero there and its value, kept
+  current under moves), so only the m slots that share a row with x_j are touched;
+  a = H_S⁻¹b reads the m rows of H_S⁻¹ for those slots: O(s·m), not O(s²);
 * X_Sᵀg is recomputed from the kept columns' nonzeros only after a move: O(nnz(X_S));
 * a move updates u by Σ Δw_k x_k on the kept nonzeros and evaluates F in one pass.
 
@@ -22,7 +25,9 @@ an empty column is skipped outright: it cannot lower the loss.
 **The intercept** (``intercept=True``) is an unpenalised coordinate eliminated from
 the model rather than a dense column: every quantity above is taken in the metric
 D-centred on the intercept (x̃ = x − (1ᵀDx/1ᵀD1)·1, the Schur complement of the
-intercept's curvature), which costs O(s) more per arrival, and each move shifts the
+intercept's curvature), which costs O(s) more per arrival: b̃ = b − e·e_j/1ᵀD1 has a
+dense rank-one part, and H̃_S⁻¹b̃ = H̃_S⁻¹b − (e_j/1ᵀD1)·H̃_S⁻¹e with H̃_S⁻¹e (``he``)
+recomputed after each move.  Each move shifts the
 intercept by its Newton step given the weights' move.  No column is ever densified or
 centred.  For the squared loss this is exactly least squares with an unpenalised
 intercept, the same model the dense path fits by centring.
@@ -50,26 +55,57 @@ from .losses import SQUARED, hess_at
 from .spd import spd_inverse
 
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
-# last refresh; 1ᵀg at u; the intercept's value.
-INTERCEPT, DSUM, GSUM, OFFSET = range(4)
+# last refresh; 1ᵀg at u; the intercept's value; the work of the arrivals' products
+# (rows of the newcomers read, kept nonzeros read there, entries of H_S⁻¹ and of
+# H_S⁻¹e read), which tests count.
+INTERCEPT, DSUM, GSUM, OFFSET, WORK = range(5)
 
 
 class SparseFit(NamedTuple):
-    """What the sparse fitted rule holds besides ``FittedState``: O(n·s) floats."""
+    """What the sparse fitted rule holds besides ``FittedState``: O(n·s) numbers."""
 
-    by_row: np.ndarray     # (n, c+1): X_S a sample per row (slot l in column l)
+    row_count: np.ndarray  # (n,) int64: the kept slots with a nonzero in each row ...
+    row_slot: np.ndarray   # (n, c+1) int32: ... which they are (the first row_count)
+    row_val: np.ndarray    # (n, c+1): ... and their values there
     e: np.ndarray          # (c+1,): X_SᵀD1, for the intercept's elimination
+    he: np.ndarray         # (c+1,): H̃_S⁻¹e, current with ``on_s_current``
+    overlap: np.ndarray    # (c+1,) int64: the slots sharing a row with the newcomer
+    seen: np.ndarray       # (c+1,) bool: whether a slot is in ``overlap`` yet
     old_index: np.ndarray  # (c+1,) int64: the slots' features before a move
     old_table: np.ndarray  # (c+1, 2) int64: their pool entries before it
-    extra: np.ndarray      # slots INTERCEPT … OFFSET
+    extra: np.ndarray      # slots INTERCEPT … WORK
 
 
 def sparse_fit(n_samples: int, capacity: int, intercept: bool) -> SparseFit:
     c = capacity + 1
-    extra = np.zeros(OFFSET + 1)
+    extra = np.zeros(WORK + 1)
     extra[INTERCEPT] = 1.0 if intercept else 0.0
-    return SparseFit(np.zeros((n_samples, c)), np.zeros(c), np.full(c, -1, np.int64),
-                     np.zeros((c, 2), np.int64), extra)
+    return SparseFit(np.zeros(n_samples, np.int64), np.zeros((n_samples, c), np.int32),
+                     np.zeros((n_samples, c)), np.zeros(c), np.zeros(c),
+                     np.zeros(c, np.int64), np.zeros(c, np.bool_),
+                     np.full(c, -1, np.int64), np.zeros((c, 2), np.int64), extra)
+
+
+@register_jitable(**_HELPER)
+def _row_add(sp, r, l, value):
+    """Slot ``l`` has ``value`` in row ``r``."""
+    t = sp.row_count[r]
+    sp.row_slot[r, t] = l
+    sp.row_val[r, t] = value
+    sp.row_count[r] = t + 1
+
+
+@register_jitable(**_HELPER)
+def _row_remove(sp, r, l):
+    """Slot ``l`` no longer has a nonzero in row ``r`` (the row's last entry fills
+    its place)."""
+    last = sp.row_count[r] - 1
+    for t in range(last + 1):
+        if sp.row_slot[r, t] == l:
+            sp.row_slot[r, t] = sp.row_slot[r, last]
+            sp.row_val[r, t] = sp.row_val[r, last]
+            break
+    sp.row_count[r] = last
 
 
 @register_jitable(**_PLAIN_HELPER)
@@ -92,9 +128,8 @@ def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
             r = rows[e]
             d = st.curv[r] * vals[e]
             total += d
-            row = sp.by_row[r]
-            for m in range(size):
-                H[l, m] += d * row[m]
+            for t in range(sp.row_count[r]):
+                H[l, sp.row_slot[r, t]] += d * sp.row_val[r, t]
         sp.e[l] = total
     for l in range(size):
         if extra[INTERCEPT] != 0.0:
@@ -113,22 +148,25 @@ def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
 
 
 @register_jitable(**_HELPER)
-def _sync(table, rows, vals, index, span, size, st, sp):
-    """``by_row`` and ``e`` follow the slots a move changed (O(nnz) a slot)."""
-    for l in range(span):
-        if index[l] == sp.old_index[l] and (l >= size or
-                                            table[l, 0] == sp.old_table[l, 0]):
-            continue
-        if sp.old_index[l] >= 0:
+def _sync(table, rows, vals, index, k, span, size, st, sp):
+    """The rows' kept nonzeros and ``e`` follow the slots a move changed (O(nnz) a
+    slot, times the kept nonzeros of its rows to find its entries): the slots below
+    the old size ``k`` whose column changed lose their old one, then every changed
+    slot below the new ``size`` takes its new one.  Slot ``k`` held no column."""
+    for l in range(k):
+        if index[l] != sp.old_index[l] or table[l, 0] != sp.old_table[l, 0]:
             start = sp.old_table[l, 0]
             for e in range(start, start + sp.old_table[l, 1]):
-                sp.by_row[rows[e], l] = 0.0
+                _row_remove(sp, rows[e], l)
+    for l in range(span):
+        if l < k and index[l] == sp.old_index[l] and table[l, 0] == sp.old_table[l, 0]:
+            continue
         sp.e[l] = 0.0
         if l < size:
             start = table[l, 0]
             total = 0.0
             for e in range(start, start + table[l, 1]):
-                sp.by_row[rows[e], l] = vals[e]
+                _row_add(sp, rows[e], l, vals[e])
                 total += st.curv[rows[e]] * vals[e]
             sp.e[l] = total
 
@@ -187,10 +225,12 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
             info.on_s_current = False
         before = info.objective
         dsum, gsum = extra[DSUM], extra[GSUM]
-        # the newcomer's products, on its nonzeros only
+        # the newcomer's products, on its nonzeros only; b on the m kept slots that
+        # share a row with it (``overlap``), unless it is kept (then b is not used)
         xg, xdx, ej = 0.0, 0.0, 0.0
         for l in range(k):
             st.bS[l] = 0.0
+        overlap, seen, count, read = sp.overlap, sp.seen, 0, m
         for e in range(m):
             r = x_rows[e]
             xv = x_vals[e]
@@ -198,14 +238,21 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
             xg += xv * st.g[r]
             xdx += d * xv
             ej += d
-            row = sp.by_row[r]
-            for l in range(k):
-                st.bS[l] += d * row[l]
+            if pos < 0:
+                kept_here = sp.row_count[r]
+                read += kept_here
+                for t in range(kept_here):
+                    l = sp.row_slot[r, t]
+                    st.bS[l] += d * sp.row_val[r, t]
+                    if not seen[l]:
+                        seen[l] = True
+                        overlap[count] = l
+                        count += 1
+        for t in range(count):
+            seen[overlap[t]] = False
         if intercept:   # centred on the intercept in the D metric
             xg -= ej * gsum / dsum
             xdx -= ej * ej / dsum
-            for l in range(k):
-                st.bS[l] -= sp.e[l] * ej / dsum
         if not info.on_s_current:   # X_Sᵀg after a move: the kept nonzeros once
             gain = 0.5 * gsum * gsum / dsum if intercept else 0.0
             for l in range(k):
@@ -217,13 +264,31 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 if intercept:
                     st.gS[l] -= sp.e[l] * gsum / dsum
             info.gain = gain + _newton_on_s(inv, k, st)
+            if intercept:
+                for i in range(k):
+                    total = 0.0
+                    for l in range(k):
+                        total += inv[i, l] * sp.e[l]
+                    sp.he[i] = total
             info.on_s_current = True
+        # a = H̃_S⁻¹b̃ from the rows of H̃_S⁻¹ (symmetric) of the overlapping slots,
+        # and with the intercept b̃'s dense rank-one part through ``he``
         for i in range(k):
-            sa = 0.0
-            row = inv[i]
-            for l in range(k):
-                sa += row[l] * st.bS[l]
-            st.a[i] = sa
+            st.a[i] = 0.0
+        for t in range(count):
+            l = overlap[t]
+            bl = st.bS[l]
+            row = inv[l]
+            for i in range(k):
+                st.a[i] += row[i] * bl
+        read += count * k
+        if intercept and pos < 0:
+            f = ej / dsum
+            for i in range(k):
+                st.a[i] -= f * sp.he[i]
+                st.bS[i] -= sp.e[i] * f
+            read += k
+        extra[WORK] += read
         grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
                                             xdx + lam, info.gain, damping, st)
         moved = grows or swap
@@ -268,7 +333,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
             _close_slots(table, k, st.drop)
         if moved:
             fill += m
-            _sync(table, rows, vals, index, span, size, st, sp)
+            _sync(table, rows, vals, index, k, span, size, st, sp)
         total = 0.0
         for r in range(n):
             if separate:
@@ -287,12 +352,12 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
 
 @njit(**_PLAIN_KERNEL)
 def rebuild_rows(table, rows, vals, size, st, sp):
-    """``by_row`` and ``e`` from the kept columns afresh (after ``fitted_drop_to``
-    moved slots, or a load): O(n·s)."""
-    sp.by_row[:] = 0.0
+    """The rows' kept nonzeros and ``e`` from the kept columns afresh (after
+    ``fitted_drop_to`` moved slots, or a load): O(n + nnz(X_S))."""
+    sp.row_count[:] = 0
     sp.e[:] = 0.0
     for l in range(size):
         start = table[l, 0]
         for e in range(start, start + table[l, 1]):
-            sp.by_row[rows[e], l] = vals[e]
+            _row_add(sp, rows[e], l, vals[e])
             sp.e[l] += st.curv[rows[e]] * vals[e]

@@ -261,3 +261,117 @@ def test_the_path_fits_an_intercept_at_every_size():
             y.mean() - mean[fit.selected] @ fit.weights, rel=1e-6)
     with pytest.raises(ValueError, match="intercept=True is for sparse streams"):
         fit_path(X.toarray(), y, sizes=[3], intercept=True)
+
+
+DENSITIES = [0.001, 0.01, 0.1, 0.5]
+
+
+@pytest.mark.parametrize("density", DENSITIES)
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_overlap_products_at_any_density_make_the_dense_kernels_fit(density, loss,
+                                                                    seed):
+    """b and H_S⁻¹b gathered on the overlapping slots only: the dense kernel's
+    selection and weights, from almost disjoint columns to half-dense ones."""
+    X, y = problem(120, 300, density, seed, loss)
+    sparse = fit_os(SparseStream(X, block_size=29), y, 8, loss=loss, epochs=3)
+    dense = fit_os(ArrayStream(X.toarray(), block_size=29), y, 8, loss=loss, epochs=3)
+    np.testing.assert_array_equal(sparse.selected, dense.selected)
+    np.testing.assert_allclose(sparse.weights, dense.weights, rtol=1e-8, atol=1e-10)
+    assert sparse.substitutions_per_epoch == dense.substitutions_per_epoch
+
+
+@pytest.mark.parametrize("density", DENSITIES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_overlap_products_with_the_intercept_at_any_density(density, seed):
+    X, y = problem(150, 200, density, seed, offset=5.0)
+    result = fit_os(X, y, 8, intercept=True)
+    centred = fit_os(X.toarray() - X.toarray().mean(axis=0), y - y.mean(), 8)
+    np.testing.assert_array_equal(result.selected, centred.selected)
+    np.testing.assert_allclose(result.weights, centred.weights, rtol=1e-6)
+
+
+def arrive(kept, X, j, y, loss):
+    """Column ``j`` of ``X`` arrives alone at ``kept``."""
+    kept.run_block(np.array([j]), CSCBlock.from_dense(X[:, [j]].toarray().T.copy()), y,
+                   Loss.parse(loss), 1.0, np.zeros(7))
+
+
+@pytest.mark.parametrize("density", DENSITIES)
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_each_arrivals_products_are_the_dense_ones(density, loss, intercept, seed):
+    """Arrival by arrival, b̃ = X_SᵀDx_j − e·e_j/1ᵀD1 and a = H̃_S⁻¹b̃ computed densely
+    here from the state before the arrival (the computation the kernel did before it
+    gathered b on the overlap): the same to rounding, for every loss and with the
+    intercept, whose rank-one part goes through H̃_S⁻¹e."""
+    from asyos.core.sparse_fitted import DSUM
+
+    X, y = problem(100, 160, density, seed, loss)
+    kept, _ = kept_set(SparseStream(X), 10, loss=Loss.parse(loss), intercept=intercept)
+    kept.start_epoch()
+    checked = 0
+    for j in range(X.shape[1]):
+        model, k = kept.model, kept.size
+        info = model.info[0]
+        arrivals = info["arrivals"]
+        slots = kept.index[:k].copy()
+        inv = model.inv[:k, :k].copy()
+        curv = model.curv.copy()
+        dsum = kept.sparse.extra[DSUM]
+        arrive(kept, X, j, y, loss)
+        if j in slots or info["arrivals"] != arrivals + 1 or k == 0:
+            continue   # a revisit (b unused) or a refresh first (a new D)
+        XS = X[:, slots].toarray()
+        x = X[:, j].toarray().ravel()
+        b = XS.T @ (curv * x)
+        if intercept:
+            b -= (XS.T @ curv) * (curv @ x) / dsum
+        scale = np.abs(inv).max() * np.abs(b).max() + 1e-300
+        np.testing.assert_allclose(model.bS[:k], b, rtol=1e-10, atol=1e-12 * scale)
+        np.testing.assert_allclose(model.a[:k], inv @ b, rtol=1e-10,
+                                   atol=1e-10 * scale)
+        checked += 1
+    assert checked > 50
+
+
+@pytest.mark.parametrize("intercept", [False, True])
+def test_an_arrival_sharing_no_row_with_the_kept_set_costs_its_nonzeros(intercept):
+    """The work an arrival's products do (rows read, kept nonzeros read there,
+    entries of H_S⁻¹ and of H_S⁻¹e read) counted by the kernel: a newcomer sharing no
+    row with 40 kept columns reads its nnz rows (and H̃_S⁻¹e's s entries with the
+    intercept), not nnz·s + s²; one that shares rows reads those rows' kept nonzeros
+    and s entries per overlapping slot."""
+    from asyos.core.sparse_fitted import WORK
+
+    rng = np.random.default_rng(0)
+    n, s = 400, 40
+    X = sp.lil_matrix((n, s + 60))
+    X[:200, :s] = rng.standard_normal((200, s))     # the kept set: rows 0..199
+    for i in range(50):                               # newcomers on rows of their own
+        X[200 + 2 * i:202 + 2 * i, s + i] = rng.standard_normal((2, 1))
+    X[:3, s + 50:] = 1.0                              # newcomers on kept rows
+    X = X.tocsc()
+    y = rng.standard_normal(n)
+    kept, _ = kept_set(SparseStream(X), s, intercept=intercept)
+    kept.start_epoch()
+    for j in range(s):
+        arrive(kept, X, j, y, "squared")
+    assert kept.size == s
+    extra = kept.sparse.extra
+    for j in range(s, s + 50):
+        before = extra[WORK]
+        arrive(kept, X, j, y, "squared")
+        assert extra[WORK] - before == 2 + (s if intercept else 0)
+    for j in range(s + 50, s + 60):
+        k = kept.size
+        slots = kept.index[:k]
+        if j in slots:
+            continue
+        before = extra[WORK]
+        arrive(kept, X, j, y, "squared")
+        shared = X[:3][:, slots]
+        overlapping = shared.getnnz(axis=0).astype(bool).sum()
+        assert extra[WORK] - before == 3 + shared.nnz + overlapping * k + \
+            (k if intercept else 0)
