@@ -1,0 +1,49 @@
+"""benchmarks/real_text.py's corpus builder on a handful of installed man pages (and on
+roff written here), so that the benchmark does not rot."""
+
+import gzip
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+import real_text  # noqa: E402
+
+
+def test_page_text_keeps_name_and_description_only():
+    roff = "\n".join([
+        '.\\" a comment', '.TH LS 1', '.SH NAME', r'ls \- list directory contents',
+        '.SH SYNOPSIS', '.B ls', '[\\fIOPTION\\fR]', '.SH "DESCRIPTION"', '.PP',
+        r'List \fBinformation\fR about the \(lqFILEs\(rq.', '.IX Header "x"',
+        '.SH SEE ALSO', 'dir(1)'])
+    assert real_text.page_text(roff) == \
+        "ls - list directory contents List information about the FILEs ."
+    mdoc = ".Dd x\n.Sh NAME\n.Nm cat\n.Nd concatenate\n.Sh DESCRIPTION\nReads files."
+    assert real_text.page_text(mdoc) == "cat concatenate Reads files."
+
+
+def test_man_pages_skips_links_and_redirects(tmp_path):
+    (tmp_path / "man3").mkdir()
+    with gzip.open(tmp_path / "man3" / "a.3.gz", "wt") as f:
+        f.write(".SH NAME\na \\- b\n.SH DESCRIPTION\nThe c function.\n")
+    with gzip.open(tmp_path / "man3" / "b.3.gz", "wt") as f:
+        f.write(".so man3/a.3\n")
+    (tmp_path / "man3" / "c.3.gz").symlink_to("a.3.gz")
+    assert real_text.man_pages(tmp_path) == [("3", "a.3.gz", "a - b The c function.")]
+    assert real_text.check_pages(tmp_path) == "no pages in section(s) 1, 2, 8"
+
+
+def test_corpus_of_installed_pages():
+    why = real_text.check_pages()
+    if why:
+        pytest.skip(f"{why}; {real_text.NEEDS}")
+    docs = real_text.man_pages(limit=15)
+    assert {d[0] for d in docs} >= {"1", "3", "8"}
+    assert all(d[2].strip() for d in docs)
+    for task in real_text.TASKS:
+        keep, y = real_text.task_labels(docs, task)
+        X = real_text.features([docs[i][2] for i in keep])
+        assert X.format == "csc" and X.shape[0] == len(y) == len(keep)
+        assert 0 < y.sum() < len(y) and set(np.unique(X.data)) == {1.0}
