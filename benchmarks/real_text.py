@@ -72,7 +72,6 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 MAN = Path("/usr/share/man")
 NEEDS = ("needs the Debian manual pages in /usr/share/man (sections 1, 2, 3, 8): "
