@@ -42,7 +42,7 @@ def _port() -> int:
 
 
 def _start(module, *args, env=None):
-    environment = {**os.environ, **(env or {})}
+    environment = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
     return subprocess.Popen([sys.executable, "-m", module, *args], cwd=ROOT,
                             env=environment, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -59,14 +59,26 @@ def _worker(port, t, *extra, env=None):
 
 
 def _wait(*procs):
+    """Each process's (exit status, stdout, stderr); past ``GUARD`` seconds all are
+    stopped and the failure shows what every one of them had said (a hang's cause
+    is often in another process's words than the one that hung)."""
     outputs = []
     for proc in procs:
         try:
             out, err = proc.communicate(timeout=GUARD)
         except subprocess.TimeoutExpired:
+            for other in procs:   # PYTHONFAULTHANDLER: each says where it was
+                other.send_signal(signal.SIGABRT)
             for other in procs:
-                other.kill()
-            raise
+                try:
+                    other.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    other.kill()
+            ended = outputs + [(other.wait(), *other.communicate())
+                               for other in procs[len(outputs):]]
+            said = "\n".join(f"--- {' '.join(other.args[2:4])} (exit {code}):\n{err}"
+                             for other, (code, _, err) in zip(procs, ended))
+            raise AssertionError(f"not ended in {GUARD} s:\n{said}") from None
         outputs.append((proc.returncode, out, err))
     return outputs
 
