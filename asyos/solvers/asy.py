@@ -512,6 +512,10 @@ class ServerMonitor:
         """
         loss = self.config.loss
         selected, weights, difference = server.assemble(self._joint_worth(server))
+        if selected.size == 0 and np.any(self.y) and not server.lost_workers:
+            raise InputError("no worker kept a feature for labels that are not all "
+                             "zero: every column of X is zero (or orthogonal to the "
+                             "labels), so there is nothing to select")
         objective = before = loss_value(int(loss), server.u, self.y)
         refit = None
         columns = server.final_columns(selected)

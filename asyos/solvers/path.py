@@ -37,7 +37,7 @@ from ..core.validate import (
 from ..errors import InputError, PathEdgeWarning
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
-from .sequential import blas_limit, passes
+from .sequential import blas_limit, passes, refuse_all_zero
 
 CRITERIA = ("sic", "ebic")
 SEARCHES = ("auto", "grid", "refine")
@@ -204,6 +204,8 @@ def fit_path(source, y, sizes=None, *, loss="squared", criterion="sic",
             with blas_limit(blas_threads):
                 fit = passes(kept, blocks, y, loss, m, state,
                              min(epochs, most or epochs), rule == "fitted", p, progress)
+            if not fits:
+                refuse_all_zero(fit, stream, y)
             if intercept:
                 fit.intercept = kept.intercept
             if standardize:

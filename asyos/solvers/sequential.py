@@ -23,7 +23,7 @@ from ..core.validate import (
     check_sparsity,
     warn_if_interpolating,
 )
-from ..errors import StallWarning, warn_constant_selected
+from ..errors import InputError, StallWarning, warn_constant_selected
 from ..streams import FeatureStream, Standardized, as_stream
 from .result import FitResult
 
@@ -141,12 +141,26 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     with blas_limit(blas_threads):
         result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
                         stream.n_features, progress, closing)
+    refuse_all_zero(result, stream, y)
     if intercept:
         result.intercept = kept.intercept
     if standardize:
         mean, scale = stream.stats(result.selected)
         result.standardization = {"mean": mean, "scale": scale}
     return result
+
+
+def refuse_all_zero(result: FitResult, stream: FeatureStream, y) -> None:
+    """An empty selection for labels that are not all zero: when every column of X
+    is zero, that is an error (there is nothing to select), not a result that selects
+    nothing.  Only an empty fit pays for the one read of X that tells."""
+    if result.selected.size or not np.any(y):
+        return
+    for _, block in stream.blocks():
+        if np.any(block):
+            return
+    raise InputError(f"every column of X is zero ({stream.n_samples} samples × "
+                     f"{stream.n_features} features): there is nothing to select")
 
 
 # A pass that lowers the loss by less than this fraction of it does not pay: the

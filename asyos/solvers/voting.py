@@ -96,8 +96,6 @@ def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
     best = min(runs, key=lambda run: run.objective)
     votes[best.selected] += TIE_BREAK
     kept = np.flatnonzero(votes)
-    if kept.size == 0:   # no order kept anything (every column empty): nothing to vote
-        return best
     chosen = np.sort(kept[np.argsort(-votes[kept], kind="stable")[:s]])
     result = fit_os(stream.subset(chosen), y, len(chosen), loss=loss, **options)
     result.n_steps += sum(run.n_steps for run in runs)

@@ -1,5 +1,6 @@
 """Input that used to pass silently or with a traceback: labels that are all zero,
-a binary file given to --config, a results JSON whose arrays file is missing."""
+columns that are all zero, a binary file given to --config, a results JSON whose
+arrays file is missing."""
 
 import subprocess
 import sys
@@ -49,6 +50,53 @@ def test_labels_that_are_not_zero_warn_nothing(zero_labels):
     with warnings.catch_warnings():
         warnings.simplefilter("error", DegenerateWarning)
         asyos.OnlineSubstitutionRegressor(n_features_to_select=3).fit(zero_labels, y)
+
+
+@pytest.fixture
+def zero_columns(tmp_path):
+    y = np.r_[np.zeros(30), np.ones(30)]
+    np.save(tmp_path / "X.npy", np.zeros((60, 20)))
+    np.save(tmp_path / "y.npy", y)
+    return y
+
+
+NOTHING = "there is nothing to select"
+
+
+@pytest.mark.parametrize("front", [[], ["--loss", "logistic"], ["-s", "auto"],
+                                   ["--workers", "2"], ["--simulate", "2"]])
+def test_columns_that_are_all_zero_end_the_command_with_status_2(tmp_path, zero_columns,
+                                                                 front):
+    """Every column zero: once selected nothing, now an error on every front, and
+    no results file (an empty selection with exit 0 looked like an answer)."""
+    sizes = [] if "-s" in front else ["-s", "3"]
+    proc = subprocess.run([sys.executable, "-m", "asyos.run", "--data", "X.npy",
+                           "--labels", "y.npy", *sizes, *front, "--out", "r.json",
+                           "--quiet"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 2, proc.stderr
+    assert NOTHING in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "r.json").exists()
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+@pytest.mark.parametrize("model", ["OnlineSubstitutionClassifier",
+                                   "OnlineSubstitutionRegressor"])
+def test_columns_that_are_all_zero_are_refused_by_the_estimators(zero_columns, sparse,
+                                                                 model):
+    import scipy.sparse
+
+    X = scipy.sparse.csr_matrix((60, 20)) if sparse else np.zeros((60, 20))
+    with pytest.raises(InputError, match=NOTHING):
+        getattr(asyos, model)(n_features_to_select=3).fit(X, zero_columns)
+
+
+def test_one_nonzero_column_is_enough_to_fit(zero_columns):
+    X = np.zeros((60, 20))
+    X[:, 7] = zero_columns - 0.5
+    model = asyos.OnlineSubstitutionRegressor(n_features_to_select=3).fit(X,
+                                                                         zero_columns)
+    assert model.support_[7] and np.flatnonzero(model.coef_).tolist() == [7]
 
 
 def test_a_binary_config_file_is_one_line(tmp_path, capsys):

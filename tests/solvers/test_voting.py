@@ -76,11 +76,11 @@ def test_sparse_columns_with_the_kernels_intercept_vote_too():
     assert recall(result.selected, problem.support) >= 0.9
 
 
-def test_when_no_order_keeps_anything_the_vote_returns_an_empty_selection():
+def test_columns_that_are_all_zero_are_refused_before_any_vote():
     X = np.zeros((50, 20))
     y = np.where(np.arange(50) % 2, 1.0, -1.0)
-    result = fit_os_voted(X, y, 3, orders=3, loss="logistic")
-    assert result.selected.size == 0 and result.weights.size == 0
+    with pytest.raises(InputError, match="every column of X is zero"):
+        fit_os_voted(X, y, 3, orders=3, loss="logistic")
 
 
 @pytest.mark.parametrize(("options", "message"), [
