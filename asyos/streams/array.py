@@ -10,6 +10,7 @@ from ..errors import InputError
 from .base import DTYPES, FeatureStream
 
 LINE = 64   # bytes in a cache line
+SMALL_COPY_BYTES = 1 << 20   # a C-ordered X this small is read from a Fortran copy
 
 
 @njit(cache=True, nogil=True)
@@ -66,7 +67,9 @@ class ArrayStream(FeatureStream):
     X is kept by reference, not copied (so it must not change while the stream is in
     use); each block is one gather from ``X.T``, its rows when X is Fortran-ordered
     (the fast case), X's rows a cache line at a time when it is C-ordered
-    (``gather_columns``).
+    (``gather_columns``).  A C-ordered X of at most ``SMALL_COPY_BYTES`` is copied
+    once into Fortran order instead: a small fit reads every column several times
+    (its passes and the closing sweep), and one copy costs about one gather.
     """
 
     in_memory = True
@@ -79,6 +82,8 @@ class ArrayStream(FeatureStream):
         if X.dtype.kind not in "biuf":
             raise InputError(f"X must hold numbers, got dtype {X.dtype}")
         self.n_samples, self.n_features = check_design_shape(X.shape, "X")
+        if gathers(X) and X.nbytes <= SMALL_COPY_BYTES:
+            X = np.asfortranarray(X)
         self._XT = X.T
         if gathers(X):
             warm_gather(X)

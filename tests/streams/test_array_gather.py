@@ -36,6 +36,21 @@ def test_every_layout_of_X_gives_the_same_blocks():
             np.testing.assert_array_equal(block, expected[:, index].T, err_msg=name)
 
 
+def test_a_small_c_ordered_x_is_copied_once_and_a_large_one_gathered_in_place():
+    """At most ``SMALL_COPY_BYTES`` a C-ordered X is read from one Fortran copy (a
+    small fit reads every column several times); above, X is kept by reference and
+    its blocks are gathered, with the same columns either way."""
+    from asyos.streams.array import SMALL_COPY_BYTES
+
+    rng = np.random.default_rng(1)
+    for n, p in ((50, 40), (SMALL_COPY_BYTES // 8 // 300 + 1, 300)):
+        X = rng.standard_normal((n, p))
+        stream = ArrayStream(X, block_size=64)
+        assert np.shares_memory(stream._XT, X) == (X.nbytes > SMALL_COPY_BYTES)
+        for index, block in stream.blocks(0):
+            np.testing.assert_array_equal(block, X[:, index].T)
+
+
 def test_a_c_ordered_file_in_either_byte_order_gives_the_columns(tmp_path):
     """A C-order ``.npy`` is gathered from its memory map (read-only: a signature of
     its own); one in the other byte order, which the kernels do not take, is read as
