@@ -17,6 +17,7 @@ import math
 
 import numpy as np
 
+from ..errors import InputError
 from .losses import Loss, loss_grad
 from .sparse_step import CSCBlock
 from .validate import check_at_least
@@ -24,6 +25,8 @@ from .validate import check_at_least
 SWEEP_FRACTION = 8   # "auto": s/8 arrivals, at least SWEEP_LEAST
 SWEEP_LEAST = 8
 SWEEP_ROUNDS = 2   # Asy-OS with peers: rounds of each worker's sweep (``sweep_rounds``)
+OPENING_FROM = 8     # "auto": the greedy opening from s ≥ n/OPENING_FROM ...
+OPENING_ROUNDS = 64  # ... in at most this many reads of the stream
 
 
 def sweep_size(sweep, s: int, rule: str, epochs: int) -> int:
@@ -114,3 +117,40 @@ class ClosingSweep:
         if candidates.size == 0:
             return iter(())
         return getattr(self.stream.subset(candidates), self.blocks.__name__)(0)
+
+
+def opening_batch(start, s: int, n_samples: int, sweep: int,
+                  in_memory: bool = True) -> int:
+    """Features the greedy opening admits per read of the stream (0: no opening, the
+    kept set fills with the first s arrivals).  ``start``: "greedy", "stream" or
+    "auto": greedy where the run has a closing sweep (``sweep`` > 0: the stream is
+    read again, under the fitted rule), the stream is in memory (up to 64 more reads
+    cost little there) and s ≥ n/``OPENING_FROM``.  There the first s arrivals are a
+    poor start: the rule's single swaps end in a local optimum with up to 5 times
+    OMP's training error at s = n/2 (docs/results.md, "Large k")."""
+    if start not in ("auto", "greedy", "stream"):
+        raise InputError(f"start must be 'auto', 'greedy' or 'stream', got {start!r}")
+    if start == "stream" or (start == "auto" and (
+            not sweep or not in_memory or OPENING_FROM * s < n_samples)):
+        return 0
+    return max(1, math.ceil(s / OPENING_ROUNDS))
+
+
+def open_greedily(kept, opening: ClosingSweep, y, loss: Loss, m: float, state,
+                  progress=None) -> int:
+    """Fill ``kept`` before the first pass as a forward greedy search does, ``opening.
+    size`` features per read: the features not kept with the largest
+    |x_jᵀ∇L(u)| / ‖x_j‖ at the current u (OMP's choice, a batch at a time) arrive
+    and, the set not being full, are admitted.  Returns the arrivals made."""
+    steps = 0
+    while kept.size < kept.limit:
+        before = kept.size
+        for block_index, block in opening.arrivals(kept.contribution,
+                                                   kept.index[:kept.size], 0):
+            kept.run_block(block_index, block, y, loss, m, state)
+            steps += len(block_index)
+            if progress is not None:
+                progress(len(block_index))
+        if kept.size == before:   # nothing scored above 0, or nothing was admitted
+            break
+    return steps

@@ -16,7 +16,7 @@ from ..core.kept_set import check_ridge, kept_set, resolve_epochs, resolve_rule,
 from ..core.losses import Loss, loss_value
 from ..core.projection import group_constraint
 from ..core.step_size import ETA, NU_MAX, SUBSTITUTIONS, StepSize, check_scale
-from ..core.sweep import ClosingSweep, sweep_size
+from ..core.sweep import ClosingSweep, open_greedily, opening_batch, sweep_size
 from ..core.validate import (
     check_at_least,
     check_labels,
@@ -62,7 +62,7 @@ def blas_limit(threads: int | None):
 def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
            standardize=False, progress=None, groups=None, s2=None,
            rule="auto", ridge=None, blas_threads: int | None = 1,
-           intercept: bool = False, sweep="auto") -> FitResult:
+           intercept: bool = False, sweep="auto", start="auto") -> FitResult:
     """Select at most ``s`` features of ``source`` for labels ``y`` by OS.
 
     Parameters
@@ -95,6 +95,12 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
         feature scored against the final residual, the best not kept offered once
         more; "auto": s/8, at least 8, under the fitted rule in a run of more than
         one pass, else none; 0: none
+    start : how the kept set fills: "stream" (the first s arrivals, the paper's),
+        "greedy" (before the first pass, the best-scoring features of the closing
+        sweep's test, s/64 per read, at least 1: forward greedy as OMP, a batch at a
+        time; ``core.sweep.open_greedily``) or "auto": greedy where s ≥ n/8, the
+        stream is in memory and the run has a closing sweep: there the first
+        arrivals are a poor start
     intercept : fit an unpenalised intercept with the weights (``result.intercept``):
         sparse streams under the fitted rule, which never centre a column
         (``core/sparse_fitted.py``); a dense stream is centred instead (the estimators'
@@ -136,11 +142,13 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
                             intercept=bool(intercept))
     size = min(sweep_size(sweep, s, rule, epochs), stream.n_features)
     closing = ClosingSweep(stream, blocks, y, loss, size) if size else None
+    batch = opening_batch(start, s, stream.n_samples, size, stream.in_memory)
+    opening = ClosingSweep(stream, blocks, y, loss, batch) if batch else None
     warm_up(kept)
     state = step.state(loss, stream.n_samples, s)
     with blas_limit(blas_threads):
         result = passes(kept, blocks, y, loss, m, state, epochs, rule == "fitted",
-                        stream.n_features, progress, closing)
+                        stream.n_features, progress, closing, opening)
     refuse_all_zero(result, stream, y)
     if intercept:
         result.intercept = kept.intercept
@@ -182,9 +190,10 @@ def _trace(result: FitResult, start: float, objective: float) -> None:
 
 
 def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bool,
-           n_features: int, progress=None, closing=None) -> FitResult:
+           n_features: int, progress=None, closing=None, opening=None) -> FitResult:
     """Up to ``epochs`` passes of ``kept`` over ``blocks`` (the fitted rule stops after
-    a pass without a swap or one that did not pay, ``stalled``), the last ending with
+    a pass without a swap or one that did not pay, ``stalled``), the first after the
+    greedy ``opening`` (``core.sweep.open_greedily``; None: none), the last ending with
     the ``closing`` sweep (``core.sweep.ClosingSweep``; None: none); the result of
     where they end.  ``kept`` may start non-empty: a path over s warm-starts each size
     from the last (``solvers.path``)."""
@@ -193,6 +202,8 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
     trace_every = max(1, epochs * n_features // 200)
     next_trace = trace_every
     start = time.perf_counter()
+    if opening is not None:
+        result.n_steps += open_greedily(kept, opening, y, loss, m, state, progress)
     for epoch in range(epochs):
         before = state[SUBSTITUTIONS]
         kept.start_epoch()

@@ -109,7 +109,7 @@ def test_the_sweep_makes_three_passes_independent_of_the_order(problems):
 
 def test_sequential_steps_count_the_sweep_and_the_trace_ends_at_it(problems):
     data = problems[0]
-    fit = fit_os(data.X, data.y, S, epochs=2, sweep=16)
+    fit = fit_os(data.X, data.y, S, epochs=2, sweep=16, start="stream")
     plain = fit_os(data.X, data.y, S, epochs=2, sweep=0)
     assert 2 * P < fit.n_steps <= 2 * P + 16
     assert plain.n_steps == 2 * P

@@ -348,8 +348,8 @@ def test_each_substitution_is_charged(rule):
 
     extra = (run(1e-3) - run(0.0)) / 1e-3   # the substitutions charged
     assert extra == pytest.approx(round(extra), abs=1e-6)
-    swaps = sum(fit_os(problem.X, problem.y, 12, epochs=2,
-                       rule=rule).substitutions_per_epoch)
+    swaps = sum(fit_os(problem.X, problem.y, 12, epochs=2, rule=rule,
+                       start="stream").substitutions_per_epoch)   # as the workers
     if rule == "fitted":
         assert round(extra) == swaps > 0
     else:
