@@ -9,6 +9,7 @@ synthetic problem of the same -p and --seed.
 """
 
 import argparse
+import secrets
 import sys
 from pathlib import Path
 
@@ -182,7 +183,8 @@ def run_server(args) -> FitResult:
     secret = None
     if args.keys is None:   # loopback: workers prove they can read the run's secret
         secret = secret_path(server.endpoint)
-        server.secret = write_secret(secret)
+        server.secret = secrets.token_hex(32)   # admitted before any worker can read it
+        write_secret(secret, server.secret)
     try:
         if not args.quiet:
             print(f"asyos server on {server.endpoint}: waiting for {args.workers} "

@@ -566,3 +566,38 @@ def _fuzz(server):
     assert np.array_equal(server.state.u, u) and server.state.clock == clock
     [view] = _exchange(server, sock, _push(joined, 2, np.ones(N)))
     assert view.kind == Kind.VIEW and server.state.clock == clock + 1
+
+
+def test_a_worker_refused_at_its_handshake_connects_afresh(tmp_path, monkeypatch):
+    """A worker that read the run secret before the server's authenticator took it
+    is refused at the handshake, and libzmq never retries a refused handshake: after
+    a few unanswered HELLOs the worker connects afresh, and its HELLO arrives once
+    the server admits the secret (which ``asyos server`` now does before it writes
+    the file)."""
+    import os
+    import subprocess
+    import sys
+
+    from asyos.transport.zeromq.common import secret_path, write_secret
+
+    monkeypatch.setenv("ASYOS_RUN_DIR", str(tmp_path / "runs"))
+    np.save(tmp_path / "X.npy", np.random.default_rng(0).standard_normal((N, 4)))
+    config = AsyConfig.build(2, 1, eta=0.1, m=1.0, epochs=1, staleness=None)
+    srv = ZmqServer("tcp://127.0.0.1:0", np.linspace(-1, 1, N), config,
+                    timeouts=Timeouts(heartbeat_timeout=60))   # admits nobody yet
+    token = write_secret(secret_path(srv.endpoint))
+    worker = subprocess.Popen([sys.executable, "-m", "asyos.worker", "--connect",
+                               srv.endpoint, "--shard", "0/1", "--data",
+                               str(tmp_path / "X.npy"), "--server-timeout", "30"],
+                              env=dict(os.environ), stderr=subprocess.PIPE, text=True)
+    try:
+        time.sleep(3.0)   # its first handshake was refused
+        assert not srv.socket.poll(0)
+        srv.secret = token
+        assert srv.socket.poll(15_000), "the worker never shook hands again"
+        frames = srv.socket.recv_multipart(copy=False)
+        assert decode(frames[1:], Limits.of(config, N)).kind == Kind.HELLO
+    finally:
+        worker.kill()
+        worker.communicate()
+        srv.close()

@@ -170,13 +170,16 @@ def secret_path(endpoint: str) -> Path:
     return run_directory() / f"{host.strip('[]')}-{port}.secret"
 
 
-def write_secret(path: Path) -> str:
-    """A fresh run secret in ``path``: created 0600 inside a 0700 directory, then
-    renamed into place, so no other user can read it at any moment."""
+def write_secret(path: Path, token: str | None = None) -> str:
+    """The run secret ``token`` (None: a fresh one) in ``path``: created 0600 inside a
+    0700 directory, then renamed into place, so no other user can read it at any
+    moment.  A server already bound admits the token before it writes the file: a
+    worker that reads it earlier is refused at the handshake, and libzmq never
+    retries a refused handshake."""
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.parent.chmod(0o700)
     reclaim_secrets(path.parent, path)
-    token = secrets.token_hex(32)
+    token = token or secrets.token_hex(32)
     # a full disk: one line, no file
     replace_file(path, token.encode(), mode=0o600, exclusive=True)
     return token

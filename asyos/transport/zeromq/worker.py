@@ -42,6 +42,8 @@ from .common import (
     receive,
 )
 
+HELLO_REOPEN = 4   # unanswered HELLOs before the worker connects afresh
+
 
 class Resync(Exception):
     """The server sent a CONFIG mid-run: restart from the state it holds."""
@@ -191,11 +193,16 @@ class ZmqWorker:
         # counts this worker's silences
         warm_up(*(kept_set(self.shard, 1, rule=rule)[0]
                   for rule in ("fitted", "magnitude")), asy=True)
-        envelope = None
+        envelope, unanswered = None, 0
         while envelope is None or not isinstance(envelope.body, messages.Config):
             if envelope is not None and isinstance(envelope.body, messages.Done):
                 return
+            if unanswered and unanswered % HELLO_REOPEN == 0:
+                # libzmq never retries a handshake the server refused (one that
+                # raced its authenticator): a fresh socket shakes hands again
+                self._open(self.password)
             self._hello()
+            unanswered += 1
             deadline = time.monotonic() + self.timeouts.resend_after
             envelope = None
             while envelope is None and time.monotonic() < deadline:
