@@ -420,8 +420,12 @@ class Session:
             log.warning("worker %d sent a %s: dropped", t, envelope.kind.name)
             self.refused += 1
         except ProtocolError as exc:   # e.g. a view this server never sent
-            log.info("resynchronising worker %d: %s", t, exc)
             self.refused += 1
+            if self.state.workers[t].finished:   # nothing left to resynchronise
+                log.warning("worker %d sent a %s after its FINAL: dropped", t,
+                            envelope.kind.name)
+                return None
+            log.info("resynchronising worker %d: %s", t, exc)
             self.send_config(t)
 
     def _fail(self, reason: str) -> None:

@@ -601,3 +601,38 @@ def test_a_worker_refused_at_its_handshake_connects_afresh(tmp_path, monkeypatch
         worker.kill()
         worker.communicate()
         srv.close()
+
+
+def test_a_push_from_a_shard_that_finished_is_dropped_and_the_run_goes_on():
+    """Worker 0 sent its FINAL; a PUSH or PULL under its current tag afterwards (an
+    insider's, or a confused worker's) has nothing to resynchronise: dropped and
+    counted, while worker 1 goes on (it crashed the server with exit 1)."""
+    server = _two_shards()
+    try:
+        socks = [_socket(server), _socket(server)]
+        for t, sock in enumerate(socks):
+            sock.send_multipart(_shard_hello(t))
+        configs = []
+        for _ in range(20):
+            server.tick(0.01)
+        for sock in socks:
+            assert sock.poll(1000)
+            configs.append(decode(sock.recv_multipart(), Limits(N, 10, 10)))
+        assert [c.kind for c in configs] == [Kind.CONFIG, Kind.CONFIG]
+        run_id, tag = configs[0].run_id, configs[0].tag
+        final = encode(msg.Final(0, 0, np.zeros(0, np.int64), np.zeros(0), np.zeros(N),
+                                 np.zeros((0, N))), 0, run_id=run_id, tag=tag)
+        _exchange(server, socks[0], final)
+        assert server.state.workers[0].finished
+        refused = server.refused
+        for late in (encode(msg.Pull(), 0, run_id=run_id, tag=tag),
+                     encode(msg.Push(1, 0, np.array([0]), np.ones(N), np.array([0]),
+                                     np.array([0.5]), np.array([0.5]), position=1),
+                            0, run_id=run_id, tag=tag)):
+            _exchange(server, socks[0], late)
+        assert server.refused == refused + 2 and server.state.clock == 0
+        [view] = _exchange(server, socks[1], encode(msg.Pull(), 1, run_id=run_id,
+                                                    tag=configs[1].tag))
+        assert view.kind == Kind.VIEW
+    finally:
+        server.close()
