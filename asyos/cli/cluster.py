@@ -9,7 +9,6 @@ synthetic problem of the same -p and --seed.
 """
 
 import argparse
-import secrets
 import sys
 from pathlib import Path
 
@@ -141,6 +140,7 @@ def _shard(text: str) -> tuple[int, int]:
 def run_server(args) -> FitResult:
     from ..transport.zeromq import ZmqServer
     from ..transport.zeromq.common import (
+        new_secret,
         reclaim_secrets,
         run_directory,
         secret_path,
@@ -183,7 +183,7 @@ def run_server(args) -> FitResult:
     secret = None
     if args.keys is None:   # loopback: workers prove they can read the run's secret
         secret = secret_path(server.endpoint)
-        server.secret = secrets.token_hex(32)   # admitted before any worker can read it
+        server.secret = new_secret()   # admitted before any worker can read it
         write_secret(secret, server.secret)
     try:
         if not args.quiet:

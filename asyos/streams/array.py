@@ -84,9 +84,9 @@ class ArrayStream(FeatureStream):
         self.n_samples, self.n_features = check_design_shape(X.shape, "X")
         if gathers(X) and X.nbytes <= SMALL_COPY_BYTES:
             X = np.asfortranarray(X)
-        self._XT = X.T
-        if gathers(X):
+        elif gathers(X):
             warm_gather(X)
+        self._XT = X.T
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         """One gather into a block used again (``streams.pool``): of Xᵀ's rows

@@ -170,6 +170,11 @@ def secret_path(endpoint: str) -> Path:
     return run_directory() / f"{host.strip('[]')}-{port}.secret"
 
 
+def new_secret() -> str:
+    """A fresh run secret: 256 random bits, in hex."""
+    return secrets.token_hex(32)
+
+
 def write_secret(path: Path, token: str | None = None) -> str:
     """The run secret ``token`` (None: a fresh one) in ``path``: created 0600 inside a
     0700 directory, then renamed into place, so no other user can read it at any
@@ -179,7 +184,7 @@ def write_secret(path: Path, token: str | None = None) -> str:
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     path.parent.chmod(0o700)
     reclaim_secrets(path.parent, path)
-    token = token or secrets.token_hex(32)
+    token = token or new_secret()
     # a full disk: one line, no file
     replace_file(path, token.encode(), mode=0o600, exclusive=True)
     return token
