@@ -238,6 +238,19 @@ def _group_swap_typed(group_of, index, k, j, newcomer_cost, sigma, st):
     return swap
 
 
+def ungrouped(group_of, info):
+    """Whether no group budget binds (``_group_swap`` then never swaps a group):
+    compiled to True when there are no groups."""
+    raise NotImplementedError   # only called from compiled code
+
+
+@overload(ungrouped)
+def _ungrouped_typed(group_of, info):
+    if isinstance(group_of, types.NoneType):
+        return lambda group_of, info: True
+    return lambda group_of, info: info.max_groups <= 0
+
+
 @register_jitable(**_PLAIN_HELPER)
 def _needs_a_group(index, k, j, st):
     """Group-aware OS: j's group is not kept and ``max_groups`` groups are, so j can
@@ -346,9 +359,7 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
     products come from differs).  ``gain`` is the S-step's predicted gain.
     Returns (grows, swap, σ, gain scaled by ``damping``)."""
     inv, w_new, drop = st.inv, st.w_new, st.drop
-    for l in range(k):
-        w_new[l] = weights[l] - st.v[l]
-    w_new[k] = 0.0
+    _step_on_s(weights, k, st)
     drop[:] = False
     grows, swap, sigma = False, False, 1.0
     if pos < 0:
@@ -383,16 +394,39 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
                     w_new[d] = 0.0
                     drop[d] = swap = True
             if not (grows or swap):   # the newcomer costs least: the Newton step on S
-                for l in range(k):
-                    w_new[l] = weights[l] - st.v[l]
-                w_new[k] = 0.0
+                _step_on_s(weights, k, st)
+    return grows, swap, sigma, _damped(weights, k, damping, gain, st)
+
+
+@register_jitable(**_HELPER)
+def _step_on_s(weights, k, st):
+    """The Newton step on S alone into ``st.w_new`` (the newcomer's weight 0)."""
+    for l in range(k):
+        st.w_new[l] = weights[l] - st.v[l]
+    st.w_new[k] = 0.0
+
+
+@register_jitable(**_HELPER)
+def _damped(weights, k, damping, gain, st):
+    """The move in ``st.w_new`` shortened by ``damping`` (an Asy-OS worker's; the
+    dropped slots stay at 0); returns the predicted ``gain`` scaled the same way."""
     if damping < 1.0:
         for l in range(k):
-            if not drop[l]:
-                w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
-        w_new[k] *= damping
+            if not st.drop[l]:
+                st.w_new[l] = weights[l] + damping * (st.w_new[l] - weights[l])
+        st.w_new[k] *= damping
         gain *= damping
-    return grows, swap, sigma, gain
+    return gain
+
+
+@register_jitable(**_HELPER)
+def keep_s(weights, k, damping, gain, st):
+    """The proposal of an arrival that makes no one leave and cannot grow the kept set
+    (``_propose``'s last branch, reached without its products): the Newton step on S,
+    damped.  Returns the gain scaled by ``damping``."""
+    _step_on_s(weights, k, st)
+    st.drop[:] = False
+    return _damped(weights, k, damping, gain, st)
 
 
 @register_jitable(**_HELPER)

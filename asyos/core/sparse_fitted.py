@@ -1,6 +1,7 @@
 """The fitted substitution rule on sparse (CSC) columns: an arrival costs what its
-overlap with the kept set costs, O(nnz(x_j) + Σ_r c_r + s·m + s) (c_r the kept nonzeros
-in the newcomer's row r, m the kept columns sharing a row with it), whatever n.
+overlap with the kept set costs, O(nnz(x_j) + Σ_r c_r + m²) for most arrivals and
+O(nnz(x_j) + Σ_r c_r + s·m + s) for the others (c_r the kept nonzeros in the
+newcomer's row r, m the kept columns sharing a row with it), whatever n.
 
 The rule is ``core/fitted_step.py``'s, decision for decision (``_propose`` and
 ``_accept`` are shared): the newcomer gets its Newton-fitted weight given S and the
@@ -15,7 +16,10 @@ from differs from the dense kernel:
 * b = X_SᵀDx_j reads the kept nonzeros of the newcomer's rows (``row_slot`` and
   ``row_val``: per row, the kept slots with a nonzero there and its value, kept
   current under moves), so only the m slots that share a row with x_j are touched;
-  a = H_S⁻¹b reads the m rows of H_S⁻¹ for those slots: O(s·m), not O(s²);
+  a = H_S⁻¹b reads the m rows of H_S⁻¹ for those slots: O(s·m), not O(s²); and
+  at capacity not even that where the settled test (``_settles``, O(m²) from the
+  m×m block) proves the newcomer makes no one leave, as it does for most arrivals
+  once S has settled;
 * X_Sᵀg is recomputed from the kept columns' nonzeros only after a move: O(nnz(X_S));
 * a move updates u by Σ Δw_k x_k on the kept nonzeros and evaluates F in one pass.
 
@@ -49,6 +53,8 @@ from .fitted_step import (
     _objective,
     _propose,
     _see_scale,
+    keep_s,
+    ungrouped,
     worth_a_move,
 )
 from .losses import SQUARED, hess_at
@@ -57,8 +63,14 @@ from .spd import spd_inverse
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
 # last refresh; 1ᵀg at u; the intercept's value; the work of the arrivals' products
 # (rows of the newcomers read, kept nonzeros read there, entries of H_S⁻¹ and of
-# H_S⁻¹e read), which tests count.
-INTERCEPT, DSUM, GSUM, OFFSET, WORK = range(5)
+# H_S⁻¹e read), which tests count; for the settled test (``_settles``), with ``gS``:
+# β = min_l |w_l − v_l|/√[H̃_S⁻¹]_ll, eᵀH̃_S⁻¹e and eᵀH̃_S⁻¹gS; the arrivals it
+# decided; whether it is on (1, the default; 0 forms every product, as a comparison).
+INTERCEPT, DSUM, GSUM, OFFSET, WORK, BETA, E_HE, HE_G, SETTLED, SETTLE = range(10)
+# The settled test's margin: it decides only where its bound clears the rule's own
+# comparison by this relative amount (far above the products' rounding), and only
+# where σ is not this small a part of c (no cancellation in c − bᵀH̃_S⁻¹b).
+SETTLED_MARGIN = 1e-6
 
 
 class SparseFit(NamedTuple):
@@ -78,8 +90,9 @@ class SparseFit(NamedTuple):
 
 def sparse_fit(n_samples: int, capacity: int, intercept: bool) -> SparseFit:
     c = capacity + 1
-    extra = np.zeros(WORK + 1)
+    extra = np.zeros(SETTLE + 1)
     extra[INTERCEPT] = 1.0 if intercept else 0.0
+    extra[SETTLE] = 1.0
     return SparseFit(np.zeros(n_samples, np.int64), np.zeros((n_samples, c), np.int32),
                      np.zeros((n_samples, c)), np.zeros(c), np.zeros(c),
                      np.zeros(c, np.int64), np.zeros(c, np.bool_),
@@ -169,6 +182,46 @@ def _sync(table, rows, vals, index, k, span, size, st, sp):
                 _row_add(sp, rows[e], l, vals[e])
                 total += st.curv[rows[e]] * vals[e]
             sp.e[l] = total
+
+
+@register_jitable(**_PLAIN_HELPER)
+def _settles(inv, count, xg, c, f, st, sp):
+    """Whether a newcomer at capacity provably makes no kept slot leave, from the
+    m = ``count`` slots it shares rows with (``sp.overlap``, b on them in ``st.bS``)
+    and ``f`` = 1ᵀDx_j/1ᵀD1 (0 without the intercept), before a = H̃_S⁻¹b̃ is formed.
+
+    σ = c − b̃ᵀH̃_S⁻¹b̃ and the newcomer's step d = (b̃ᵀv − x̃ᵀg)/σ are exact from the
+    m×m block, ``he`` and the cached scalars; slot l's removal cost
+    ½(w_l − v_l − a_l d)²/([H̃_S⁻¹]_ll + a_l²/σ) is at least ½(β − |d|√(b̃ᵀH̃_S⁻¹b̃))₊²σ/c,
+    because |a_l| ≤ √([H̃_S⁻¹]_ll · b̃ᵀH̃_S⁻¹b̃) (Cauchy–Schwarz in the H̃_S⁻¹ inner
+    product).  When that bound clears the newcomer's own cost ½σd², ``_propose`` would
+    find no cheaper slot and take the S-step: the same decision, without its O(m·s)
+    products.  Otherwise the caller forms them."""
+    overlap, extra = sp.overlap, sp.extra
+    bhb, bv, bhe = 0.0, 0.0, 0.0
+    for t in range(count):
+        l = overlap[t]
+        bl = st.bS[l]
+        bv += bl * st.v[l]
+        bhe += bl * sp.he[l]
+        row = inv[l]
+        inner = 0.5 * row[l] * bl
+        for t2 in range(t):
+            inner += row[overlap[t2]] * st.bS[overlap[t2]]
+        bhb += bl * inner
+    bhb *= 2.0
+    ba, ag = bhb, bv
+    if f != 0.0:
+        ba += f * (f * extra[E_HE] - 2.0 * bhe)
+        ag -= f * extra[HE_G]
+    sigma = c - ba
+    if not sigma > SETTLED_MARGIN * c:
+        return False
+    d = (ag - xg) / sigma
+    slack = extra[BETA] - abs(d) * np.sqrt(max(ba, 0.0))
+    if not slack > 0.0:
+        return False
+    return 0.5 * slack * slack * sigma / c * (1.0 - SETTLED_MARGIN) > 0.5 * sigma * d * d
 
 
 @njit(**_PLAIN_KERNEL, nogil=True)
@@ -265,32 +318,54 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                     st.gS[l] -= sp.e[l] * gsum / dsum
             info.gain = gain + _newton_on_s(inv, k, st)
             if intercept:
+                e_he, he_g = 0.0, 0.0
                 for i in range(k):
                     total = 0.0
                     for l in range(k):
                         total += inv[i, l] * sp.e[l]
                     sp.he[i] = total
+                    e_he += sp.e[i] * total
+                    he_g += total * st.gS[i]
+                extra[E_HE], extra[HE_G] = e_he, he_g
+            beta = np.inf
+            for l in range(k):
+                beta = min(beta, abs(weights[l] - st.v[l]) / np.sqrt(inv[l, l]))
+            extra[BETA] = beta
             info.on_s_current = True
-        # a = H̃_S⁻¹b̃ from the rows of H̃_S⁻¹ (symmetric) of the overlapping slots,
-        # and with the intercept b̃'s dense rank-one part through ``he``
-        for i in range(k):
-            st.a[i] = 0.0
-        for t in range(count):
-            l = overlap[t]
-            bl = st.bS[l]
-            row = inv[l]
+        # at capacity, a newcomer that the bound shows makes no one leave takes the
+        # S-step's proposal without a = H̃_S⁻¹b̃: O(m²), not O(m·s)
+        settled = False
+        if (extra[SETTLE] != 0.0 and pos < 0 and k == capacity and k > 0
+                and ungrouped(st.group_of, info)):
+            read += count * count
+            settled = _settles(inv, count, xg, xdx + lam,
+                               ej / dsum if intercept else 0.0, st, sp)
+        if settled:
+            extra[WORK] += read
+            extra[SETTLED] += 1
+            grows, swap, sigma = False, False, 1.0
+            gain = keep_s(weights, k, damping, info.gain, st)
+        else:
+            # a = H̃_S⁻¹b̃ from the rows of H̃_S⁻¹ (symmetric) of the overlapping
+            # slots, and with the intercept b̃'s dense rank-one part through ``he``
             for i in range(k):
-                st.a[i] += row[i] * bl
-        read += count * k
-        if intercept and pos < 0:
-            f = ej / dsum
-            for i in range(k):
-                st.a[i] -= f * sp.he[i]
-                st.bS[i] -= sp.e[i] * f
-            read += k
-        extra[WORK] += read
-        grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg,
-                                            xdx + lam, info.gain, damping, st)
+                st.a[i] = 0.0
+            for t in range(count):
+                l = overlap[t]
+                bl = st.bS[l]
+                row = inv[l]
+                for i in range(k):
+                    st.a[i] += row[i] * bl
+            read += count * k
+            if intercept and pos < 0:
+                f = ej / dsum
+                for i in range(k):
+                    st.a[i] -= f * sp.he[i]
+                    st.bS[i] -= sp.e[i] * f
+                read += k
+            extra[WORK] += read
+            grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos,
+                                                xg, xdx + lam, info.gain, damping, st)
         moved = grows or swap
         if not worth_a_move(moved, gain, before):
             continue

@@ -78,16 +78,18 @@ def _scores(block, g: np.ndarray) -> np.ndarray:
 
 
 def sweep_candidates(blocks, u: np.ndarray, y: np.ndarray, loss: Loss,
-                     kept: np.ndarray, size: int) -> np.ndarray:
-    """The ``size`` features of ``blocks`` (an iterator of (block_index, block)) with
-    the largest |x_jᵀ∇L(u)| / ‖x_j‖ that are not in ``kept``, sorted by index (fewer
-    where fewer score above 0)."""
+                     kept: np.ndarray, size: int, stream=None) -> np.ndarray:
+    """The ``size`` features of ``blocks`` (a callable giving an iterator of
+    (block_index, block)) with the largest |x_jᵀ∇L(u)| / ‖x_j‖ that are not in
+    ``kept``, sorted by index (fewer where fewer score above 0); scored in one product
+    where ``stream``'s ``column_scores`` can (``blocks`` is then not read)."""
     g = loss_grad(int(loss), np.ascontiguousarray(u, dtype=np.float64), y,
                   np.empty(u.shape[0]))
     best_index, best_score = np.zeros(0, np.int64), np.zeros(0)
     kept = np.asarray(kept, np.int64)
-    for block_index, block in blocks:
-        score = _scores(block, g)
+    whole = None if stream is None else stream.column_scores(g)
+    for block_index, score in [whole] if whole is not None else (
+            (block_index, _scores(block, g)) for block_index, block in blocks()):
         fresh = (score > 0) & ~np.isin(block_index, kept)
         best_index = np.concatenate([best_index, block_index[fresh]])
         best_score = np.concatenate([best_score, score[fresh]])
@@ -112,8 +114,8 @@ class ClosingSweep:
     def arrivals(self, u: np.ndarray, kept: np.ndarray, epoch: int):
         """The candidates at ``u`` (the final u, or a worker's view of it), as blocks
         in the kept set's form; ``epoch``: the pass whose order the scan reads."""
-        candidates = sweep_candidates(self.blocks(epoch), u, self.y, self.loss, kept,
-                                      self.size)
+        candidates = sweep_candidates(lambda: self.blocks(epoch), u, self.y,
+                                      self.loss, kept, self.size, self.stream)
         if candidates.size == 0:
             return iter(())
         return getattr(self.stream.subset(candidates), self.blocks.__name__)(0)

@@ -184,6 +184,12 @@ class FeatureStream:
         finished = ((index, self._finish(index, block)) for index, block in raw)
         yield from prefetch(finished) if self.reads_ahead() else finished
 
+    def column_scores(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """(features, |x_jᵀg| / ‖x_j‖) for every feature at once where the stream
+        holds its columns in memory in a form one product reads (the closing sweep's
+        and the greedy opening's scores); None: read them a block at a time."""
+        return None
+
     def reads_ahead(self) -> bool:
         """Whether ``blocks`` reads the next block in a thread: as ``prefetch``
         says, except for a pass gathering at most ``READ_AHEAD_BYTES`` from memory."""

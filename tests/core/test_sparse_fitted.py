@@ -306,12 +306,12 @@ def test_each_arrivals_products_are_the_dense_ones(density, loss, intercept, see
     here from the state before the arrival (the computation the kernel did before it
     gathered b on the overlap): the same to rounding, for every loss and with the
     intercept, whose rank-one part goes through H̃_S⁻¹e."""
-    from asyos.core.sparse_fitted import DSUM
+    from asyos.core.sparse_fitted import DSUM, SETTLED
 
     X, y = problem(100, 160, density, seed, loss)
     kept, _ = kept_set(SparseStream(X), 10, loss=Loss.parse(loss), intercept=intercept)
     kept.start_epoch()
-    checked = 0
+    checked = checked_settled = 0
     for j in range(X.shape[1]):
         model, k = kept.model, kept.size
         info = model.info[0]
@@ -319,13 +319,18 @@ def test_each_arrivals_products_are_the_dense_ones(density, loss, intercept, see
         slots = kept.index[:k].copy()
         inv = model.inv[:k, :k].copy()
         curv = model.curv.copy()
-        dsum = kept.sparse.extra[DSUM]
+        dsum, settled = kept.sparse.extra[DSUM], kept.sparse.extra[SETTLED]
         arrive(kept, X, j, y, loss)
         if j in slots or info["arrivals"] != arrivals + 1 or k == 0:
             continue   # a revisit (b unused) or a refresh first (a new D)
         XS = X[:, slots].toarray()
         x = X[:, j].toarray().ravel()
         b = XS.T @ (curv * x)
+        if kept.sparse.extra[SETTLED] > settled:   # decided from b, without a
+            scale = np.abs(b).max() + 1e-300
+            np.testing.assert_allclose(model.bS[:k], b, rtol=1e-10, atol=1e-12 * scale)
+            checked_settled += 1
+            continue
         if intercept:
             b -= (XS.T @ curv) * (curv @ x) / dsum
         scale = np.abs(inv).max() * np.abs(b).max() + 1e-300
@@ -333,27 +338,30 @@ def test_each_arrivals_products_are_the_dense_ones(density, loss, intercept, see
         np.testing.assert_allclose(model.a[:k], inv @ b, rtol=1e-10,
                                    atol=1e-10 * scale)
         checked += 1
-    assert checked > 50
+    assert checked > 20 and checked + checked_settled > 50
 
 
 @pytest.mark.parametrize("intercept", [False, True])
 def test_an_arrival_sharing_no_row_with_the_kept_set_costs_its_nonzeros(intercept):
     """The work an arrival's products do (rows read, kept nonzeros read there,
-    entries of H_S⁻¹ and of H_S⁻¹e read) counted by the kernel: a newcomer sharing no
-    row with 40 kept columns reads its nnz rows (and H̃_S⁻¹e's s entries with the
-    intercept), not nnz·s + s²; one that shares rows reads those rows' kept nonzeros
-    and s entries per overlapping slot."""
-    from asyos.core.sparse_fitted import WORK
+    entries of H_S⁻¹ and of H_S⁻¹e read) counted by the kernel.  At capacity the
+    settled test reads the m×m block of the m overlapping slots; only a newcomer it
+    cannot settle also forms a = H̃_S⁻¹b̃ (s entries per overlapping slot, and
+    H̃_S⁻¹e's s with the intercept).  So a newcomer sharing no row with 40 kept
+    columns and too weak to enter reads its nnz rows and nothing else, with or
+    without the intercept: no nnz·s, no s, no s² term."""
+    from asyos.core.sparse_fitted import SETTLED, WORK
 
     rng = np.random.default_rng(0)
     n, s = 400, 40
     X = sp.lil_matrix((n, s + 60))
     X[:200, :s] = rng.standard_normal((200, s))     # the kept set: rows 0..199
-    for i in range(50):                               # newcomers on rows of their own
-        X[200 + 2 * i:202 + 2 * i, s + i] = rng.standard_normal((2, 1))
+    y = rng.standard_normal(n)
+    y[:200] += 3.0 * X[:200, :s].toarray().sum(axis=1)   # all 40 matter
+    for i in range(50):                               # weak newcomers, rows of their own
+        X[200 + 2 * i:202 + 2 * i, s + i] = 0.01 * rng.standard_normal((2, 1))
     X[:3, s + 50:] = 1.0                              # newcomers on kept rows
     X = X.tocsc()
-    y = rng.standard_normal(n)
     kept, _ = kept_set(SparseStream(X), s, intercept=intercept)
     kept.start_epoch()
     for j in range(s):
@@ -361,17 +369,50 @@ def test_an_arrival_sharing_no_row_with_the_kept_set_costs_its_nonzeros(intercep
     assert kept.size == s
     extra = kept.sparse.extra
     for j in range(s, s + 50):
-        before = extra[WORK]
+        before, settled = extra[WORK], extra[SETTLED]
         arrive(kept, X, j, y, "squared")
-        assert extra[WORK] - before == 2 + (s if intercept else 0)
+        assert extra[SETTLED] == settled + 1
+        assert extra[WORK] - before == 2
     for j in range(s + 50, s + 60):
         k = kept.size
         slots = kept.index[:k]
         if j in slots:
             continue
-        before = extra[WORK]
+        before, settled = extra[WORK], extra[SETTLED]
         arrive(kept, X, j, y, "squared")
         shared = X[:3][:, slots]
         overlapping = shared.getnnz(axis=0).astype(bool).sum()
-        assert extra[WORK] - before == 3 + shared.nnz + overlapping * k + \
-            (k if intercept else 0)
+        products = 0 if extra[SETTLED] > settled else \
+            overlapping * k + (k if intercept else 0)
+        assert extra[WORK] - before == 3 + shared.nnz + overlapping ** 2 + products
+
+
+@pytest.mark.parametrize("density", DENSITIES)
+@pytest.mark.parametrize("loss", LOSSES)
+@pytest.mark.parametrize("intercept", [False, True])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_settled_test_changes_no_decision(density, loss, intercept, seed):
+    """The kernel with its settled test and the kernel that forms every arrival's
+    products (the rule as it was before the test existed), block by block over three
+    passes: the same kept set and bit for bit the same weights, and the test decided
+    some arrivals on every problem (so the comparison exercises it)."""
+    from asyos.core.sparse_fitted import SETTLE, SETTLED
+
+    X, y = problem(120, 300, density, seed, loss)
+    sets = [kept_set(SparseStream(X), 8, loss=Loss.parse(loss), intercept=intercept)[0]
+            for _ in range(2)]
+    sets[1].sparse.extra[SETTLE] = 0.0
+    for _ in range(3):
+        for kept in sets:
+            kept.start_epoch()
+        for start in range(0, X.shape[1], 16):
+            index = np.arange(start, min(start + 16, X.shape[1]))
+            block = CSCBlock.from_dense(X[:, index].toarray().T.copy())
+            for kept in sets:
+                kept.run_block(index, block, y, Loss.parse(loss), 1.0, np.zeros(7))
+            fast, full = sets
+            assert fast.size == full.size
+            np.testing.assert_array_equal(fast.index[:fast.size], full.index[:full.size])
+            np.testing.assert_array_equal(fast.weights[:fast.size],
+                                          full.weights[:full.size])
+    assert sets[0].sparse.extra[SETTLED] > 0 and sets[1].sparse.extra[SETTLED] == 0

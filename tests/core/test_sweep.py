@@ -4,6 +4,7 @@ order where they were not; Asy-OS workers sweep their shards through the protoco
 
 import numpy as np
 import pytest
+import scipy.sparse
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sweeps import sweeps_begin_after_every_pass
@@ -17,7 +18,7 @@ from asyos.streams import as_stream
 from asyos.errors import InputError
 from asyos.metrics import recall
 from asyos.solvers.simulator import Clock, fit_simulated
-from asyos.streams import ArrayStream
+from asyos.streams import ArrayStream, SparseStream
 
 
 def _brute_force(X, u, y, loss, kept, size):
@@ -48,12 +49,18 @@ def test_candidates_are_the_best_unkept_features_at_u(seed, size, loss, sparse, 
         index = np.arange(start, min(start + block, p))
         columns = np.ascontiguousarray(X[:, index].T)
         blocks.append((index, CSCBlock.from_dense(columns) if sparse else columns))
-    got = sweep_candidates(iter(blocks), u, y, loss, kept, size)
+    got = sweep_candidates(lambda: iter(blocks), u, y, loss, kept, size)
     expected = _brute_force(X, u, y, loss, kept, size)
     assert got.size == expected.size and np.all(np.diff(got) > 0)
     assert not np.isin(got, kept).any()
     # ties aside (none in continuous data), the same features
     np.testing.assert_array_equal(got, expected)
+    if sparse:   # an in-memory sparse stream scores them all in one product
+        def unread():
+            raise AssertionError("the blocks were read")
+        whole = sweep_candidates(unread, u, y, loss, kept, size,
+                                 SparseStream(scipy.sparse.csc_matrix(X)))
+        np.testing.assert_array_equal(whole, expected)
 
 
 def test_size_auto_and_bad_values():

@@ -65,8 +65,9 @@ def test_a_run_is_the_same_with_and_without_prefetch(reads_ahead_always):
 
 @pytest.mark.parametrize("sparse", [False, True])
 def test_a_shard_reads_ahead_as_its_own_flag_says(sparse, reads_ahead_always):
-    """A shard starts with its parent's setting; a carrier sets a worker's shard
-    alone (``NodeShare.reading``), dense or sparse, and the parent keeps its own."""
+    """A shard starts with its parent's setting (an in-memory scipy matrix reads in
+    the caller unless told otherwise); a carrier sets a worker's shard alone
+    (``NodeShare.reading``), dense or sparse, and the parent keeps its own."""
     import scipy.sparse as sp
 
     from asyos.streams import as_stream
@@ -74,6 +75,8 @@ def test_a_shard_reads_ahead_as_its_own_flag_says(sparse, reads_ahead_always):
     X = np.random.default_rng(3).standard_normal((20, 300))
     parent = as_stream(sp.csc_matrix(X) if sparse else X)
     parent.block_size = 16
+    assert parent.prefetch is not sparse
+    parent.prefetch = True
     assert parent.shard(2, 1).prefetch
     parent.prefetch = False
     assert not parent.shard(2, 1).prefetch
