@@ -397,6 +397,9 @@ class Reordered(Shard):
         super().__init__(parent, 1, 0)
         self.shuffle, self.seed = True, seed
 
+    def column_scores(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        return self.parent.column_scores(g)   # the same features: order aside
+
 
 class Subset(Shard):
     """The features ``indices`` (sorted, unique, global) of ``parent``

@@ -26,6 +26,13 @@ maps large folios: a fault maps the whole folio, partly outside the range droppe
 The sizes, ``indptr`` and the dtypes are checked when the directory is opened; the
 row indices of each block as it is read (a bad row index must never reach the
 compiled kernel).
+
+A directory of at most ``WHOLE_BYTES`` (64 MiB: a few million nonzeros) is instead
+read whole when it is opened, its row indices checked once, and sliced in memory as
+``SparseStream`` slices a scipy matrix.  There a shuffled order (each of the vote's
+orders) and a closing sweep would otherwise cost one ``pread`` per run of scattered
+columns, about 400 a block: 10 of the 13 s of `asyos run` on a 7 MB man-page corpus
+(docs/benchmarks.md, "Real text").
 """
 
 from __future__ import annotations
@@ -41,12 +48,13 @@ from .._files import space_checked
 from ..errors import InputError
 from .array import check_design_shape
 from .npy import _read_header, open_sized, read_exactly
-from .sparse import CSCColumns
+from .sparse import CSCColumns, slice_columns
 
 CSC_SUFFIX = ".csc"
 FORMAT, VERSION = "asyos-csc", 1
 FILES = ("meta.json", "indptr.npy", "indices.npy", "data.npy")
 _CHECKED = 1 << 18   # indptr entries checked at a time when a directory is opened
+WHOLE_BYTES = 64 << 20   # a directory this small is read whole when opened
 _GAP = 1 << 12       # bytes: spans this close are read in one run (a page: reading
                      # more costs more than a call; a gathered block reads at most
                      # its columns' entries plus a page per column)
@@ -233,11 +241,12 @@ def read_labels(path) -> np.ndarray | None:
 
 
 class CSCFileStream(CSCColumns):
-    """Columns of a ``.csc`` directory, read block by block with ``pread``.
+    """Columns of a ``.csc`` directory, read block by block with ``pread`` (or whole,
+    up to ``WHOLE_BYTES``).
 
     The sparse kernel reads it exactly as it reads ``SparseStream`` over the same
     matrix (the same CSC blocks), so the results are the same; resident memory is
-    one block, whatever nnz and p are.  ``labels()`` gives the directory's labels
+    one block, whatever nnz and p are, above ``WHOLE_BYTES``.  ``labels()`` gives the directory's labels
     (None without ``labels.npy``).
     """
 
@@ -257,6 +266,15 @@ class CSCFileStream(CSCColumns):
         self._rows = _Entries(self.path / "indices.npy", self.nnz, ("i4", "i8"))
         self._vals = _Entries(self.path / "data.npy", self.nnz,
                               ("f4" if meta["dtype"] == "float32" else "f8",))
+        self._whole = self._scipy = None
+        size = (self.n_features + 1) * self._indptr.item + self.nnz * (
+            self._rows.item + self._vals.item)
+        if size <= WHOLE_BYTES:   # read once, checked once; then sliced in memory
+            indptr = self._indptr.read(0, self.n_features + 1).astype(np.int64)
+            rows = self._rows.read(0, self.nnz)
+            self._check_rows(np.arange(self.n_features), indptr, rows)
+            self._whole = indptr, rows, self._vals.read(0, self.nnz)
+            self.prefetch = False   # as ``SparseStream``'s: a slice is a view
 
     def labels(self) -> np.ndarray | None:
         return read_labels(self.path)
@@ -264,7 +282,18 @@ class CSCFileStream(CSCColumns):
     def _what(self) -> str:
         return f"{self.path}: "
 
+    def _matrix(self):
+        if self._whole is not None and self._scipy is None:
+            import scipy.sparse as sp
+
+            indptr, rows, vals = self._whole
+            self._scipy = sp.csc_matrix((vals, rows, indptr),
+                                        shape=(self.n_samples, self.n_features))
+        return self._scipy
+
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if self._whole is not None:
+            return slice_columns(*self._whole, index)
         indptr = np.zeros(len(index) + 1, np.int64)
         if len(index) and np.all(np.diff(index) == 1):   # a range: one read each
             bounds = self._indptr.read(int(index[0]), int(index[-1]) + 2)

@@ -31,6 +31,7 @@ class CSCColumns(FeatureStream):
     """
 
     sparse = True
+    _norms = None   # ‖x_j‖ of every feature, once ``column_scores`` has needed them
 
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         raise NotImplementedError
@@ -66,6 +67,24 @@ class CSCColumns(FeatureStream):
         raw = (self._csc(index) for index in chunks)
         return prefetch(raw) if (self.prefetch if read_ahead is None else read_ahead) \
             else raw
+
+    def _matrix(self):
+        """The whole matrix as scipy CSC where the stream holds it in memory (rows
+        checked), else None."""
+        return None
+
+    def column_scores(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every feature's |x_jᵀg| / ‖x_j‖ (0 for an empty column) in one product,
+        where the matrix is in memory."""
+        X = self._matrix()
+        if X is None:
+            return None
+        if self._norms is None:
+            self._norms = np.sqrt(np.asarray(X.multiply(X).sum(axis=0),
+                                             np.float64).ravel())
+        dots = np.abs(X.T @ g)
+        return np.arange(self.n_features), np.divide(
+            dots, self._norms, out=np.zeros(self.n_features), where=self._norms > 0)
 
     def _csc(self, index: np.ndarray) -> tuple[np.ndarray, CSCBlock]:
         indptr, rows, vals = self._slice(index)
@@ -107,28 +126,26 @@ class SparseStream(CSCColumns):
         # handed over by a reading thread (about 50 µs a block, a fifth of a one-order
         # fit on real text: docs/benchmarks.md, "Real text")
         self.prefetch = False
-        self._norms = None
 
-    def column_scores(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Every feature's |x_jᵀg| / ‖x_j‖ (0 for an empty column) in one product."""
-        if self._norms is None:
-            self._norms = np.sqrt(np.asarray(self._X.multiply(self._X).sum(axis=0),
-                                             np.float64).ravel())
-        dots = np.abs(self._X.T @ g)
-        return np.arange(self.n_features), np.divide(
-            dots, self._norms, out=np.zeros(self.n_features), where=self._norms > 0)
+    def _matrix(self):
+        return self._X
 
     def _slice(self, index: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Views of a run of consecutive columns (the unshuffled order's blocks);
-        else one gather of the columns' entries (numpy, no scipy matrix made)."""
         X = self._X
-        first, last = int(index[0]), int(index[-1])
-        if last - first + 1 == index.size and np.all(np.diff(index) == 1):
-            lo, hi = X.indptr[first], X.indptr[last + 1]
-            return X.indptr[first:last + 2] - lo, X.indices[lo:hi], X.data[lo:hi]
-        starts = X.indptr[index]
-        counts = X.indptr[index + 1] - starts
-        indptr = np.zeros(index.size + 1, np.int64)
-        np.cumsum(counts, out=indptr[1:])
-        at = np.repeat(starts - indptr[:-1], counts) + np.arange(indptr[-1])
-        return indptr, X.indices[at], X.data[at]
+        return slice_columns(X.indptr, X.indices, X.data, index)
+
+
+def slice_columns(indptr, indices, data, index: np.ndarray):
+    """(indptr from 0, rows, values) of the columns ``index`` of the CSC arrays:
+    views for a run of consecutive columns (the unshuffled order's blocks); else one
+    gather of the columns' entries (numpy, no scipy matrix made)."""
+    first, last = int(index[0]), int(index[-1])
+    if last - first + 1 == index.size and np.all(np.diff(index) == 1):
+        lo, hi = indptr[first], indptr[last + 1]
+        return indptr[first:last + 2] - lo, indices[lo:hi], data[lo:hi]
+    starts = indptr[index]
+    counts = indptr[index + 1] - starts
+    out = np.zeros(index.size + 1, np.int64)
+    np.cumsum(counts, out=out[1:])
+    at = np.repeat(starts - out[:-1], counts) + np.arange(out[-1])
+    return out, indices[at], data[at]

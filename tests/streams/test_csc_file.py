@@ -53,9 +53,21 @@ def _same_csc_blocks(a, b):
     return len(pairs)
 
 
+@pytest.fixture(params=["whole", "by block"])
+def reading(request, monkeypatch):
+    """A small directory read whole when opened, and the same read by ``pread`` a
+    block at a time, as a directory above ``WHOLE_BYTES`` is."""
+    import asyos.streams.csc_file as csc_file
+
+    if request.param == "by block":
+        monkeypatch.setattr(csc_file, "WHOLE_BYTES", 0)
+    return request.param
+
+
 @pytest.mark.parametrize("shuffle", [False, True])
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
-def test_blocks_shards_and_columns_equal_the_sparse_streams(tmp_path, shuffle, dtype):
+def test_blocks_shards_and_columns_equal_the_sparse_streams(tmp_path, shuffle, dtype,
+                                                            reading):
     X = _matrix()
     disk, memory = _pair(tmp_path, X, block_size=8, shuffle=shuffle, seed=4,
                          dtype=dtype)
@@ -101,7 +113,7 @@ def test_property_the_file_stream_yields_the_sparse_streams_blocks(
 
 @pytest.mark.parametrize("options", [{}, {"shuffle": True, "seed": 2},
                                      {"rule": "fitted"}, {"dtype": "float32"}])
-def test_fit_os_on_the_file_is_the_fit_on_the_matrix(tmp_path, options):
+def test_fit_os_on_the_file_is_the_fit_on_the_matrix(tmp_path, options, reading):
     rng = np.random.default_rng(3)
     X = _matrix(n=80, p=300, density=0.08, seed=1)
     y = X[:, [3, 50, 120]] @ np.array([2.0, -1.5, 1.0]) + 0.01 * rng.standard_normal(80)
@@ -190,16 +202,22 @@ def test_a_corrupt_directory_is_refused_on_open_naming_it(tmp_path, case):
     assert expected in str(info.value)
 
 
-def test_bad_rows_nan_and_bad_paths_are_refused(tmp_path):
+@pytest.mark.parametrize("whole", [True, False])
+def test_bad_rows_nan_and_bad_paths_are_refused(tmp_path, monkeypatch, whole):
+    """Bad row indices are refused when a small directory is opened (it is read
+    whole and checked once), or at the block that holds them (``WHOLE_BYTES`` 0)."""
+    import asyos.streams.csc_file as csc_file
+
+    if not whole:
+        monkeypatch.setattr(csc_file, "WHOLE_BYTES", 0)
     X = _matrix()
     save_csc(tmp_path / "X.csc", X)
     rows = np.load(tmp_path / "X.csc" / "indices.npy")
     start = X.indptr[9]                            # feature 9: every row
     rows[start], rows[start + 1] = rows[start + 1], rows[start]
     np.save(tmp_path / "X.csc" / "indices.npy", rows)
-    stream = CSCFileStream(tmp_path / "X.csc", block_size=4)
     with pytest.raises(InputError, match="feature 9 are not strictly ascending"):
-        list(stream.step_blocks())
+        list(CSCFileStream(tmp_path / "X.csc", block_size=4).step_blocks())
     rows[start] = 30
     np.save(tmp_path / "X.csc" / "indices.npy", rows)
     with pytest.raises(InputError, match="feature 9 has row index 30, outside 0..29"):
@@ -362,11 +380,16 @@ def test_orders_made_a_piece_at_a_time_are_the_orders(p, block, seed, shards):
         np.testing.assert_array_equal(np.flatnonzero(held) - 1, base)
 
 
-def test_a_wide_file_stream_holds_no_order_and_no_indptr(tmp_path):
+def test_a_wide_file_stream_holds_no_order_and_no_indptr(tmp_path, monkeypatch):
     """p = 10⁶ mostly empty columns: a pass over the step blocks never holds the
     int64 order or indptr (8 MB each); a shuffled one holds an int32 permutation
-    (4 MB), not the int64 order and its copies (24 MB)."""
+    (4 MB), not the int64 order and its copies (24 MB).  (Read by block, as a
+    directory above ``WHOLE_BYTES`` is: this one, 8 MB, would be read whole.)"""
     import tracemalloc
+
+    import asyos.streams.csc_file as csc_file
+
+    monkeypatch.setattr(csc_file, "WHOLE_BYTES", 0)
 
     n, p = 50, 1_000_000
     rng = np.random.default_rng(0)
