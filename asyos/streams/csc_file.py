@@ -32,7 +32,7 @@ read whole when it is opened, its row indices checked once, and sliced in memory
 ``SparseStream`` slices a scipy matrix.  There a shuffled order (each of the vote's
 orders) and a closing sweep would otherwise cost one ``pread`` per run of scattered
 columns, about 400 a block: 10 of the 13 s of `asyos run` on a 7 MB man-page corpus
-(docs/benchmarks.md, "Real text").
+(docs/results.md, "Real text: man pages").
 """
 
 from __future__ import annotations

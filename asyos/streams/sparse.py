@@ -124,7 +124,8 @@ class SparseStream(CSCColumns):
         self._X.sort_indices()   # rows ascending: the kernel walks u and g in order
         # a block is a view or one gather from memory: cheaper in the caller than
         # handed over by a reading thread (about 50 µs a block, a fifth of a one-order
-        # fit on real text: docs/benchmarks.md, "Real text")
+        # fit on real text: docs/benchmarks.md, "The settled test, reads in the
+        # caller, the sweep in one product")
         self.prefetch = False
 
     def _matrix(self):
