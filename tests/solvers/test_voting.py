@@ -43,9 +43,37 @@ def test_the_vote_keeps_the_most_kept_features_and_refits_them(problem):
     assert other.context["vote"]["objectives"] != vote["objectives"]
 
 
+def test_the_later_orders_run_over_the_first_orders_contenders(problem):
+    """Its selection and the best 4·s others by |x_jᵀ∇L(u)|/‖x_j‖ at its final u and
+    at u = 0 (brute force here); the vote picks among them.  ``contenders_per_s=None``
+    runs every order over every feature."""
+    from asyos.core.losses import Loss, loss_grad
+    from asyos.solvers.voting import CONTENDERS
+
+    X, y, s = problem.X, problem.y, 12
+    result = fit_os_voted(X, y, s, orders=5, loss="squared_hinge")
+    first = fit_os(X, y, s, loss="squared_hinge", epochs=PASSES_PER_ORDER)
+    norms = np.linalg.norm(X, axis=0)
+    expected = set(first.selected.tolist())
+    for u in (X[:, first.selected] @ first.weights, np.zeros(len(y))):
+        g = loss_grad(int(Loss.parse("squared_hinge")), u, y, np.empty(len(y)))
+        score = np.abs(X.T @ g) / norms
+        score[first.selected] = -1
+        expected |= set(np.argsort(-score)[:CONTENDERS * s].tolist())
+    assert s < len(expected) < X.shape[1]
+    assert result.context["vote"]["contenders"] == len(expected)
+    assert set(result.selected.tolist()) <= expected
+    every = fit_os_voted(X, y, s, orders=5, loss="squared_hinge", contenders_per_s=None)
+    assert every.context["vote"]["contenders"] == X.shape[1]
+    with pytest.raises(InputError, match="contenders_per_s"):
+        fit_os_voted(X, y, s, orders=5, contenders_per_s=0)
+
+
 def test_a_feature_kept_by_every_order_is_selected():
+    """The vote over every feature in every order."""
     problem = make_classification(p=300, s=6, seed=0)
-    result = fit_os_voted(problem.X, problem.y, 6, orders=4, loss="logistic")
+    result = fit_os_voted(problem.X, problem.y, 6, orders=4, loss="logistic",
+                          contenders_per_s=None)
     runs = [fit_os(problem.X if k == 0 else as_stream(problem.X).reordered(k),
                    problem.y, 6, loss="logistic", epochs=PASSES_PER_ORDER)
             for k in range(4)]
