@@ -268,7 +268,9 @@ def alpha_grid(X, y, job):
     return alpha_max * np.geomspace(1, job["ratio"], job["n_alphas"])
 
 
-def walk(make, set_alpha, X, y, k, grid):
+def walk(make, set_alpha, X, y, k, grid, score="decision_function"):
+    """Fit ``make(α)`` warm-started down ``grid`` to the first α with ≥ k nonzeros:
+    (its ``score`` method, nonzeros, a note)."""
     est = make(grid[0])
     for t, alpha in enumerate(grid):
         set_alpha(est, alpha)
@@ -278,7 +280,7 @@ def walk(make, set_alpha, X, y, k, grid):
             break
     note = f"{t + 1} steps, {nnz} nonzeros at {grid[t] / grid[0]:.3g}·max" + (
         "" if nnz >= k else " (path ended short of k)")
-    return est.decision_function, nnz, note
+    return getattr(est, score), nnz, note
 
 
 def fit_skglm(X, y, k, job, warm=False):
@@ -320,10 +322,11 @@ FITS = {"os": fit_os({}), "os-logistic": fit_os({"loss": "logistic"}),
         "chi2": fit_chi2}
 
 
-def run_child(job: dict, timeout: float) -> dict:
-    """``child(job)`` in a fresh process under PARENT, killed with its group after
-    ``timeout`` s; its JSON merged with the process's CPU seconds and peak MB."""
-    command = [sys.executable, "-c", PARENT, sys.executable, __file__, "--child",
+def run_child(job: dict, timeout: float, script: str = __file__) -> dict:
+    """``script --child job`` (its ``child(job)``) in a fresh process under PARENT,
+    killed with its group after ``timeout`` s; its JSON merged with the process's CPU
+    seconds and peak MB."""
+    command = [sys.executable, "-c", PARENT, sys.executable, script, "--child",
                json.dumps(job)]
     start = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,

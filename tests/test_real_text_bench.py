@@ -1,5 +1,6 @@
 """benchmarks/real_text.py's corpus builder on a handful of installed man pages (and on
-roff written here), so that the benchmark does not rot."""
+roff written here), and benchmarks/real_regression.py's on package records written
+here, so that the benchmarks do not rot."""
 
 import gzip
 import importlib.util
@@ -22,6 +23,38 @@ def _benchmark(name: str):
 
 
 real_text = _benchmark("real_text")
+sys.modules["real_text"] = real_text   # real_regression imports it by that name
+real_regression = _benchmark("real_regression")
+
+STANZAS = """Package: tiny
+Installed-Size: 120
+Depends: libc6 (>= 2.34), libfoo-1.2 | libbar
+Description: a tiny tool
+ Its long description, one line.
+ .
+ A second paragraph.
+Tag: role::program, use::editing
+Section: utils
+
+Package: nosize
+Description: a record without Installed-Size
+
+Package: tiny
+Installed-Size: 999
+Description: the same name again (another architecture)
+"""
+
+
+def test_package_records_become_documents_and_sizes(tmp_path):
+    (tmp_path / "x_Packages").write_text(STANZAS)
+    docs, y = real_regression.packages([tmp_path / "x_Packages"])
+    assert len(docs) == 1 and y[0] == pytest.approx(np.log1p(120))
+    words = docs[0].split()
+    assert words[:3] == ["a", "tiny", "tool"] and "paragraph." not in words
+    assert {"section_utils", "role_program", "use_editing", "dep_libc6",
+            "dep_libfoo_1_2"} <= set(words)
+    (tmp_path / "x_Packages.gz").write_bytes(gzip.compress(STANZAS.encode()))
+    assert real_regression.packages([tmp_path / "x_Packages.gz"])[0] == docs
 
 
 def test_page_text_keeps_name_and_description_only():
