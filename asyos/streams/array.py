@@ -87,6 +87,20 @@ class ArrayStream(FeatureStream):
         elif gathers(X):
             warm_gather(X)
         self._XT = X.T
+        self._norms = None
+
+    def column_scores(self, g: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+        """Every feature's |x_jᵀg| / ‖x_j‖ (0 for an empty column) in one product in
+        X's own floating type (an integer X is read a block at a time instead: the
+        product would copy it)."""
+        XT = self._XT
+        if XT.dtype.kind != "f":
+            return None
+        if self._norms is None:
+            self._norms = np.sqrt(np.einsum("ij,ij->i", XT, XT, dtype=np.float64))
+        dots = np.abs(XT @ g.astype(XT.dtype, copy=False)).astype(np.float64)
+        return np.arange(self.n_features), np.divide(
+            dots, self._norms, out=np.zeros(self.n_features), where=self._norms > 0)
 
     def _read(self, indices: np.ndarray) -> np.ndarray:
         """One gather into a block used again (``streams.pool``): of Xᵀ's rows

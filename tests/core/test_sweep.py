@@ -55,12 +55,12 @@ def test_candidates_are_the_best_unkept_features_at_u(seed, size, loss, sparse, 
     assert not np.isin(got, kept).any()
     # ties aside (none in continuous data), the same features
     np.testing.assert_array_equal(got, expected)
-    if sparse:   # an in-memory sparse stream scores them all in one product
-        def unread():
-            raise AssertionError("the blocks were read")
-        whole = sweep_candidates(unread, u, y, loss, kept, size,
-                                 SparseStream(scipy.sparse.csc_matrix(X)))
-        np.testing.assert_array_equal(whole, expected)
+    # an in-memory stream scores them all in one product, without reading blocks
+    def unread():
+        raise AssertionError("the blocks were read")
+    stream = SparseStream(scipy.sparse.csc_matrix(X)) if sparse else ArrayStream(X)
+    np.testing.assert_array_equal(sweep_candidates(unread, u, y, loss, kept, size,
+                                                   stream), expected)
 
 
 def test_size_auto_and_bad_values():
