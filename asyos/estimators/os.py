@@ -542,7 +542,8 @@ _PARAMETERS = """\
         with the intercept.
     n_orders : int or "auto", default="auto"
         Sequential OS in this many feature orders, the features kept most often
-        chosen by a vote and refit (``asyos.solvers.voting``); "auto": 8 for a
+        chosen by a vote and refit (``asyos.solvers.voting``; the orders after the
+        first run over its contenders, at most 9·s features); "auto": 8 for a
         classification loss (its recall gains most), 1 otherwise; 1 turns it off.
         Each order runs ``epochs`` passes ("auto": 3).
     n_workers : int, default=1
