@@ -49,7 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
-from real_text import run_child, walk  # benchmarks/ is the script's directory
+from real_text import (  # benchmarks/ is the script's directory
+    alpha_grid, print_table, run_child, summary, walk)
 
 LISTS, STATUS = Path("/var/lib/apt/lists"), Path("/var/lib/dpkg/status")
 METHODS = {"os": "asyos (defaults)", "skglm": "skglm Lasso path",
@@ -142,11 +143,6 @@ def fit_os(X, y, k, job):
     return est.predict, np.count_nonzero(est.coef_), ""
 
 
-def alpha_grid(X, y, job):
-    alpha_max = np.abs(X.T @ (y - y.mean())).max() / X.shape[0]
-    return alpha_max * np.geomspace(1, job["ratio"], job["n_alphas"])
-
-
 def lasso_path(make):
     def fit(X, y, k, job):
         return walk(make, lambda est, a: est.set_params(alpha=a), X, y, k,
@@ -184,42 +180,8 @@ FITS = {"os": fit_os, "skglm": lasso_path(_skglm), "celer": lasso_path(_celer),
 
 # ---------------------------------------------------------------------------- parent
 
-def summary(rs):
-    for r in rs:
-        if "failed" in r:
-            return r
-    out = {key: float(np.mean([r[key] for r in rs]))
-           for key in ("r2", "rmse", "cpu", "wall", "nnz")}
-    out.update(r2_worst=min(r["r2"] for r in rs), rmse_worst=max(r["rmse"] for r in rs),
-               peak_mb=max(r["peak_mb"] for r in rs), note=rs[0]["note"])
-    return out
-
-
-def print_table(info, table, methods, ks, n_seeds):
-    print(f"\n### Package size from its description: n = {info['n']}, p = {info['p']}, "
-          f"nnz = {info['nnz']} ({info['source']})\n")
-    worst = n_seeds > 1
-    print("| k | method | test R²" + (" (worst)" if worst else "") + " | RMSE"
-          + (" (worst)" if worst else "") + " | nonzeros | CPU s | wall s | ÷ skglm "
-          "| peak MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
-    for k in ks:
-        ref = table[k].get("skglm", {})
-        for m in methods:
-            r = table[k][m]
-            if "failed" in r:
-                print(f"| {k} | {METHODS[m]} | {r['failed']} | | | | | | |")
-                continue
-            r2 = f"{r['r2']:.3f}" + (f" ({r['r2_worst']:.3f})" if worst else "")
-            rmse = f"{r['rmse']:.3f}" + (f" ({r['rmse_worst']:.3f})" if worst else "")
-            ratio = (f"{r['cpu'] / ref['cpu']:.2f}" if "cpu" in ref and ref["cpu"] > 0
-                     and m != "skglm" else "")
-            print(f"| {k} | {METHODS[m]} | {r2} | {rmse} | {r['nnz']:.0f} | "
-                  f"{r['cpu']:.2f} | {r['wall']:.2f} | {ratio} | {r['peak_mb']:.0f} |")
-    notes = [f"k = {k}, {METHODS[m]}: {table[k][m]['note']}" for k in ks
-             for m in methods if table[k][m].get("note")]
-    if notes:
-        print("\n" + "\n".join(f"- {n}" for n in notes))
+# The scores of the table: (column heading, key, which split is the worst).
+SCORES = (("test R²", "r2", min), ("RMSE", "rmse", max))
 
 
 def main() -> None:
@@ -289,8 +251,10 @@ def main() -> None:
                                                f"{r.get('note', '')}")
                     print(f"  k={k} {m} seed {seed}: {said}", file=sys.stderr,
                           flush=True)
-                table[k][m] = summary(rs)
-        print_table(info, table, methods, args.k, len(args.seeds))
+                table[k][m] = summary(rs, SCORES)
+        print_table(f"Package size from its description: n = {info['n']}, "
+                    f"p = {info['p']}, nnz = {info['nnz']} ({info['source']})", table,
+                    methods, METHODS, args.k, len(args.seeds), SCORES)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -374,39 +374,47 @@ def prepare(task, docs, folder: Path, seeds):
                    "positives": int(y.sum()), "seconds": seconds}
 
 
-def summary(rs):
+# The scores of a table: (column heading, key, which split is the worst).
+SCORES = (("AUC", "auc", min), ("accuracy", "acc", min))
+
+
+def summary(rs, scores=SCORES):
+    """The mean over splits of each score and of the costs, each score's worst split;
+    the first failure instead, if any."""
     for r in rs:
         if "failed" in r:
             return r
     out = {key: float(np.mean([r[key] for r in rs]))
-           for key in ("auc", "acc", "cpu", "wall", "nnz")}
-    out.update(auc_worst=min(r["auc"] for r in rs), acc_worst=min(r["acc"] for r in rs),
-               peak_mb=max(r["peak_mb"] for r in rs), note=rs[0]["note"])
+           for key in [key for _, key, _ in scores] + ["cpu", "wall", "nnz"]}
+    out.update({f"{key}_worst": worst(r[key] for r in rs) for _, key, worst in scores})
+    out.update(peak_mb=max(r["peak_mb"] for r in rs), note=rs[0]["note"])
     return out
 
 
-def print_table(task, info, table, methods, ks, n_seeds):
-    print(f"\n### {TASKS[task]}: n = {info['n']} ({info['positives']} positive), "
-          f"p = {info['p']}, nnz = {info['nnz']}\n")
+def print_table(heading, table, methods, names, ks, n_seeds, scores=SCORES):
+    """A markdown table of ``table[k][method]`` (``summary``'s), each row's CPU
+    seconds over skglm's, and the methods' notes."""
+    print(f"\n### {heading}\n")
     worst = n_seeds > 1
-    print("| k | method | AUC" + (" (worst)" if worst else "") + " | accuracy"
-          + (" (worst)" if worst else "") + " | nonzeros | CPU s | wall s | ÷ skglm "
-          "| peak MB |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| k | method | " + " | ".join(name + (" (worst)" if worst else "")
+                                      for name, _, _ in scores)
+          + " | nonzeros | CPU s | wall s | ÷ skglm | peak MB |")
+    print("|---|---|" + "---|" * (len(scores) + 5))
     for k in ks:
         ref = table[k].get("skglm", {})
         for m in methods:
             r = table[k][m]
             if "failed" in r:
-                print(f"| {k} | {METHODS[m]} | {r['failed']} | | | | | | |")
+                print(f"| {k} | {names[m]} | {r['failed']} |" + " |" * (len(scores) + 4))
                 continue
-            auc = f"{r['auc']:.3f}" + (f" ({r['auc_worst']:.3f})" if worst else "")
-            acc = f"{r['acc']:.3f}" + (f" ({r['acc_worst']:.3f})" if worst else "")
+            values = " | ".join(f"{r[key]:.3f}" + (f" ({r[key + '_worst']:.3f})"
+                                                   if worst else "")
+                                for _, key, _ in scores)
             ratio = (f"{r['cpu'] / ref['cpu']:.2f}" if "cpu" in ref and ref["cpu"] > 0
                      and m != "skglm" else "")
-            print(f"| {k} | {METHODS[m]} | {auc} | {acc} | {r['nnz']:.0f} | "
+            print(f"| {k} | {names[m]} | {values} | {r['nnz']:.0f} | "
                   f"{r['cpu']:.2f} | {r['wall']:.2f} | {ratio} | {r['peak_mb']:.0f} |")
-    notes = [f"k = {k}, {METHODS[m]}: {table[k][m]['note']}" for k in ks
+    notes = [f"k = {k}, {names[m]}: {table[k][m]['note']}" for k in ks
              for m in methods if table[k][m].get("note")]
     if notes:
         print("\n" + "\n".join(f"- {n}" for n in notes))
@@ -495,7 +503,10 @@ def main() -> None:
           f"{args.n_alphas} path steps down to {args.ratio:g}·max, timeout "
           f"{args.timeout:.0f} s" + (", gcloud pages kept" if args.with_gcloud else ""))
     for task in args.tasks:
-        print_table(task, *tables[task], methods, args.k, len(args.seeds))
+        info, table = tables[task]
+        print_table(f"{TASKS[task]}: n = {info['n']} ({info['positives']} positive), "
+                    f"p = {info['p']}, nnz = {info['nnz']}", table, methods, METHODS,
+                    args.k, len(args.seeds))
 
 
 if __name__ == "__main__":
