@@ -359,7 +359,7 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
     products come from differs).  ``gain`` is the S-step's predicted gain.
     Returns (grows, swap, σ, gain scaled by ``damping``)."""
     inv, w_new, drop = st.inv, st.w_new, st.drop
-    _step_on_s(weights, k, st)
+    _step_on_s(weights, k, st.v, w_new)
     drop[:] = False
     grows, swap, sigma = False, False, 1.0
     if pos < 0:
@@ -394,39 +394,42 @@ def _propose(index, weights, k, capacity, j, pos, xg, c, gain, damping, st):
                     w_new[d] = 0.0
                     drop[d] = swap = True
             if not (grows or swap):   # the newcomer costs least: the Newton step on S
-                _step_on_s(weights, k, st)
-    return grows, swap, sigma, _damped(weights, k, damping, gain, st)
+                _step_on_s(weights, k, st.v, w_new)
+    return grows, swap, sigma, _damped(weights, k, damping, gain, w_new, drop)
 
 
 @register_jitable(**_HELPER)
-def _step_on_s(weights, k, st):
-    """The Newton step on S alone into ``st.w_new`` (the newcomer's weight 0)."""
+def _step_on_s(weights, k, v, w_new):
+    """The Newton step on S alone, w − v, into ``w_new`` (the newcomer's weight 0).
+    These small helpers take the arrays they use, not ``FittedState``: a call takes a
+    reference to every array it is passed, an atomic operation each, per arrival."""
     for l in range(k):
-        st.w_new[l] = weights[l] - st.v[l]
-    st.w_new[k] = 0.0
+        w_new[l] = weights[l] - v[l]
+    w_new[k] = 0.0
 
 
 @register_jitable(**_HELPER)
-def _damped(weights, k, damping, gain, st):
-    """The move in ``st.w_new`` shortened by ``damping`` (an Asy-OS worker's; the
-    dropped slots stay at 0); returns the predicted ``gain`` scaled the same way."""
+def _damped(weights, k, damping, gain, w_new, drop):
+    """The move in ``w_new`` shortened by ``damping`` (an Asy-OS worker's; the dropped
+    slots, ``drop``, stay at 0); returns the predicted ``gain`` scaled the same way."""
     if damping < 1.0:
         for l in range(k):
-            if not st.drop[l]:
-                st.w_new[l] = weights[l] + damping * (st.w_new[l] - weights[l])
-        st.w_new[k] *= damping
+            if not drop[l]:
+                w_new[l] = weights[l] + damping * (w_new[l] - weights[l])
+        w_new[k] *= damping
         gain *= damping
     return gain
 
 
 @register_jitable(**_HELPER)
-def keep_s(weights, k, damping, gain, st):
+def keep_s(weights, k, damping, gain, v, w_new, drop):
     """The proposal of an arrival that makes no one leave and cannot grow the kept set
-    (``_propose``'s last branch, reached without its products): the Newton step on S,
-    damped.  Returns the gain scaled by ``damping``."""
-    _step_on_s(weights, k, st)
-    st.drop[:] = False
-    return _damped(weights, k, damping, gain, st)
+    (``_propose``'s last branch, reached without its products): the Newton step on S
+    (``v`` = H_S⁻¹gS), damped, into ``w_new``; nothing dropped.  Returns the gain
+    scaled by ``damping``."""
+    _step_on_s(weights, k, v, w_new)
+    drop[:] = False
+    return _damped(weights, k, damping, gain, w_new, drop)
 
 
 @register_jitable(**_HELPER)
@@ -500,20 +503,19 @@ def _products_on_s(cols, weights, k, x, lam, row, st):
     fresh_products = not info.on_s_current
     batched = row >= 0 and info.batch_valid
     for l in range(k):   # one pass over the kept columns
-        col = cols[l]
         sg, sb = 0.0, 0.0
         if batched:   # X_SᵀDx computed with the arrivals around it
             sb = st.products[row, l]
             if fresh_products:
                 for r in range(n):
-                    sg += col[r] * st.g[r]
+                    sg += cols[l, r] * st.g[r]
         elif fresh_products:
             for r in range(n):
-                sg += col[r] * st.g[r]
-                sb += col[r] * st.hx[r]
+                sg += cols[l, r] * st.g[r]
+                sb += cols[l, r] * st.hx[r]
         else:   # X_Sᵀg is unchanged since the last arrival: half the pass
             for r in range(n):
-                sb += col[r] * st.hx[r]
+                sb += cols[l, r] * st.hx[r]
         if fresh_products:
             st.gS[l] = sg + lam * weights[l]
         st.bS[l] = sb
@@ -541,18 +543,18 @@ def _try(cols, span, u, y, loss, contribution, separate, lam, st):
     for l in range(span):
         wl = st.w_new[l]
         if wl != 0.0:
-            col = cols[l]
             for r in range(n):
-                st.fresh[r] += wl * col[r]
+                st.fresh[r] += wl * cols[l, r]
     for r in range(n):
         st.trial[r] = u[r] + st.fresh[r] - contribution[r] if separate else st.fresh[r]
     return _objective(loss, st.trial, y, st.w_new, span, lam, st.g_trial)
 
 
-@njit(**_KERNEL, inline="always")
-def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
-                   contribution, separate, damping, st, row=-1):
-    """One arrival of feature ``j`` (column ``x``) under the fitted rule.
+@register_jitable(**_HELPER)
+def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, start, end,
+                    u, y, loss, contribution, separate, damping, st, run):
+    """The arrivals ``start`` ≤ b < ``end`` of ``block`` (feature ``block_index[b]``,
+    column ``block[b]``) under the fitted rule.  Returns (new size, substitutions).
 
     Gradients and the objective are taken at ``u`` (the exact u = X_S w_S in
     sequential OS, where ``contribution`` is ``u`` itself and ``separate`` False; an
@@ -560,85 +562,96 @@ def fitted_arrival(cols, index, weights, size, capacity, x, j, u, y, loss,
     ``damping`` γ ∈ (0, 1] scales the weights' move (a dropped weight still goes to
     zero): 1 in sequential OS; below 1 for Asy-OS workers, whose Newton steps on
     correlated shards would otherwise add up to an overshoot (a Jacobi iteration).
-    ``row`` ≥ 0: ``st.products[row]`` and ``st.solved[row]`` hold b = X_SᵀDx and
-    H_S⁻¹b (``_batched``), used while ``batch_valid`` says they are still current.
-    Returns (new size, dropped): dropped is -1 when no kept feature left, ``j`` when
-    the newcomer was not kept, else the feature that made way for it.
-    """
+    ``run``: ``_batched``'s three integers (b = X_SᵀDx and H_S⁻¹b of a run of
+    arrivals, used while ``batch_valid`` says they are still current).
+
+    The arrival is written in this loop rather than inlined into the callers' loops:
+    an arrival inlined as numba IR took a reference to each of its arrays on entry
+    and released it on exit, some 60 atomic operations an arrival, a quarter of a
+    small fit (docs/benchmarks.md, "Small fits")."""
     n = u.shape[0]
     info = st.info[0]
-    _see_scale(info, _dot(x, x) / n)
-    if info.refresh_due and np.isfinite(info.nu):
-        refresh(cols, size, u, y, loss, st)
-    if not np.isfinite(info.nu):
-        return size, -1   # the data's scale overflows: the caller refuses it
-    info.arrivals += 1
-    lam, k = info.lam, size
-    pos = -1
-    for l in range(k):
-        if index[l] == j:
-            pos = l
-    if not info.objective_current:
-        info.objective = _objective(loss, u, y, weights, k, lam, st.g)
-        info.objective_current = True
+    swaps = 0
+    for b in range(start, end):
+        row, end_of_run = _batched(info, size, block.shape[0], b, run)
+        if end_of_run > b:
+            _products(cols, size, block, b, end_of_run, st.curv, st.inv, st.products,
+                      st.solved)
+        x = block[b]
+        j = block_index[b]
+        _see_scale(info, _dot(x, x) / n)
+        if info.refresh_due and np.isfinite(info.nu):
+            refresh(cols, size, u, y, loss, st)
+        if not np.isfinite(info.nu):
+            continue   # the data's scale overflows: the caller refuses it
+        info.arrivals += 1
+        lam, k = info.lam, size
+        pos = -1
+        for l in range(k):
+            if index[l] == j:
+                pos = l
+        if not info.objective_current:
+            info.objective = _objective(loss, u, y, weights, k, lam, st.g)
+            info.objective_current = True
+            info.on_s_current = False
+        before = info.objective
+        gain = _products_on_s(cols, weights, k, x, lam, row, st)
+        c = _dot(x, st.hx) + lam if pos < 0 else 0.0
+        xg = _dot(x, st.g) if pos < 0 else 0.0
+        grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
+                                            gain, damping, st)
+        moved = grows or swap
+        if not worth_a_move(moved, gain, before):
+            continue
+        span = k + 1 if moved else k
+        if moved:
+            info.batch_valid = False   # S changes (if F falls): batched products void
+            for r in range(n):
+                cols[k, r] = x[r]
+        after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
+        if after > before * (1.0 + 1e-12) + 1e-300:
+            if loss != SQUARED and info.arrivals >= capacity:
+                info.refresh_due = True   # the frozen curvature has drifted
+            continue
+        size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss,
+                                st)
+        if swap:
+            _close_slots(cols, k, st.drop)
+        for r in range(n):   # loops: a slice assignment compiles numba's shape message
+            u[r] = st.trial[r] if separate else st.fresh[r]
+            if separate:
+                contribution[r] = st.fresh[r]
+            st.g[r] = st.g_trial[r]
+        info.objective = after
         info.on_s_current = False
-    before = info.objective
-    gain = _products_on_s(cols, weights, k, x, lam, row, st)
-    c = _dot(x, st.hx) + lam if pos < 0 else 0.0
-    xg = _dot(x, st.g) if pos < 0 else 0.0
-    grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
-                                        gain, damping, st)
-    moved = grows or swap
-    not_kept = j if pos < 0 else -1
-    if not worth_a_move(moved, gain, before):
-        return size, not_kept
-    span = k + 1 if moved else k
-    if moved:
-        info.batch_valid = False   # S changes (if F falls): batched products are void
-        for r in range(n):
-            cols[k, r] = x[r]
-    after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
-    if after > before * (1.0 + 1e-12) + 1e-300:
-        if loss != SQUARED and info.arrivals >= capacity:
-            info.refresh_due = True   # the frozen curvature has drifted
-        return size, not_kept
-    size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss, st)
-    if swap:
-        _close_slots(cols, k, st.drop)
-    if dropped == -2:
-        dropped = not_kept
-    for r in range(n):   # loops: a slice assignment compiles numba's shape message
-        u[r] = st.trial[r] if separate else st.fresh[r]
-        if separate:
-            contribution[r] = st.fresh[r]
-        st.g[r] = st.g_trial[r]
-    info.objective = after
-    info.on_s_current = False
-    return size, dropped
+        if dropped >= 0 and dropped != j:
+            swaps += 1
+    return size, swaps
 
 
 @register_jitable(**_PLAIN_HELPER)
-def _batched(cols, size, block, b, st, run):
-    """The row of ``st.products`` and ``st.solved`` that holds b = X_SᵀDx and H_S⁻¹b
-    for arrival ``b`` of ``block``, or -1 (the arrival computes them itself).  They
-    are computed for a run of arrivals at once, as two matrix products (several times
-    faster than a pass over the kept columns per arrival); a move or a refresh voids
-    them (``batch_valid``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end,
-    length of the next run): after a void the next arrival computes its own, then runs
-    of 2, 4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most
-    as much as they use."""
-    info = st.info[0]
+def _batched(info, size, rows, b, run):
+    """Where arrival ``b`` of a block of ``rows`` arrivals finds b = X_SᵀDx and H_S⁻¹b:
+    (row, end), the row of ``st.products`` and ``st.solved`` that holds them or -1
+    (the arrival computes them itself), and end > b where the caller is first to
+    compute them for arrivals b ≤ i < end (``_products``).  They are computed for a
+    run of arrivals at once, as two matrix products (several times faster than a pass
+    over the kept columns per arrival); a move or a refresh voids them
+    (``batch_valid``): S, D or H_S⁻¹ changed.  ``run`` = (first arrival, end, length
+    of the next run): after a void the next arrival computes its own, then runs of 2,
+    4, … up to ``BATCH_ROWS`` arrivals, so arrivals that move often waste at most as
+    much as they use."""
+    end = 0
     if not info.batch_valid and b < run[1]:   # voided within the run: start small
         run[1], run[2] = b, 1
     if b >= run[1]:
         if info.refresh_due or size == 0 or run[2] <= 1:
             run[1], run[2] = b + 1, 2   # a refresh is due, or just after a void:
-            return -1                   # this arrival computes its own
-        end = min(block.shape[0], b + run[2])
-        _products(cols, size, block, b, end, st.curv, st.inv, st.products, st.solved)
+            return -1, end              # this arrival computes its own
+        end = min(rows, b + run[2])
         run[0], run[1], run[2] = b, end, min(2 * run[2], BATCH_ROWS)
         info.batch_valid = True
-    return b - run[0]
+    return b - run[0], end
 
 
 @register_jitable(**_PLAIN_HELPER)
@@ -675,15 +688,8 @@ def fitted_block(cols, index, weights, size, capacity, block, block_index, u, y,
                  st, run):
     """Sequential OS under the fitted rule over every column of ``block``; u is X_S w_S.
     ``run``: ``_batched``'s three integers, zero.  Returns (new size, substitutions)."""
-    swaps = 0
-    for b in range(block.shape[0]):
-        row = _batched(cols, size, block, b, st, run)
-        size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
-                                       block_index[b], u, y, loss, u, False, 1.0, st,
-                                       row)
-        if dropped >= 0 and dropped != block_index[b]:
-            swaps += 1
-    return size, swaps
+    return fitted_arrivals(cols, index, weights, size, capacity, block, block_index, 0,
+                           block.shape[0], u, y, loss, u, False, 1.0, st, run)
 
 
 @njit(**_PLAIN_KERNEL, nogil=True)
@@ -697,15 +703,9 @@ def fitted_local(cols, index, weights, size, capacity, block, block_index, start
     a worker's batched products grow to ``BATCH_ROWS`` arrivals as sequential OS's do.
     Returns (new size, substitutions)."""
     st.info[0].objective_current = False   # a new view
-    swaps = 0
-    for b in range(start, end):
-        row = _batched(cols, size, block, b, st, run)
-        size, dropped = fitted_arrival(cols, index, weights, size, capacity, block[b],
-                                       block_index[b], u_local, y, loss, contribution,
-                                       True, damping, st, row)
-        if dropped >= 0 and dropped != block_index[b]:
-            swaps += 1
-    return size, swaps
+    return fitted_arrivals(cols, index, weights, size, capacity, block, block_index,
+                           start, end, u_local, y, loss, contribution, True, damping,
+                           st, run)
 
 
 @njit(**_PLAIN_KERNEL)

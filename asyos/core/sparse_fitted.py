@@ -190,10 +190,13 @@ def _sync(table, rows, vals, index, k, span, size, st, sp):
 
 
 @register_jitable(**_PLAIN_HELPER)
-def _settles(inv, count, xg, c, f, st, sp):
+def _settles(inv, count, xg, c, f, bS, v, overlap, he, root, extra):
     """Whether a newcomer at capacity provably makes no kept slot leave, from the
-    m = ``count`` slots it shares rows with (``sp.overlap``, b on them in ``st.bS``)
-    and ``f`` = 1ᵀDx_j/1ᵀD1 (0 without the intercept), before a = H̃_S⁻¹b̃ is formed.
+    m = ``count`` slots it shares rows with (``overlap``, b on them in ``bS``) and
+    ``f`` = 1ᵀDx_j/1ᵀD1 (0 without the intercept), before a = H̃_S⁻¹b̃ is formed
+    (``v``, ``he``, ``root`` and ``extra`` as ``SparseFit``'s and ``FittedState``'s;
+    the arrays it reads, not the two tuples: a call takes a reference to each array
+    it is passed, an atomic operation each, and most arrivals make this call).
 
     σ = c − b̃ᵀH̃_S⁻¹b̃ and the newcomer's step d = (b̃ᵀv − x̃ᵀg)/σ are exact from the
     m×m block, ``he`` and the cached scalars; slot l's removal cost
@@ -204,14 +207,13 @@ def _settles(inv, count, xg, c, f, st, sp):
     products.  Otherwise the caller forms them.  The m×m block itself (half of it) is
     read only where the O(m) bound (Σ_l |b_l|·√[H̃_S⁻¹]_ll)² on bᵀH̃_S⁻¹b does not
     already decide: about 3 arrivals in 4 at k = 300 on man pages."""
-    overlap, extra = sp.overlap, sp.extra
     bv, bhe, bound = 0.0, 0.0, 0.0
     for t in range(count):
         l = overlap[t]
-        bl = st.bS[l]
-        bv += bl * st.v[l]
-        bhe += bl * sp.he[l]
-        bound += abs(bl) * sp.root[l]
+        bl = bS[l]
+        bv += bl * v[l]
+        bhe += bl * he[l]
+        bound += abs(bl) * root[l]
     if f != 0.0:
         bv -= f * extra[HE_G]
     # first with bᵀH̃_S⁻¹b ≤ (Σ_l |b_l|·√[H̃_S⁻¹]_ll)² (Cauchy–Schwarz again), O(m):
@@ -221,11 +223,11 @@ def _settles(inv, count, xg, c, f, st, sp):
     bhb = 0.0
     for t in range(count):
         l = overlap[t]
-        bl = st.bS[l]
+        bl = bS[l]
         row = inv[l]
         inner = 0.5 * row[l] * bl
         for t2 in range(t):
-            inner += row[overlap[t2]] * st.bS[overlap[t2]]
+            inner += row[overlap[t2]] * bS[overlap[t2]]
         bhb += bl * inner
     return _clears(2.0 * bhb, bv, bhe, xg, c, f, extra)
 
@@ -369,12 +371,13 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 and ungrouped(st.group_of, info)):
             read += count * count
             settled = _settles(inv, count, xg, xdx + lam,
-                               ej / dsum if intercept else 0.0, st, sp)
+                               ej / dsum if intercept else 0.0, st.bS, st.v, overlap,
+                               sp.he, sp.root, extra)
         if settled:
             extra[WORK] += read
             extra[SETTLED] += 1
             grows, swap, sigma = False, False, 1.0
-            gain = keep_s(weights, k, damping, info.gain, st)
+            gain = keep_s(weights, k, damping, info.gain, st.v, st.w_new, st.drop)
         else:
             # a = H̃_S⁻¹b̃ from the rows of H̃_S⁻¹ (symmetric) of the overlapping
             # slots, and with the intercept b̃'s dense rank-one part through ``he``
@@ -403,7 +406,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
         if moved:   # the newcomer into the pool (kept only if the move is accepted)
             table[k, 0] = fill
             table[k, 1] = m
-            for e in range(m):   # loops: see ``fitted_arrival``'s last one
+            for e in range(m):   # loops: see ``fitted_arrivals``' last one
                 rows[fill + e] = x_rows[e]
                 vals[fill + e] = x_vals[e]
         w_new = st.w_new
