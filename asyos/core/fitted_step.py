@@ -337,17 +337,23 @@ def _see_scale(info, nu):
 
 
 @register_jitable(**_HELPER)
+def apply_inverse(inv, k, rhs, out):
+    """out = H_S⁻¹rhs from the kept ``inv`` (symmetric, k × k); returns rhsᵀH_S⁻¹rhs."""
+    form = 0.0
+    for i in range(k):
+        total = 0.0
+        for l in range(k):
+            total += inv[i, l] * rhs[l]
+        out[i] = total
+        form += total * rhs[i]
+    return form
+
+
+@register_jitable(**_HELPER)
 def _newton_on_s(inv, k, st):
     """v = H_S⁻¹gS (the Newton step on S) into ``st.v``; returns its predicted
     gain ½ gSᵀH_S⁻¹gS."""
-    gain = 0.0
-    for i in range(k):
-        sv = 0.0
-        for l in range(k):
-            sv += inv[i, l] * st.gS[l]
-        st.v[i] = sv
-        gain += 0.5 * sv * st.gS[i]
-    return gain
+    return 0.5 * apply_inverse(inv, k, st.gS, st.v)
 
 
 @register_jitable(**_HELPER)

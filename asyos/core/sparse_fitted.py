@@ -53,6 +53,7 @@ from .fitted_step import (
     _objective,
     _propose,
     _see_scale,
+    apply_inverse,
     keep_s,
     ungrouped,
     worth_a_move,
@@ -345,14 +346,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
             info.gain = gain + _newton_on_s(inv, k, st)
             if intercept:
                 if extra[HE_CURRENT] == 0.0:
-                    e_he = 0.0
-                    for i in range(k):
-                        total = 0.0
-                        for l in range(k):
-                            total += inv[i, l] * sp.e[l]
-                        sp.he[i] = total
-                        e_he += sp.e[i] * total
-                    extra[E_HE] = e_he
+                    extra[E_HE] = apply_inverse(inv, k, sp.e, sp.he)
                     extra[HE_CURRENT] = 1.0
                 he_g = 0.0
                 for i in range(k):
