@@ -48,7 +48,7 @@ from .._files import space_checked
 from ..errors import InputError
 from .array import check_design_shape
 from .npy import _read_header, open_sized, read_exactly
-from .sparse import CSCColumns, slice_columns
+from .sparse import CSCColumns, columns_per_block, slice_columns
 
 CSC_SUFFIX = ".csc"
 FORMAT, VERSION = "asyos-csc", 1
@@ -246,14 +246,15 @@ class CSCFileStream(CSCColumns):
 
     The sparse kernel reads it exactly as it reads ``SparseStream`` over the same
     matrix (the same CSC blocks), so the results are the same; resident memory is
-    one block, whatever nnz and p are, above ``WHOLE_BYTES``.  ``labels()`` gives the directory's labels
-    (None without ``labels.npy``).
+    one block, whatever nnz and p are, above ``WHOLE_BYTES``.  ``labels()`` gives the
+    directory's labels (None without ``labels.npy``).  ``block_size`` None:
+    ``columns_per_block``.
     """
 
-    def __init__(self, path, *, block_size: int = 256, shuffle: bool = False,
+    def __init__(self, path, *, block_size: int | None = None, shuffle: bool = False,
                  seed: int = 0, dtype="float64"):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
-                         dtype=dtype)
+        super().__init__(block_size=256 if block_size is None else block_size,
+                         shuffle=shuffle, seed=seed, dtype=dtype)
         self.path = Path(path)
         meta = _meta(self.path)
         try:
@@ -262,6 +263,8 @@ class CSCFileStream(CSCColumns):
         except InputError as exc:
             raise InputError(f"{self.path}: {exc}") from None
         self.nnz = meta["nnz"]
+        if block_size is None:
+            self.block_size = columns_per_block(self.n_features, self.nnz)
         self._indptr = _open_indptr(self.path, meta)
         self._rows = _Entries(self.path / "indices.npy", self.nnz, ("i4", "i8"))
         self._vals = _Entries(self.path / "data.npy", self.nnz,

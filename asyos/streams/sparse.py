@@ -21,6 +21,23 @@ from .base import FeatureStream
 from .prefetch import prefetch
 
 
+# Columns per block where the caller names no ``block_size``: a block costs about
+# 60-100 µs of Python (its slice, the kernel's call), which the short columns of text
+# (a few nonzeros each) repay only over thousands of arrivals: 256 columns a block
+# were a tenth of a fit on man pages (docs/benchmarks.md, "Small fits").  At most
+# BLOCK_COLUMNS, and on average at most BLOCK_NONZEROS nonzeros (a block is a copy of
+# its columns), never fewer than 256 columns (every stream's default).
+BLOCK_COLUMNS = 4096
+BLOCK_NONZEROS = 1 << 20
+
+
+def columns_per_block(n_features: int, nnz: int) -> int:
+    """The block size of a sparse stream of ``n_features`` columns holding ``nnz``
+    nonzeros, where its caller names none."""
+    mean = max(nnz / max(n_features, 1), 1.0)
+    return int(min(BLOCK_COLUMNS, max(256, BLOCK_NONZEROS // mean)))
+
+
 class CSCColumns(FeatureStream):
     """A stream whose columns are sparse: OS reads it through ``step_blocks``
     (``CSCBlock``s for ``SparseKeptSet``, whose steps cost O(nnz) instead of O(n·s));
@@ -104,13 +121,13 @@ class SparseStream(CSCColumns):
 
     The matrix is converted to CSC once (column slicing is then O(nnz of the columns)):
     memory O(nnz + b·n), never O(n·p).  scipy is imported only here, and only when
-    such a stream is made.
+    such a stream is made.  ``block_size`` None: ``columns_per_block``.
     """
 
-    def __init__(self, X, *, block_size: int = 256, shuffle: bool = False,
+    def __init__(self, X, *, block_size: int | None = None, shuffle: bool = False,
                  seed: int = 0, dtype="float64"):
-        super().__init__(block_size=block_size, shuffle=shuffle, seed=seed,
-                         dtype=dtype)
+        super().__init__(block_size=256 if block_size is None else block_size,
+                         shuffle=shuffle, seed=seed, dtype=dtype)
         import scipy.sparse as sp
 
         if not sp.issparse(X):
@@ -122,6 +139,8 @@ class SparseStream(CSCColumns):
         self._X = sp.csc_matrix(X)
         self._X.sum_duplicates()
         self._X.sort_indices()   # rows ascending: the kernel walks u and g in order
+        if block_size is None:
+            self.block_size = columns_per_block(self.n_features, self._X.nnz)
         # a block is a view or one gather from memory: cheaper in the caller than
         # handed over by a reading thread (about 50 µs a block, a fifth of a one-order
         # fit on real text: docs/benchmarks.md, "The settled test, reads in the

@@ -413,3 +413,33 @@ def test_a_wide_file_stream_holds_no_order_and_no_indptr(tmp_path, monkeypatch):
     assert peak_mb(False, None) < 2   # before: 8 MB, np.arange(p)
     # (the first blocks: a shuffled block's scattered reads are slow under tracemalloc)
     assert peak_mb(True, 40) < 7      # before: 24 MB: order, permutation, base[it]
+
+
+def test_sparse_streams_size_their_blocks_by_nonzeros_and_decide_alike(tmp_path):
+    """Where no ``block_size`` is named, a sparse stream of short columns (text) reads
+    thousands of columns a block, one of long columns 256 as every stream does, and
+    a named one is kept; the block size changes no decision of a fit."""
+    from asyos import fit_os
+    from asyos.errors import InputError
+    from asyos.streams.sparse import BLOCK_COLUMNS, columns_per_block
+
+    text = sp.random(300, 20_000, density=0.002, format="csc", random_state=3)
+    text.data[:] = 1.0
+    long = sp.random(50_000, 40, density=0.5, format="csc", random_state=4)
+    assert SparseStream(text).block_size == BLOCK_COLUMNS
+    assert SparseStream(long).block_size == 256
+    assert SparseStream(text, block_size=64).block_size == 64
+    save_csc(tmp_path / "t.csc", text)
+    assert CSCFileStream(tmp_path / "t.csc").block_size == BLOCK_COLUMNS
+    assert 256 <= columns_per_block(5, 0) <= BLOCK_COLUMNS
+    with pytest.raises(InputError, match="block_size"):
+        SparseStream(text, block_size=0)
+    y = np.asarray(text[:, :40].sum(axis=1)).ravel() > 0.05
+    fits = [fit_os(SparseStream(text, block_size=size), np.where(y, 1, -1), 20,
+                   loss="logistic", intercept=True)
+            for size in (None, 256, 100)]
+    assert fits[0].substitutions_per_epoch[0] > 0
+    for other in fits[1:]:
+        assert np.array_equal(fits[0].selected, other.selected)
+        assert np.array_equal(fits[0].weights, other.weights)
+        assert fits[0].intercept == other.intercept
