@@ -498,48 +498,6 @@ def _close_slots(slots, k, drop):
 
 
 @register_jitable(**_HELPER)
-def _products_on_s(cols, weights, k, x, lam, row, st):
-    """One pass over the kept columns for the arrival of column ``x``: D x into
-    ``hx``; b = X_SᵀDx into ``bS`` (or the batched row ``row``, ``_batched``), and
-    a = H_S⁻¹b into ``a``; when stale, X_Sᵀg + λw into ``gS`` and the Newton step on
-    S with its predicted gain (``_newton_on_s``).  Returns that gain."""
-    n, info, inv = x.shape[0], st.info[0], st.inv
-    for r in range(n):
-        st.hx[r] = st.curv[r] * x[r]
-    fresh_products = not info.on_s_current
-    batched = row >= 0 and info.batch_valid
-    for l in range(k):   # one pass over the kept columns
-        sg, sb = 0.0, 0.0
-        if batched:   # X_SᵀDx computed with the arrivals around it
-            sb = st.products[row, l]
-            if fresh_products:
-                for r in range(n):
-                    sg += cols[l, r] * st.g[r]
-        elif fresh_products:
-            for r in range(n):
-                sg += cols[l, r] * st.g[r]
-                sb += cols[l, r] * st.hx[r]
-        else:   # X_Sᵀg is unchanged since the last arrival: half the pass
-            for r in range(n):
-                sb += cols[l, r] * st.hx[r]
-        if fresh_products:
-            st.gS[l] = sg + lam * weights[l]
-        st.bS[l] = sb
-    if fresh_products:   # v = H_S⁻¹gS and the S-step's predicted gain
-        info.gain = _newton_on_s(inv, k, st)
-    for i in range(k):
-        if batched:
-            st.a[i] = st.solved[row, i]
-        else:
-            sa = 0.0
-            for l in range(k):
-                sa += inv[i, l] * st.bS[l]
-            st.a[i] = sa
-    info.on_s_current = True
-    return info.gain
-
-
-@register_jitable(**_HELPER)
 def _try(cols, span, u, y, loss, contribution, separate, lam, st):
     """The move proposed (weights ``w_new`` on slots 0..span-1): X_B w_B into
     ``fresh``, the u it gives into ``trial`` (a worker's view plus its own change when
@@ -601,7 +559,40 @@ def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, st
             info.objective_current = True
             info.on_s_current = False
         before = info.objective
-        gain = _products_on_s(cols, weights, k, x, lam, row, st)
+        # one pass over the kept columns: D x into ``hx``; b = X_SᵀDx into ``bS`` (or
+        # the batched row), a = H_S⁻¹b into ``a``; when stale, X_Sᵀg + λw into
+        # ``gS`` and the Newton step on S with its predicted gain (written here, not
+        # a helper passed ``FittedState``: see above)
+        for r in range(n):
+            st.hx[r] = st.curv[r] * x[r]
+        fresh_products = not info.on_s_current
+        batched = row >= 0 and info.batch_valid
+        for l in range(k):
+            sg, sb = 0.0, 0.0
+            if batched:   # X_SᵀDx computed with the arrivals around it
+                sb = st.products[row, l]
+                if fresh_products:
+                    for r in range(n):
+                        sg += cols[l, r] * st.g[r]
+            elif fresh_products:
+                for r in range(n):
+                    sg += cols[l, r] * st.g[r]
+                    sb += cols[l, r] * st.hx[r]
+            else:   # X_Sᵀg is unchanged since the last arrival: half the pass
+                for r in range(n):
+                    sb += cols[l, r] * st.hx[r]
+            if fresh_products:
+                st.gS[l] = sg + lam * weights[l]
+            st.bS[l] = sb
+        if fresh_products:
+            info.gain = 0.5 * apply_inverse(st.inv, k, st.gS, st.v)
+        if batched:
+            for i in range(k):
+                st.a[i] = st.solved[row, i]
+        else:
+            apply_inverse(st.inv, k, st.bS, st.a)
+        info.on_s_current = True
+        gain = info.gain
         c = _dot(x, st.hx) + lam if pos < 0 else 0.0
         xg = _dot(x, st.g) if pos < 0 else 0.0
         grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
