@@ -52,7 +52,8 @@ def add_algorithm_arguments(group) -> None:
     group.add_argument("--epochs", type=auto_or_int, default="auto",
                        help="passes over the features ('auto' (default): at most "
                        f"{FITTED_EPOCHS} under the fitted rule, which stops after a pass "
-                       "without a swap or one that lowers the loss by under 1e-6 of it "
+                       "without a swap or growth, or one that lowers the loss by under "
+                       "1e-6 of it "
                        f"({ASY_FITTED_EPOCHS} for Asy-OS); {PAPER_EPOCHS} "
                        "under the paper's rule)")
     group.add_argument("--rule", choices=RULES, default="auto",

@@ -198,7 +198,8 @@ class GroupKeptSet(KeptSet):
 
 
 RULES = ("auto", "fitted", "magnitude")
-FITTED_EPOCHS = 10   # the fitted rule's cap on passes; it stops after one without a swap
+FITTED_EPOCHS = 10   # the fitted rule's cap on passes; it stops after one without a
+#                      swap or a growth of the kept set
 PAPER_EPOCHS = 2     # passes of the paper's rule by default
 ASY_FITTED_EPOCHS = 3   # Asy-OS workers under the fitted rule: they cannot stop alone
 

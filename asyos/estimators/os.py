@@ -509,7 +509,8 @@ def refit_on_support(columns, y, loss: Loss, fit_intercept: bool):
 _PARAMETERS = """\
     epochs : int or "auto", default="auto"
         The most passes over the features; "auto": at most 10 under the fitted rule,
-        which stops after a pass without a swap or one that does not pay, else 2
+        which stops after a pass without a swap or a growth, or one that does not
+        pay, else 2
         (3 for Asy-OS).
     rule : "auto", "fitted" or "magnitude", default="auto"
         The substitution rule: "fitted", the newcomer's fitted weight against the

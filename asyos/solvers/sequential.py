@@ -75,9 +75,9 @@ def fit_os(source, y, s, *, loss="squared", eta="auto", m="auto", epochs="auto",
     eta : "auto" (default rule, ``asyos.core.step_size``) or a positive number
     m : "auto" or a block factor ≥ 1: kept coefficients step by η/m
     epochs : at most this many passes over the stream; under the fitted rule the run
-        stops after a pass that substituted nothing (the kept set and its fitted
-        weights no longer change) or that lowered the loss by less than ``STALL`` of
-        it (swaps that no longer pay).  "auto": 10 under the fitted rule, 2 under the
+        stops after a pass that substituted nothing and did not grow the kept set
+        (the kept set and its fitted weights no longer change) or that lowered the
+        loss by less than ``STALL`` of it (swaps that no longer pay).  "auto": 10 under the fitted rule, 2 under the
         paper's (``core.kept_set.resolve_epochs``)
     standardize : centre and scale each column as it arrives (weights then refer to
         standardized features; ``mean``/``scale`` map them back)
@@ -192,7 +192,8 @@ def _trace(result: FitResult, start: float, objective: float) -> None:
 def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bool,
            n_features: int, progress=None, closing=None, opening=None) -> FitResult:
     """Up to ``epochs`` passes of ``kept`` over ``blocks`` (the fitted rule stops after
-    a pass without a swap or one that did not pay, ``stalled``), the first after the
+    a pass without a swap in which the kept set did not grow, or one that did not pay,
+    ``stalled``), the first after the
     greedy ``opening`` (``core.sweep.open_greedily``; None: none), the last ending with
     the ``closing`` sweep (``core.sweep.ClosingSweep``; None: none); the result of
     where they end.  ``kept`` may start non-empty: a path over s warm-starts each size
@@ -205,7 +206,7 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
     if opening is not None:
         result.n_steps += open_greedily(kept, opening, y, loss, m, state, progress)
     for epoch in range(epochs):
-        before = state[SUBSTITUTIONS]
+        before, size = state[SUBSTITUTIONS], kept.size
         kept.start_epoch()
         for block_index, block in blocks(epoch):
             kept.run_block(block_index, block, y, loss, m, state)
@@ -217,8 +218,9 @@ def passes(kept, blocks, y, loss: Loss, m: float, state, epochs: int, fitted: bo
             if progress is not None:
                 progress(len(block_index))
         swaps = int(state[SUBSTITUTIONS] - before)
+        grew = kept.size > size   # a kept set still filling has not converged
         last = epoch == epochs - 1 or (fitted and epoch > 0 and (
-            swaps == 0 or stalled(result.objective_per_epoch + [
+            (swaps == 0 and not grew) or stalled(result.objective_per_epoch + [
                 float(loss_value(int(loss), kept.contribution, y))])))
         if last and closing is not None:   # the sweep ends the last pass; where it
             #                                  swapped, one more may follow

@@ -173,3 +173,46 @@ def test_a_path_that_picks_its_largest_size_says_so():
         warnings.simplefilter("error", PathEdgeWarning)
         path = fit_path(problem.X, problem.y, [20, 30, 45])
     assert path.sizes[path.chosen] != 45
+
+
+class _FillingKeptSet:
+    """A kept set that takes one more feature in each of its first ``fills`` passes
+    and never swaps: what a refit of s features looks like when some of its grows
+    are refused under a stale curvature and taken in a later pass."""
+
+    def __init__(self, fills: int, n: int = 4):
+        self.fills, self.size, self.passes = fills, 0, 0
+        self.contribution = np.zeros(n)
+        self.index = np.zeros(8, np.int64)
+        self.nbytes = 0
+
+    def start_epoch(self):
+        self.passes += 1
+
+    def run_block(self, block_index, block, y, loss, m, state):
+        if self.passes <= self.fills:
+            self.index[self.size] = self.size
+            self.size += 1
+        self.contribution[:] = y * (1.0 - 0.5 ** (self.size + 1))
+
+    def selected(self):
+        return np.arange(self.size), np.ones(self.size)
+
+    def constant_features(self):
+        return np.zeros(0, np.int64)
+
+
+@pytest.mark.parametrize("fills", [1, 3, 5])
+def test_the_fitted_rule_stops_only_after_a_pass_that_neither_swaps_nor_grows(fills):
+    """A pass without a swap ends a fitted run only where the kept set did not grow
+    either: a refit stopped at its second pass of grows kept 273 of 300 features."""
+    from asyos.core.step_size import SUBSTITUTIONS, NU_MAX
+    from asyos.solvers.sequential import passes
+
+    kept = _FillingKeptSet(fills)
+    state = np.zeros(max(SUBSTITUTIONS, NU_MAX) + 2)
+    y = np.ones(4)
+    blocks = lambda epoch: iter([(np.arange(2), np.zeros((2, 4)))])   # noqa: E731
+    result = passes(kept, blocks, y, Loss.SQUARED, 1.0, state, 10, True, 2)
+    assert kept.size == fills
+    assert len(result.objective_per_epoch) == max(2, fills + 1)
