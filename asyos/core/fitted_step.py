@@ -350,10 +350,10 @@ def apply_inverse(inv, k, rhs, out):
 
 
 @register_jitable(**_HELPER)
-def _newton_on_s(inv, k, st):
-    """v = H_S⁻¹gS (the Newton step on S) into ``st.v``; returns its predicted
-    gain ½ gSᵀH_S⁻¹gS."""
-    return 0.5 * apply_inverse(inv, k, st.gS, st.v)
+def _newton_on_s(inv, k, gS, v):
+    """v = H_S⁻¹gS (the Newton step on S) into ``v``; returns its predicted gain
+    ½ gSᵀH_S⁻¹gS."""
+    return 0.5 * apply_inverse(inv, k, gS, v)
 
 
 @register_jitable(**_HELPER)
@@ -585,7 +585,7 @@ def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, st
                 st.gS[l] = sg + lam * weights[l]
             st.bS[l] = sb
         if fresh_products:
-            info.gain = 0.5 * apply_inverse(st.inv, k, st.gS, st.v)
+            info.gain = _newton_on_s(st.inv, k, st.gS, st.v)
         if batched:
             for i in range(k):
                 st.a[i] = st.solved[row, i]

@@ -343,7 +343,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 st.gS[l] = total + lam * weights[l]
                 if intercept:
                     st.gS[l] -= sp.e[l] * gsum / dsum
-            info.gain = gain + _newton_on_s(inv, k, st)
+            info.gain = gain + _newton_on_s(inv, k, st.gS, st.v)
             if intercept:
                 if extra[HE_CURRENT] == 0.0:
                     extra[E_HE] = apply_inverse(inv, k, sp.e, sp.he)
