@@ -74,6 +74,8 @@ INFO = np.dtype([
     ("objective_current", np.bool_),  # ... and whether it (and ``g``) are current
     ("on_s_current", np.bool_),      # ``gS``, ``v`` and ``gain`` current (u, w_S and
     ("gain", np.float64),            # H_S⁻¹ unchanged): the S-step's predicted gain
+    ("s_step_refused", np.bool_),    # ... and F refused that step (``refused``)
+    ("trials", np.int64),            # moves whose F was evaluated (tests count them)
     ("max_groups", np.int64),        # the group budget (0: no groups)
     ("batch_valid", np.bool_),       # ``products`` still hold X_SᵀDx for the block's
 ])                                   # next arrivals (neither S nor D changed since)
@@ -449,6 +451,29 @@ def worth_a_move(moved, gain, before):
 
 
 @register_jitable(**_HELPER)
+def refused(info, moved, loss, capacity):
+    """F rose where the model predicted a fall: the frozen curvature has drifted, so
+    a refresh is due for the classification losses (once it has served ``capacity``
+    arrivals).  A refused Newton step on S alone is remembered: until u, w_S or H_S⁻¹
+    change (``on_s_current`` falls), every arrival would propose the same step and F
+    refuse it again, a pass over the kept columns each time for nothing."""
+    if loss != SQUARED and info.arrivals >= capacity:
+        info.refresh_due = True
+    if not moved:
+        info.s_step_refused = True
+
+
+@register_jitable(**_HELPER)
+def refused_before(info, moved, loss, capacity):
+    """Whether the move is the Newton step on S that F has refused at this very
+    point (``refused``); the refusal's effects are then those of refusing it again."""
+    if moved or not info.s_step_refused:
+        return False
+    refused(info, moved, loss, capacity)
+    return True
+
+
+@register_jitable(**_HELPER)
 def _accept(index, weights, k, j, span, grows, swap, sigma, loss, st):
     """A move F accepted: the weights of B, H_S⁻¹ grown by the newcomer and without
     the dropped slots, whose entries move as ``vacate`` moves them (a swap's caller
@@ -586,6 +611,7 @@ def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, st
             st.bS[l] = sb
         if fresh_products:
             info.gain = _newton_on_s(st.inv, k, st.gS, st.v)
+            info.s_step_refused = False
         if batched:
             for i in range(k):
                 st.a[i] = st.solved[row, i]
@@ -598,17 +624,18 @@ def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, st
         grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos, xg, c,
                                             gain, damping, st)
         moved = grows or swap
-        if not worth_a_move(moved, gain, before):
+        if not worth_a_move(moved, gain, before) or \
+                refused_before(info, moved, loss, capacity):
             continue
         span = k + 1 if moved else k
         if moved:
             info.batch_valid = False   # S changes (if F falls): batched products void
             for r in range(n):
                 cols[k, r] = x[r]
+        info.trials += 1
         after = _try(cols, span, u, y, loss, contribution, separate, lam, st)
         if after > before * (1.0 + 1e-12) + 1e-300:
-            if loss != SQUARED and info.arrivals >= capacity:
-                info.refresh_due = True   # the frozen curvature has drifted
+            refused(info, moved, loss, capacity)
             continue
         size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss,
                                 st)

@@ -55,10 +55,12 @@ from .fitted_step import (
     _see_scale,
     apply_inverse,
     keep_s,
+    refused,
+    refused_before,
     ungrouped,
     worth_a_move,
 )
-from .losses import SQUARED, hess_at
+from .losses import hess_at
 from .spd import spd_inverse
 
 # Slots of ``SparseFit.extra``: whether the model has an intercept; 1ᵀD1 (+λ) at the
@@ -272,18 +274,23 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
         info.objective_current = False   # a new view
     extra[HE_CURRENT] = 0.0   # H̃_S⁻¹ or the kept set may have changed outside
     swaps = 0
+    # b = X_SᵀDx_j is nonzero on the slots in ``overlap`` only, unless the intercept's
+    # dense part was added (``b_dense``): only those are cleared for the next arrival
+    b_dense, count = True, 0
     for b in range(block_index.shape[0]):
         x_rows = block_rows[indptr[b]:indptr[b + 1]]
         x_vals = block_vals[indptr[b]:indptr[b + 1]]
         j = block_index[b]
         m = x_rows.shape[0]
         k = size
-        pos = -1
-        for l in range(k):
-            if index[l] == j:
-                pos = l
         if m == 0:
             continue   # an empty column cannot lower the loss
+        # a kept j has a nonzero in each of x_j's rows: its slot is among the first's
+        pos = -1
+        r = x_rows[0]
+        for t in range(sp.row_count[r]):
+            if index[sp.row_slot[r, t]] == j:
+                pos = sp.row_slot[r, t]
         nu = 0.0
         for e in range(m):
             nu += x_vals[e] * x_vals[e]
@@ -308,9 +315,13 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
         # the newcomer's products, on its nonzeros only; b on the m kept slots that
         # share a row with it (``overlap``), unless it is kept (then b is not used)
         xg, xdx, ej = 0.0, 0.0, 0.0
-        for l in range(k):
-            st.bS[l] = 0.0
-        overlap, seen, count, read = sp.overlap, sp.seen, 0, m
+        overlap, seen, read = sp.overlap, sp.seen, m
+        if b_dense:
+            st.bS[:] = 0.0
+            b_dense = False
+        for t in range(count):
+            st.bS[overlap[t]] = 0.0
+        count = 0
         for e in range(m):
             r = x_rows[e]
             xv = x_vals[e]
@@ -344,6 +355,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 if intercept:
                     st.gS[l] -= sp.e[l] * gsum / dsum
             info.gain = gain + _newton_on_s(inv, k, st.gS, st.v)
+            info.s_step_refused = False
             if intercept:
                 if extra[HE_CURRENT] == 0.0:
                     extra[E_HE] = apply_inverse(inv, k, sp.e, sp.he)
@@ -371,6 +383,9 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
             extra[WORK] += read
             extra[SETTLED] += 1
             grows, swap, sigma = False, False, 1.0
+            if not worth_a_move(False, info.gain * damping, before) or \
+                    refused_before(info, False, loss, capacity):
+                continue   # (``keep_s`` scales the gain by ``damping`` ≤ 1 alike)
             gain = keep_s(weights, k, damping, info.gain, st.v, st.w_new, st.drop)
         else:
             # a = H̃_S⁻¹b̃ from the rows of H̃_S⁻¹ (symmetric) of the overlapping
@@ -390,11 +405,13 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                     st.a[i] -= f * sp.he[i]
                     st.bS[i] -= sp.e[i] * f
                 read += k
+                b_dense = True
             extra[WORK] += read
             grows, swap, sigma, gain = _propose(index, weights, k, capacity, j, pos,
                                                 xg, xdx + lam, info.gain, damping, st)
         moved = grows or swap
-        if not worth_a_move(moved, gain, before):
+        if not worth_a_move(moved, gain, before) or \
+                refused_before(info, moved, loss, capacity):
             continue
         span = k + 1 if moved else k
         if moved:   # the newcomer into the pool (kept only if the move is accepted)
@@ -420,10 +437,10 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 start = table[l, 0]
                 for e in range(start, start + table[l, 1]):
                     st.trial[rows[e]] += delta * vals[e]
+        info.trials += 1
         after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
         if after > before * (1.0 + 1e-12) + 1e-300:
-            if loss != SQUARED and info.arrivals >= capacity:
-                info.refresh_due = True   # the frozen curvature has drifted
+            refused(info, moved, loss, capacity)
             continue
         for l in range(span):
             sp.old_index[l] = index[l]

@@ -1,13 +1,35 @@
-"""Small symmetric positive definite systems in numba: the fitted rule's H_S⁻¹ is
-rebuilt from scratch with these (``fitted_step.refactor``, ``sparse_fitted``), and a
-group's cost of dropping solved (``fitted_step``'s group moves).
+"""Symmetric positive definite systems in numba: the fitted rule's H_S⁻¹ is rebuilt
+from scratch with these (``fitted_step.refactor``, ``sparse_fitted``), and a group's
+cost of dropping solved (``fitted_step``'s group moves).
 
-Hand-written rather than ``np.linalg``: numba compiles its LAPACK bindings for
-seconds on a first run, and the systems are s × s with s small.
+The inverse calls LAPACK's Cholesky routines (``dpotrf``, ``dpotri``) from SciPy's
+``cython_lapack`` as external symbols: blocked, they are 3.5× faster than a loop at
+s = 100 and 7× at s = 300, where a sparse fit refreshes H_S⁻¹ hundreds of times
+(docs/benchmarks.md, "LAPACK's inverse").  Not ``np.linalg``: numba compiles its
+LAPACK bindings for seconds on a first run.  The symbols are named, not embedded as
+addresses, so the kernels that call them stay in numba's cache; each process
+registers them on import.  The small solve, and a factorisation that LAPACK finds
+not positive definite (rounding), stay hand-written.
 """
 
+import llvmlite.binding as llvm
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import get_cython_function_address
+
+
+def _lapack(name: str):
+    """LAPACK's ``name`` (uplo, n, a, lda, info: all by pointer) as an external
+    function of numba's, under a symbol of our own."""
+    symbol = f"asyos_lapack_{name}"
+    llvm.add_symbol(symbol, get_cython_function_address("scipy.linalg.cython_lapack",
+                                                        name))
+    return types.ExternalFunction(symbol, types.void(*(types.voidptr,) * 5))
+
+
+_dpotrf = _lapack("dpotrf")
+_dpotri = _lapack("dpotri")
+_LOWER = ord("L")
 
 
 @njit(cache=True, error_model="numpy")
@@ -45,11 +67,36 @@ def spd_solve(A, m, b):
 
 @njit(cache=True, error_model="numpy")
 def spd_inverse(A, m, out):
-    """out[:m, :m] = A⁻¹ for the SPD A[:m, :m] (A is overwritten): Cholesky, then
-    L⁻¹ and out = L⁻ᵀL⁻¹, O(m³).  L⁻¹ is built column by column into the rows of
-    ``out`` (its transpose), so every inner product reads two rows (the same sums in
-    the same order, so the same numbers): 7.2 ms at m = 300 where reading columns
-    took 9.3 ms, and a sparse fit of 300 features refreshes H_S⁻¹ about 200 times."""
+    """out[:m, :m] = A⁻¹ for the SPD A[:m, :m] (A is read, and may be overwritten),
+    by LAPACK in ``out`` itself: a C-ordered symmetric block is its own Fortran
+    transpose, so Fortran's lower triangle is C's upper one, which ``dpotri``
+    leaves the inverse in and the loop below mirrors."""
+    if m == 0:
+        return
+    for i in range(m):
+        for j in range(m):
+            out[i, j] = A[i, j]
+    ints = np.empty(3, np.int32)   # n, lda, info
+    ints[0], ints[1], ints[2] = m, out.shape[1], 0
+    uplo = np.empty(1, np.uint8)
+    uplo[0] = _LOWER
+    _dpotrf(uplo.ctypes, ints[0:].ctypes, out.ctypes, ints[1:].ctypes, ints[2:].ctypes)
+    if ints[2] == 0:
+        _dpotri(uplo.ctypes, ints[0:].ctypes, out.ctypes, ints[1:].ctypes,
+                ints[2:].ctypes)
+    if ints[2] != 0:   # not positive definite to LAPACK: rounding, a pivot ≤ 0
+        _loop_inverse(A, m, out)
+        return
+    for i in range(m):
+        for j in range(i + 1, m):
+            out[j, i] = out[i, j]
+
+
+@njit(cache=True, error_model="numpy")
+def _loop_inverse(A, m, out):
+    """``spd_inverse`` by loops, with ``_cholesky``'s smallest positive pivot where
+    rounding made one ≤ 0 (A is overwritten): L⁻¹ column by column into the rows of
+    ``out`` (its transpose), then out = L⁻ᵀL⁻¹, O(m³)."""
     _cholesky(A, m)
     for j in range(m):              # column j of L⁻¹ into out[j, j:]
         out[j, j] = 1.0 / A[j, j]
