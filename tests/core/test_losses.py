@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 import reference_os as ref
 
-from asyos.core.losses import Loss, loss_grad, loss_value
+from asyos.core.losses import (LOGISTIC, SQUARED, SQUARED_HINGE, Loss, loss_grad,
+                               loss_value)
 from asyos.errors import InputError
 
 LOSSES = ["squared", "squared_hinge", "logistic"]
@@ -55,3 +56,33 @@ def test_curvature_and_parse():
     assert Loss.LOGISTIC.curvature == 0.25 and Loss.SQUARED.curvature == 1.0
     with pytest.raises(InputError, match="unknown loss 'hinge'"):
         Loss.parse("hinge")
+
+
+@pytest.mark.parametrize("loss", [SQUARED, SQUARED_HINGE, LOGISTIC])
+def test_the_fused_loss_and_gradient_are_the_per_sample_formulas_bit_for_bit(loss):
+    """``loss_and_grad`` shares one exponential between the logistic loss and its
+    gradient; what it returns is still exactly ``loss_at`` and ``grad_at``'s, over
+    margins from −800 to 800 (where a naive e^(−yu) overflows) and at 0."""
+    from numba import njit
+
+    from asyos.core.losses import grad_at, loss_and_grad, loss_at
+
+    @njit
+    def per_sample(loss, u, y, out):
+        total = 0.0
+        for i in range(u.shape[0]):
+            total += loss_at(loss, u[i], y[i])
+            out[i] = grad_at(loss, u[i], y[i]) * (1.0 / u.shape[0])
+        return total * (1.0 / u.shape[0])
+
+    @njit
+    def fused(loss, u, y, out):
+        return loss_and_grad(loss, u, y, out)
+
+    rng = np.random.default_rng(0)
+    u = np.concatenate([np.linspace(-800.0, 800.0, 4001), [0.0, -0.0],
+                        rng.standard_normal(500) * 5.0])
+    y = np.where(rng.random(u.size) < 0.5, -1.0, 1.0)
+    expected, got = np.zeros_like(u), np.zeros_like(u)
+    assert fused(loss, u, y, got) == per_sample(loss, u, y, expected)
+    assert np.array_equal(got, expected) and np.isfinite(got).all()
