@@ -63,20 +63,31 @@ def dual_loss_term(loss: Loss, r, y, C: float) -> float:
 
 
 @njit(cache=True, inline="always")
+def _log1p_exp_from(z, e):
+    """log(1 + exp(z)) without overflow, given e = exp(−|z|)."""
+    if z > 0.0:
+        return z + math.log1p(e)
+    return math.log1p(e)
+
+
+@njit(cache=True, inline="always")
+def _sigmoid_from(z, e):
+    """1 / (1 + exp(−z)) without overflow, given e = exp(−|z|)."""
+    if z >= 0.0:
+        return 1.0 / (1.0 + e)
+    return e / (1.0 + e)
+
+
+@njit(cache=True, inline="always")
 def _log1p_exp(z):
     """log(1 + exp(z)) without overflow."""
-    if z > 0.0:
-        return z + math.log1p(math.exp(-z))
-    return math.log1p(math.exp(z))
+    return _log1p_exp_from(z, math.exp(-abs(z)))
 
 
 @njit(cache=True, inline="always")
 def _sigmoid(z):
-    """1 / (1 + exp(-z)) without overflow."""
-    if z >= 0.0:
-        return 1.0 / (1.0 + math.exp(-z))
-    e = math.exp(z)
-    return e / (1.0 + e)
+    """1 / (1 + exp(−z)) without overflow."""
+    return _sigmoid_from(z, math.exp(-abs(z)))
 
 
 @njit(cache=True, inline="always")
@@ -149,12 +160,8 @@ def loss_and_grad(loss, u, y, out):
         for i in range(n):
             z = -y[i] * u[i]
             e = math.exp(-abs(z))
-            if z > 0.0:
-                total += z + math.log1p(e)
-            else:
-                total += math.log1p(e)
-            sigmoid = 1.0 / (1.0 + e) if z >= 0.0 else e / (1.0 + e)
-            out[i] = -y[i] * sigmoid * inv_n
+            total += _log1p_exp_from(z, e)
+            out[i] = -y[i] * _sigmoid_from(z, e) * inv_n
         return total * inv_n
     for i in range(n):
         total += loss_at(loss, u[i], y[i])

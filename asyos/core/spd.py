@@ -5,10 +5,10 @@ cost of dropping solved (``fitted_step``'s group moves).
 The inverse calls LAPACK's Cholesky routines (``dpotrf``, ``dpotri``) from SciPy's
 ``cython_lapack`` as external symbols: blocked, they are 3.5× faster than a loop at
 s = 100 and 7× at s = 300, where a sparse fit refreshes H_S⁻¹ hundreds of times
-(docs/benchmarks.md, "LAPACK's inverse").  Not ``np.linalg``: numba compiles its
-LAPACK bindings for seconds on a first run.  The symbols are named, not embedded as
-addresses, so the kernels that call them stay in numba's cache; each process
-registers them on import.  The small solve, and a factorisation that LAPACK finds
+(docs/benchmarks.md, "LAPACK's inverse, a refused step remembered, one
+exponential").  Not ``np.linalg``: numba compiles its LAPACK bindings for seconds on
+a first run.  The symbols are named, not embedded as addresses, so the kernels that
+call them stay in numba's cache; each process registers them on import.  The small solve, and a factorisation that LAPACK finds
 not positive definite (rounding), stay hand-written.
 """
 
