@@ -3,28 +3,16 @@ roff written here), and benchmarks/real_regression.py's on package records writt
 here, so that the benchmarks do not rot."""
 
 import gzip
-import importlib.util
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
+from bench_scripts import load
 
-
-def _benchmark(name: str):
-    """A script of benchmarks/ as a module, loaded from its file: putting benchmarks/
-    on sys.path made its interrupts.py shadow the tests' own helper of that name."""
-    path = Path(__file__).resolve().parents[1] / "benchmarks" / f"{name}.py"
-    spec = importlib.util.spec_from_file_location(f"benchmarks_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
-
-
-real_text = _benchmark("real_text")
+real_text = load("real_text")
 sys.modules["real_text"] = real_text   # real_regression imports it by that name
-real_regression = _benchmark("real_regression")
+real_regression = load("real_regression")
 
 STANZAS = """Package: tiny
 Installed-Size: 120

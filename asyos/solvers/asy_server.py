@@ -18,6 +18,7 @@ from ..core.server_state import (
     SentView,
     ServerState,
     all_finite,
+    apply_push,
 )
 from ..core.shards import shard_sizes
 from . import messages
@@ -35,6 +36,7 @@ def warm_server() -> None:
     values = np.zeros(1)
     all_finite(values)
     all_finite(values, 0.0)
+    apply_push(values, np.zeros(1), values)
     top_counts(values, np.ones(1, np.int64), 1)
     loss_value(0, values, values)
 

@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from asyos.core.server_state import (
+    PASSES_AHEAD,
+    all_finite,
+    apply_push,
     DuplicatePush,
     NotARequest,
     OutOfOrderPush,
@@ -1054,3 +1057,77 @@ def test_no_worker_runs_more_than_a_pass_ahead_of_one_that_may_still_step(how):
     view = {t: m for t, m in replies if isinstance(m, messages.View)}[0]
     # to the end of its third pass, or a full window when no one bounds it
     assert view.credit == (12 if how == "steps" else 8 + 8) and not state.at_barrier(0)
+
+
+def _limit_by_definition(state, worker, rounds_open):
+    """``_passes_left`` as ``bound_passes`` and ``hold_sweeps`` define it, every other
+    worker looked at (the O(q) a worker that the gate reads in O(1)); returns it and
+    the barriers opened."""
+    records, limits = state.workers, []
+    if state.pass_sizes is not None and state.pass_sizes[worker] > 0:
+        ends = [(r.pushes // size + 1 + PASSES_AHEAD) * state.pass_sizes[worker]
+                for t, (r, size) in enumerate(zip(records, state.pass_sizes))
+                if t != worker and size > 0 and not (r.finished or r.given_up)]
+        if ends:
+            limits.append(min(ends))
+    while state.pass_ends is not None and rounds_open < state.rounds:
+        offset = rounds_open * state.round_size
+        if all(r.finished or r.given_up or r.pushes >= end + offset
+               for r, end in zip(records, state.pass_ends)):
+            rounds_open += 1
+        else:
+            limits.append(state.pass_ends[worker] + offset)
+            break
+    left = min(limits) - records[worker].credit if limits else None
+    return left, rounds_open
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_each_workers_limit_read_in_constant_time_is_the_one_defined(data):
+    """The gate reads every waiting worker's limit from one summary of the others
+    (``ServerState._floor``): the same limit as looking at every other worker, for
+    any passes, shard sizes (some empty), finished and given-up workers, and sweeps'
+    rounds, as the workers move on."""
+    q = data.draw(st.integers(1, 7))
+    state = ServerState(3, q)
+    sizes = data.draw(st.lists(st.integers(0, 4), min_size=q, max_size=q))
+    if data.draw(st.booleans()):
+        state.bound_passes(sizes)
+    if data.draw(st.booleans()):
+        ends = [3 * size for size in sizes]
+        state.hold_sweeps(ends, data.draw(st.integers(0, 3)), data.draw(st.integers(1, 3)))
+    rounds_open = 0
+    for _ in range(data.draw(st.integers(1, 12))):
+        for record in state.workers:   # the workers move on, some finish or give up
+            record.pushes += data.draw(st.integers(0, 5))
+            record.credit = record.pushes + data.draw(st.integers(0, 3))
+            record.finished |= data.draw(st.integers(0, 9)) == 0
+            record.given_up |= data.draw(st.integers(0, 9)) == 0
+        state._revision += 1
+        for worker in range(q):
+            expected, rounds_open = _limit_by_definition(state, worker, rounds_open)
+            assert state._passes_left(worker) == expected
+            assert state._rounds_open == rounds_open
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from([0.0, -0.0, 1.5, -2.0, 1e308, -1e-300, np.nan, np.inf,
+                                 -np.inf]), max_size=40),
+       st.sampled_from([-np.inf, 0.0]))
+def test_the_summed_finiteness_check_is_the_elementwise_one(values, least):
+    """``all_finite`` sums value·0 instead of testing each value: the same answer
+    as testing each, for every mix of finite, huge, signed-zero and non-finite
+    values, with and without a lower bound."""
+    x = np.array(values, dtype=np.float64)
+    expected = bool(np.all(np.isfinite(x) & (x >= least)))
+    assert all_finite(x, least) is expected
+    assert all_finite(np.repeat(x, 33), least) is expected   # the vector lanes too
+
+
+def test_a_push_adds_its_delta_to_u_and_to_its_workers_sum():
+    rng = np.random.default_rng(3)
+    u, applied, delta = rng.standard_normal((3, 1000))
+    want_u, want_applied = u + delta, applied + delta
+    apply_push(u, applied, delta)
+    assert np.array_equal(u, want_u) and np.array_equal(applied, want_applied)
