@@ -442,7 +442,8 @@ class ServerState:
                             "was not sent or may no longer use")
 
     def push(self, worker: int, delta, version: int, steps: int = 1,
-             seq: int | None = None, kept=None) -> tuple[int, list[int]]:
+             seq: int | None = None, kept=None, ask: bool = False
+             ) -> tuple[int, list[int]]:
         """Apply Δu from ``worker``: the summed change of ``steps`` OS steps, all
         computed from view ``version`` plus its own steps.
 
@@ -450,7 +451,11 @@ class ServerState:
         number, 1, 2, ... per worker; an applied one raises DuplicatePush, a gap
         OutOfOrderPush, so each push is applied at most once and in order.  ``kept``:
         (selected, weights, position[, importance]) of the worker after these steps,
-        its resume state and what adaptive budgets rank (default |w|).  Returns (their staleness, workers to send a view now).
+        its resume state and what adaptive budgets rank (default |w|).  ``ask``: the
+        push also asks for a view, as ``request`` then would, in the same pass of the
+        gate (the waiting workers before it come first either way, and one the push's
+        grants left waiting would wait again).  Returns (their staleness, workers to
+        send a view now).
         """
         record = self._record(worker)
         if seq is not None and seq <= record.messages:
@@ -476,6 +481,8 @@ class ServerState:
             record.grants.popleft()
         while record.sent[0] is not used:   # views are used in order: older expire
             record.sent.popleft()
+        if ask and worker not in self._waiting:
+            self._waiting.append(worker)
         return staleness, self._grant()
 
     def _kept(self, worker: int, selected, weights) -> tuple[np.ndarray, np.ndarray]:

@@ -184,7 +184,8 @@ class AsyServer:
             _, granted = self.state.push(t, push.delta, push.version,
                                          push.features.size, seq=push.seq,
                                          kept=(push.selected, push.weights,
-                                               push.position, push.importance))
+                                               push.position, push.importance),
+                                         ask=push.more)
         except DuplicatePush:   # a resend whose answer was lost: answer again
             if push.more:
                 return self._answer(t, self.views(self.state.request(t)))
@@ -194,7 +195,7 @@ class AsyServer:
         self.monitor.on_push(self.state, t, push.features)
         self._safeguard(push.features.size)
         if push.more:
-            return self._answer(t, self.views(granted + self.state.request(t)))
+            return self._answer(t, self.views(granted))
         return [(t, messages.Ack(self.state.workers[t].messages))] + \
             self.views(granted)
 

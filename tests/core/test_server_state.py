@@ -1131,3 +1131,50 @@ def test_a_push_adds_its_delta_to_u_and_to_its_workers_sum():
     want_u, want_applied = u + delta, applied + delta
     apply_push(u, applied, delta)
     assert np.array_equal(u, want_u) and np.array_equal(applied, want_applied)
+
+
+@settings(max_examples=100, deadline=None)
+@given(q=st.integers(1, 6), tau=st.one_of(st.none(), st.integers(0, 6)),
+       depth=st.integers(1, 4), batch=st.integers(1, 4), seed=st.integers(0, 2**31),
+       bounded=st.booleans())
+def test_a_push_that_asks_grants_what_a_push_then_a_request_grants(q, tau, depth, batch,
+                                                                   seed, bounded):
+    """``push(..., ask=True)`` (a push that also asks for a view: one pass of the
+    gate) against ``push`` then ``request`` (two): the same views to the same
+    workers in the same order, and the same credit, at every step of a random run."""
+    batch = min(batch, depth)
+    rng = np.random.default_rng(seed)
+    one, two = (ServerState(4, q, staleness=tau, depth=depth, batch=batch)
+                for _ in range(2))
+    if bounded:
+        for state in (one, two):
+            state.bound_passes([3] * q)
+    version, credit, spent = [None] * q, [0] * q, [0] * q
+
+    def views(workers):
+        for w in workers:
+            _, v, _, c, _ = one.view(w)
+            two.view(w)
+            version[w], credit[w] = v, c
+
+    for t in range(q):
+        got = one.request(t)
+        assert two.request(t) == got
+        views(got)
+    for _ in range(60):
+        holders = [t for t in range(q) if credit[t] > spent[t]]
+        if not holders:
+            break
+        t = holders[rng.integers(len(holders))]
+        steps = int(rng.integers(1, min(batch, credit[t] - spent[t]) + 1))
+        delta = rng.standard_normal(4)
+        asks = bool(rng.random() < 0.8)
+        _, got = one.push(t, delta, version[t], steps, ask=asks)
+        _, then = two.push(t, delta, version[t], steps)
+        if asks:
+            then = then + two.request(t)
+        assert got == then
+        spent[t] += steps
+        views(got)
+        assert [r.credit for r in one.workers] == [r.credit for r in two.workers]
+        assert list(one._waiting) == list(two._waiting)
