@@ -63,9 +63,9 @@ class Flood:
             return None
         self.pushed[t] += steps
         self.seq[t] += 1
-        first = t * FEATURES_PER_WORKER + self.pushed[t] % FEATURES_PER_WORKER
-        features = np.arange(first, first + steps, dtype=np.int64) % (
-            (t + 1) * FEATURES_PER_WORKER)
+        done = self.pushed[t] - steps   # features of its own shard, in turn
+        features = t * FEATURES_PER_WORKER + (
+            np.arange(done, done + steps, dtype=np.int64) % FEATURES_PER_WORKER)
         kept = np.array([t * FEATURES_PER_WORKER], dtype=np.int64)
         return messages.Push(self.seq[t], self.version[t], features, self.delta, kept,
                              np.ones(1), np.ones(1), self.pushed[t])

@@ -68,6 +68,15 @@ def apply_push(u, applied, delta) -> None:
         applied[i] += delta[i]
 
 
+def _exposure(record, clock: int, total: int) -> int:
+    """``ServerState.exposure`` of ``record`` (it holds credit) at ``clock``, with
+    ``total`` the workers' unspent credit summed: a function, not a method, because
+    the gate works it out for every holder at every push."""
+    oldest = record.grants[0]
+    unspent = record.credit - record.pushes
+    return (clock - oldest.version) - (record.pushes - oldest.own) + total - unspent
+
+
 class ProtocolError(AsyosError):
     """A request that breaks the protocol (unknown worker, wrong order, bad payload).
 
@@ -214,13 +223,11 @@ class ServerState:
         holds no credit).  The gate keeps it ≤ τ.  ``total``: Σ unspent of all
         workers, when the caller has it."""
         record = self.workers[worker]
-        unspent = record.unspent
-        if unspent <= 0:
+        if record.unspent <= 0:
             return 0
         if total is None:
             total = sum(r.unspent for r in self.workers)
-        oldest = record.grants[0]
-        return self._others_since(record, oldest.version, oldest.own) + total - unspent
+        return _exposure(record, self.clock, total)
 
     # -- the closing sweeps' barrier --------------------------------------------------
     def hold_sweeps(self, ends, round_size: int = 0, rounds: int = 1) -> None:
@@ -309,29 +316,24 @@ class ServerState:
         self._floor_of = (self._revision, floor)
         return floor
 
-    def _pass_bound(self, worker: int) -> int | None:
-        """The credit ``worker`` may reach now under ``bound_passes`` (None: no
-        bound): the end of the pass after the lowest pass of the others."""
-        if self.pass_sizes is None or self.pass_sizes[worker] == 0:
-            return None
-        low, count, second = self._floor()
-        size = self.pass_sizes[worker]
-        record = self.workers[worker]
-        alone = count == 1 and not (record.finished or record.given_up) and \
-            record.pushes // size == low
-        others = second if alone else low
-        return None if others is None else (others + 1 + PASSES_AHEAD) * size
-
     def _passes_left(self, worker: int) -> int | None:
         """The credit ``worker`` may still get before the next of the sweeps'
         barriers opens or the slowest other worker's pass moves on (None: neither
-        holds it)."""
-        self._floor()   # opens the barriers the workers' pushes have reached
-        limit = self._pass_bound(worker)
+        holds it).  Under ``bound_passes`` that is the end of the pass after the
+        lowest pass of the others."""
+        low, count, second = self._floor()   # (and opens the barriers reached)
+        record, limit = self.workers[worker], None
+        size = 0 if self.pass_sizes is None else self.pass_sizes[worker]
+        if size:
+            alone = count == 1 and not (record.finished or record.given_up) and \
+                record.pushes // size == low
+            others = second if alone else low
+            if others is not None:
+                limit = (others + 1 + PASSES_AHEAD) * size
         if self.pass_ends is not None and self._rounds_open < self.rounds:
             barrier = self.pass_ends[worker] + self._rounds_open * self.round_size
             limit = barrier if limit is None else min(limit, barrier)
-        return None if limit is None else limit - self.workers[worker].credit
+        return None if limit is None else limit - record.credit
 
     def at_barrier(self, worker: int) -> bool:
         """Whether ``worker`` has applied every step it may take for now and waits:
@@ -353,14 +355,10 @@ class ServerState:
         total = sum(r.credit - r.pushes for r in records)
         if total - records[worker].unspent > self.tau:   # its own new view could not hold
             return 0
-        # τ − ``exposure(t, total)`` for each other holder t, written out: one pass of
-        # arithmetic over the workers (the gate asks this of every push)
         clock, room = self.clock, wanted
         for t, r in enumerate(records):
             if t != worker and r.credit > r.pushes:
-                oldest = r.grants[0]
-                room = min(room, self.tau - (clock - oldest.version) +
-                           (r.pushes - oldest.own) - total + (r.credit - r.pushes))
+                room = min(room, self.tau - _exposure(r, clock, total))
         return max(room, 0)
 
     def request(self, worker: int) -> list[int]:

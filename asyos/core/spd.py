@@ -8,8 +8,9 @@ s = 100 and 7× at s = 300, where a sparse fit refreshes H_S⁻¹ hundreds of ti
 (docs/benchmarks.md, "LAPACK's inverse, a refused step remembered, one
 exponential").  Not ``np.linalg``: numba compiles its LAPACK bindings for seconds on
 a first run.  The symbols are named, not embedded as addresses, so the kernels that
-call them stay in numba's cache; each process registers them on import.  The small solve, and a factorisation that LAPACK finds
-not positive definite (rounding), stay hand-written.
+call them stay in numba's cache; each process registers them on import.  The small
+solve, and a factorisation that LAPACK finds not positive definite (rounding), stay
+hand-written.
 """
 
 import llvmlite.binding as llvm
