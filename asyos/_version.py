@@ -8,5 +8,6 @@ __version__ = "0.1.0"
 # 9: CONFIG carries the worker's plan, its integers as int64; 10: FINAL carries the kept
 # columns; 11: FINAL's seconds add the time blocked for a view or credit; 12: shards
 # are pieces of adjacent features (core/shards.py), not every q-th feature at every p;
-# 13: FAIL, a worker's word that its data cannot be stepped on
-PROTOCOL_VERSION = 13
+# 13: FAIL, a worker's word that its data cannot be stepped on; 14: BUNDLE and NODEVIEW,
+# a node leader's summed pushes and the views for its node
+PROTOCOL_VERSION = 14

@@ -108,6 +108,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "shared window instead of messages are those on its machine "
                      "(default), or among its group of K consecutive ranks (1: every "
                      "vector in messages)")
+    asy.add_argument("--leaders", action="store_true", help="under mpirun: the lowest "
+                     "rank of every other node (of 2 or more ranks) relays its node's "
+                     "workers, their pushes summed and u_C sent once per node, so the "
+                     "server's messages grow with nodes, not workers")
     sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
     sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
                      "over the server state machine, with simulated staleness")
@@ -216,11 +220,11 @@ def run_mpi(args) -> FitResult | None:
     job = None
     s2 = None
 
-    def open_job():
+    def open_job(features: bool):
         nonlocal job, s2
         if args.out and MPI.COMM_WORLD.Get_rank() == 0:   # the server writes them
             check_new_out(args.out, args.force)
-        job = load_job(args, features=MPI.COMM_WORLD.Get_rank() != 0)
+        job = load_job(args, features=features)
         group_of, s2 = group_constraint(job.groups, args.group_sparsity,
                                         job.stream.n_features) or (None, None)
         return job.stream, job.y, group_of
@@ -239,7 +243,8 @@ def run_mpi(args) -> FitResult | None:
             result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
                                     record_order=args.record_order,
                                     threads=blas_threads(args.blas_threads),
-                                    ranks_per_node=ranks_per_node)
+                                    ranks_per_node=ranks_per_node,
+                                    leaders=args.leaders)
     except KeyboardInterrupt as exc:
         # the same for a signal before the handlers (Terminated: SIGTERM).  Ranks that
         # exit on their own race mpiexec, which kills the slower ones (the job's status
@@ -325,8 +330,9 @@ def run(args) -> FitResult | None:
     if launched_by_mpi():
         refuse_orders(args, "is for a sequential run, not Asy-OS")
         return run_mpi(args)
-    if args.ranks_per_node is not None:
-        raise InputError("--ranks-per-node groups MPI ranks: run under mpiexec")
+    if args.ranks_per_node is not None or args.leaders:
+        raise InputError(f"{'--leaders' if args.leaders else '--ranks-per-node'} "
+                         "groups MPI ranks: run under mpiexec")
     if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
         refuse_orders(args, "is for a sequential run, not Asy-OS")

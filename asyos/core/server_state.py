@@ -455,6 +455,37 @@ class ServerState:
         grants left waiting would wait again).  Returns (their staleness, workers to
         send a view now).
         """
+        record, used, kept = self._checked(worker, version, steps, seq, kept)
+        delta = self._vector(worker, "delta", delta)
+        apply_push(self.u, record.applied, delta)
+        return self._count(worker, record, used, steps, kept, ask), self._grant()
+
+    def push_bundle(self, pushes, delta) -> tuple[list[int], list[int]]:
+        """Apply the pushes of a node's leader: ``pushes`` = (worker, version, steps,
+        seq, kept, ask) as ``push`` takes them, of distinct workers, in the order they
+        reached the leader, and ``delta`` their Δu summed.  They count as that many
+        pushes in that order (the clock, each step's staleness, the credit spent), u_C
+        moves once by their sum, and the gate is passed once, after the last: the
+        views it grants are of u_C with all of them.  Every push is checked before
+        anything changes, so a bad one leaves the state as it was.  The sum is added
+        to the first worker's Σ Δu: under a leader only a node's sum is known (a
+        leader's death is its node's).  Returns (each push's staleness, workers to
+        send a view now)."""
+        workers = [entry[0] for entry in pushes]
+        if not workers or len(set(workers)) != len(workers):
+            raise ProtocolError(f"a bundle must hold pushes of distinct workers, got "
+                                f"{workers}")
+        checked = [self._checked(worker, version, steps, seq, kept)
+                   for worker, version, steps, seq, kept, _ in pushes]
+        delta = self._vector(workers[0], "the bundle's delta", delta)
+        apply_push(self.u, checked[0][0].applied, delta)
+        staleness = [self._count(entry[0], record, used, entry[2], kept, entry[5])
+                     for entry, (record, used, kept) in zip(pushes, checked)]
+        return staleness, self._grant()
+
+    def _checked(self, worker: int, version: int, steps: int, seq, kept):
+        """A push's record, the view it used and its kept set, checked: nothing
+        changes here."""
         record = self._record(worker)
         if seq is not None and seq <= record.messages:
             raise DuplicatePush(f"worker {worker}: push {seq} was already applied")
@@ -462,12 +493,16 @@ class ServerState:
             raise OutOfOrderPush(f"worker {worker}: push {seq} skips "
                                 f"{record.messages + 1}")
         used = self._view_used(record, worker, version, steps)
-        delta = self._vector(worker, "delta", delta)
         if kept is not None:
             kept = self._kept(worker, *kept[:2]) + (int(kept[2]), self._importance(
                 worker, kept[3] if len(kept) > 3 else np.abs(kept[1]), kept[0]))
+        return record, used, kept
+
+    def _count(self, worker: int, record: WorkerRecord, used: SentView, steps: int,
+               kept, ask: bool) -> int:
+        """A checked push's bookkeeping, its Δu applied: the clock, the credit it
+        spent, the views it retires; returns its staleness."""
         staleness = self._others_since(record, used.version, used.own)
-        apply_push(self.u, record.applied, delta)
         if kept is not None:
             record.selected, record.weights, record.position, record.importance = kept
         self.clock += steps
@@ -481,7 +516,7 @@ class ServerState:
             record.sent.popleft()
         if ask and worker not in self._waiting:
             self._waiting.append(worker)
-        return staleness, self._grant()
+        return staleness
 
     def _kept(self, worker: int, selected, weights) -> tuple[np.ndarray, np.ndarray]:
         """Copies of a kept set (carriers reuse their receive buffers), checked."""

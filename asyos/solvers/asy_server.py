@@ -199,6 +199,30 @@ class AsyServer:
         return [(t, messages.Ack(self.state.workers[t].messages))] + \
             self.views(granted)
 
+    def handle_bundle(self, bundle: messages.Bundle) -> list[tuple[int, object]]:
+        """Apply a node leader's ``messages.Bundle`` (its carrier has checked that
+        the leader speaks for those workers); the replies to send, in order: an ACK
+        for each push that wants no view, then the views the gate grants after the
+        whole bundle, then an ACK for each asking worker held at the sweeps'
+        barrier (as ``handle`` orders them for one push).  Raises ProtocolError
+        (nothing changed) as ``handle`` does; a leader's pushes are never resent."""
+        pushes = [(int(t), push.version, push.features.size, push.seq,
+                   (push.selected, push.weights, push.position, push.importance),
+                   push.more) for t, push in zip(bundle.workers, bundle.pushes,
+                                                 strict=True)]
+        _, granted = self.state.push_bundle(pushes, bundle.delta)
+        replies = []
+        for t, push in zip(bundle.workers.tolist(), bundle.pushes):
+            self.monitor.on_push(self.state, t, push.features)
+            self._safeguard(push.features.size)
+            if not push.more:
+                replies.append((t, messages.Ack(self.state.workers[t].messages)))
+        replies += self.views(granted)
+        for t, push in zip(bundle.workers.tolist(), bundle.pushes):
+            if push.more and self.state.at_barrier(t):
+                replies.append((t, messages.Ack(self.state.workers[t].messages)))
+        return replies
+
     def _final(self, t: int, final: messages.Final) -> list:
         record = self.state.workers[t]
         if record.finished:

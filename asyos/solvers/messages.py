@@ -96,6 +96,35 @@ class Done:
 
 
 @dataclass(frozen=True)
+class Bundle:
+    """Leader → server (``solvers.leader``): the pushes of its node's workers that
+    arrived together, one per worker, in the order they arrived, each with its Δu
+    left out (``delta`` of size 0), and their Δu summed: one n-vector crosses the
+    network for the node.  The server applies them as that many pushes in that
+    order (``ServerState.push_bundle``), so each step's staleness is counted as if
+    they had come one by one."""
+
+    workers: np.ndarray      # int64, one per push
+    pushes: tuple            # Push, aligned with ``workers``
+    delta: np.ndarray        # float64 (n): Σ Δu of ``pushes``
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """Server → leader: views for some of its node's workers, all of u_C at one
+    ``version`` (the same clock), u_C sent once for the node.  ``through``: every
+    worker's pushes applied at ``version`` (the leader publishes u_C with them, as
+    ``NodeVectors`` does on the server's node); ``views``: the Views to hand on, their
+    u_C left out, aligned with ``workers``."""
+
+    u: np.ndarray
+    version: int
+    through: np.ndarray      # int64 (q)
+    workers: np.ndarray      # int64
+    views: tuple             # View, u of size 0
+
+
+@dataclass(frozen=True)
 class Hello:
     """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
     block (for the step size), the fingerprint of its group labels (or empty), p of

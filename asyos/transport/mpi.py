@@ -1,4 +1,5 @@
-"""Asy-OS over MPI: rank 0 carries ``AsyServer``, ranks 1..q each a ``WorkerDriver``.
+"""Asy-OS over MPI: rank 0 carries ``AsyServer``, the other ranks each a ``WorkerDriver``
+or, with leaders, one rank per node a ``NodeLeader``.
 
 A carrier only: every protocol message is ``transport.wire``'s frames packed into one
 byte buffer (``wire.join``) and sent with upper-case mpi4py calls (never pickle) under
@@ -9,6 +10,13 @@ with ``Backoff``) instead of blocking, which spins a core, and each rank takes i
 ``NodeShare`` of the node's cores for BLAS.  Every rank opens the job itself (rank 0
 reads only the features' shape and the labels), and the step size is agreed
 collectively before the first pull.
+
+Roles (``Roles``): without leaders rank t + 1 is worker t.  With leaders the lowest
+rank of every node of two or more ranks that does not hold the server relays its
+node's workers (``solvers.leader``): they exchange their n-vectors with it through the
+node's shared window, as the server's node does with rank 0, and only the leader's
+bundles and the server's node views cross the network.  The workers are the other
+ranks, numbered in rank order.
 """
 
 import os
@@ -16,11 +24,12 @@ import signal
 import sys
 import time
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 from mpi4py import MPI
 
+from ..core.server_state import NonFiniteUpdate, ProtocolError
 from ..errors import InputError
 from ..solvers.asy import (
     AsyConfig,
@@ -29,7 +38,9 @@ from ..solvers.asy import (
     warm_worker,
     worker_driver,
 )
+from ..solvers import messages
 from ..solvers.asy_server import AsyServer, warm_server
+from ..solvers.leader import NodeLeader
 from ..solvers.result import FitResult
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
@@ -41,13 +52,15 @@ from .base import (
     reported_failure,
 )
 from .mpich_files import reclaim_job_files, release_job_files
-from .node_memory import NodeVectors, carry_on_node
+from .node_memory import EMPTY, NodeVectors, carry_on_node
 
 MESSAGE_TAG, ERROR_TAG = 1, 4
 INTERRUPTED = 130   # the exit status of a job stopped by ^C (SIGINT)
 TERMINATED = 143    # ... and by SIGTERM, which mpiexec forwards to every rank
 SIGNALLED = {INTERRUPTED: "interrupted", TERMINATED: "terminated"}
 SIGNAL_CODES = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}
+# A leader's bundle waits at most this many pushes' compute for the node's others.
+HOLD_PUSHES = 0.5
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -66,8 +79,8 @@ class Link:
     """
 
     def __init__(self, comm, limits: wire.Limits, share: NodeShare, in_flight: int,
-                 lean=frozenset()):
-        self.comm, self.limits, self.share = comm, limits, share
+                 lean=frozenset(), name=lambda rank: f"rank {rank}"):
+        self.comm, self.limits, self.share, self.name = comm, limits, share, name
         self.in_flight = in_flight
         self.lean, self._lean_limits = lean, replace(limits, vectors=False)
         self.sent = self.received = 0   # bytes
@@ -95,7 +108,7 @@ class Link:
         self.comm.Recv([buffer, MPI.BYTE], source=source, tag=tag)
         self.received += len(buffer)
         if tag == ERROR_TAG:
-            raise reported_failure(f"worker {source - 1} (rank {source})", buffer)
+            raise reported_failure(self.name(source), buffer)
         if tag != MESSAGE_TAG:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
         try:
@@ -143,93 +156,107 @@ def _agree(comm, error: str | None, nu: float, step: float,
 
 
 
-def serve(comm, server: AsyServer, share: NodeShare,
-          vectors: NodeVectors | None = None) -> FitResult:
-    """Rank 0: carry the server's messages until every worker has finished.
-    ``vectors``: the n-vectors of the workers on this node, through its shared window
-    (their messages carry none)."""
-    cpu_start = time.process_time()
-    config = server.config
-    lean = frozenset() if vectors is None else frozenset(t + 1 for t in vectors.rows)
-    link = Link(comm, wire.Limits.of(config, server.y.shape[0]), share,
-                in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean)
-    serving = 0.0   # seconds from a request's arrival to its replies' sending
-    while not server.done:
-        source, envelope = link.wait()
-        start = time.perf_counter()
-        worker = source - 1
-        if envelope.worker != worker:
-            raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
-        body = envelope.body if source not in lean else \
-            vectors.incoming(worker, envelope.body)
-        replies = handle_request(server, worker, body,
-                                 f"worker {worker} (rank {source})")
-        if source in lean:
-            vectors.applied(worker, body)
-        for target, reply in replies:
-            if target + 1 in lean:
-                reply = vectors.outgoing(reply, server)
-            link.send(reply, target + 1, target)
-        serving += time.perf_counter() - start
-    link.drain()
-    result = server.result("mpi")
-    result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
-    result.asy["server_seconds"] = serving
-    result.asy["shared_window_workers"] = \
-        [] if vectors is None else sorted(vectors.rows)
-    result.asy["server_bytes"] = {
-        "sent": link.sent, "received": link.received,
-        "pushes": sum(server.pushes_applied())}
-    return result
+class Toward:
+    """A worker's link whose server is rank ``hub`` (its node's leader): the worker's
+    side speaks to "the server" (0) as ever."""
+
+    def __init__(self, link: Link, hub: int):
+        self.link, self.hub = link, hub
+
+    def send(self, message, dest: int, worker: int) -> None:
+        self.link.send(message, self.hub, worker)
+
+    def poll(self, source=0):
+        received = self.link.poll(self.hub)
+        return None if received is None else (0, received[1])
+
+    def wait(self, source=0):
+        return 0, self.link.wait(self.hub)[1]
+
+    def drain(self) -> None:
+        self.link.drain()
 
 
-def work(comm, driver: WorkerDriver, config: AsyConfig, n: int,
-         share: NodeShare, vectors: NodeVectors | None = None) -> None:
-    """Rank t ≥ 1: carry the worker driver's messages to rank 0 and back, its
-    n-vectors through ``vectors`` when it shares the server's node."""
-    worker = comm.Get_rank() - 1
-    limits = wire.Limits.of(config, n, vectors=vectors is None)
-    carry_on_node(Link(comm, limits, share, in_flight=config.depth + 1), driver, worker,
-                  vectors, n)
+@dataclass(frozen=True)
+class Roles:
+    """Who does what in a job of ``size`` ranks: rank 0 serves, ``leaders`` relay
+    (rank → the workers it relays), and worker t is rank ``worker_ranks[t]``.
+    ``heads[r]``: the lowest rank of rank r's node (its node's id)."""
+
+    size: int
+    heads: tuple[int, ...]
+    worker_ranks: tuple[int, ...]
+    leaders: dict     # leader's rank → the workers it relays
+    worker_of: dict   # a worker's rank → its id
+    servers: tuple    # each worker's server: its leader's rank, or 0
+
+    @classmethod
+    def of(cls, heads, leaders: bool) -> "Roles":
+        """The roles for nodes ``heads`` (one per rank); with ``leaders``, the head
+        of every node of ≥ 2 ranks without the server leads it."""
+        heads = tuple(int(h) for h in heads)
+        size = len(heads)
+        leading = sorted({h for h in heads if h != heads[0] and heads.count(h) > 1}) \
+            if leaders else []
+        worker_ranks = tuple(r for r in range(1, size) if r not in leading)
+        worker_of = {r: t for t, r in enumerate(worker_ranks)}
+        led = {leader: [worker_of[r] for r in range(size)
+                        if heads[r] == leader and r != leader] for leader in leading}
+        servers = tuple(heads[r] if heads[r] in led else 0 for r in worker_ranks)
+        return cls(size, heads, worker_ranks, led, worker_of, servers)
+
+    @property
+    def n_workers(self) -> int:
+        return len(self.worker_ranks)
+
+    def worker(self, rank: int) -> int | None:
+        """The worker rank ``rank`` runs (None: the server or a leader)."""
+        return self.worker_of.get(rank)
+
+    def hub(self, rank: int) -> int | None:
+        """The rank whose shared window ``rank``'s node uses (the server's, or its
+        leader's), or None (no window: messages carry the n-vectors)."""
+        head = self.heads[rank]
+        if head == self.heads[0]:
+            return 0 if self.heads.count(head) > 1 else None
+        return head if head in self.leaders else None
+
+    def server_of(self, worker: int) -> int:
+        """The rank ``worker`` sends its messages to: its leader's, or 0."""
+        return self.servers[worker]
+
+    def name(self, rank: int) -> str:
+        """``rank`` as an error message names it."""
+        if rank in self.leaders:
+            return f"the leader of workers {self.leaders[rank]} (rank {rank})"
+        return f"worker {self.worker(rank)} (rank {rank})" if rank else "rank 0"
 
 
-class ServerNode:
-    """The ranks that share memory with the server's rank, and their n-vectors in an
-    MPI-3 shared window (``Win.Allocate_shared`` on ``Comm.Split_type``'s node),
-    allocated by rank 0 and mapped by the others.  ``ranks_per_node`` splits each
-    node further into groups of that many consecutive ranks (several "nodes" on one
-    machine, for tests and for comparing with messages: 1 shares nothing).
-    Collective on ``comm``."""
+class NodeWindow:
+    """The n-vectors of a node's workers in an MPI-3 shared window
+    (``Win.Allocate_shared`` on the node's communicator), allocated by its hub (rank 0
+    on the server's node, the leader on a led one: the lowest rank of the node) and
+    mapped by its workers.  Collective on ``group`` (the node)."""
 
-    def __init__(self, comm, node, n: int, config: AsyConfig, share: NodeShare,
-                 ranks_per_node: int | None = None):
-        rank = comm.Get_rank()
-        group = node.Split(rank // ranks_per_node, rank) if ranks_per_node \
-            else node.Dup()
-        here = np.array([rank == 0], np.int8)   # buffers, never pickled objects
-        group.Allreduce(MPI.IN_PLACE, here, op=MPI.MAX)
-        flags = np.zeros(comm.Get_size(), np.int8)
-        comm.Allgather(here, flags)
-        with_server = bool(here[0])
-        sharing = [r - 1 for r in np.flatnonzero(flags).tolist() if r]
+    def __init__(self, comm, group, roles: Roles, n: int, config: AsyConfig,
+                 share: NodeShare):
         self.window, self.vectors = None, None
-        if with_server and sharing:
-            ring = config.depth // config.batch + 2
-            nbytes = NodeVectors.nbytes(n, config.n_workers, len(sharing), ring)
-            self.window = MPI.Win.Allocate_shared(nbytes if rank == 0 else 0, 8,
-                                                  comm=group)
-            buffer, _ = self.window.Shared_query(0)
-            if rank == 0:
-                np.frombuffer(buffer, np.uint8)[:] = 0
-            _wait(group.Ibarrier(), share)   # zeroed before any rank uses it
-            self.vectors = NodeVectors(buffer, n, config.n_workers, sharing, ring)
-        group.Free()
-
-    def mine(self, rank: int) -> NodeVectors | None:
-        """The vectors rank ``rank`` exchanges through the window, or None."""
-        if self.vectors is None or (rank and not self.vectors.shares(rank - 1)):
-            return None
-        return self.vectors
+        members = np.zeros(group.Get_size(), np.int64)   # buffers, never pickled
+        group.Allgather(np.array([comm.Get_rank()], np.int64), members)
+        hub = roles.hub(int(members[0]))
+        sharing = [roles.worker(r) for r in members.tolist()
+                   if roles.worker(r) is not None]
+        if hub is None or not sharing:
+            return
+        ring = config.depth // config.batch + 2
+        nbytes = NodeVectors.nbytes(n, config.n_workers, len(sharing), ring)
+        here = group.Get_rank() == 0   # the hub: the node's lowest rank
+        self.window = MPI.Win.Allocate_shared(nbytes if here else 0, 8, comm=group)
+        buffer, _ = self.window.Shared_query(0)
+        if here:
+            np.frombuffer(buffer, np.uint8)[:] = 0
+        _wait(group.Ibarrier(), share)   # zeroed before any rank uses it
+        self.vectors = NodeVectors(buffer, n, config.n_workers, sharing, ring)
 
     def free(self) -> None:
         """Collective on the window's ranks; MPI releases its memory."""
@@ -238,44 +265,222 @@ class ServerNode:
             self.window = self.vectors = None
 
 
+def _send_replies(link: Link, replies, server: AsyServer, roles: Roles,
+                  vectors: NodeVectors | None) -> None:
+    """Send the server's ``replies``: a worker on the server's node gets its view
+    through the window, a led worker's consecutive views go to its leader as one
+    ``NodeView`` (u_C once), everything else as it is (to a led worker through its
+    leader, after the views before it)."""
+    pending: dict[int, list] = {}
+
+    def flush(leader: int) -> None:
+        views = pending.pop(leader, [])
+        if views:
+            link.send(messages.NodeView(
+                server.u, views[0][1].version, np.array(server.pushes_applied()),
+                np.array([t for t, _ in views], np.int64),
+                tuple(replace(view, u=EMPTY) for _, view in views)), leader, views[0][0])
+
+    for target, reply in replies:
+        leader = roles.server_of(target)
+        if leader == 0:
+            if vectors is not None and vectors.shares(target):
+                reply = vectors.outgoing(reply, server)
+            link.send(reply, roles.worker_ranks[target], target)
+        elif isinstance(reply, messages.View):
+            pending.setdefault(leader, []).append((target, reply))
+        else:
+            flush(leader)
+            link.send(reply, leader, target)
+    for leader in list(pending):
+        flush(leader)
+
+
+def _from_leader(server: AsyServer, roles: Roles, source: int, envelope,
+                 relayed: dict) -> list:
+    """A leader's message: a bundle of its workers' pushes, or one of their other
+    requests as they sent it; the server's replies."""
+    led, body = roles.leaders[source], envelope.body
+    workers = body.workers.tolist() if isinstance(body, messages.Bundle) else \
+        [envelope.worker]
+    if not set(workers) <= set(led):
+        raise WorkerFailed(f"{roles.name(source)} spoke for workers {workers}")
+    if not isinstance(body, messages.Bundle):
+        return handle_request(server, envelope.worker, body, roles.name(source))
+    try:
+        replies = server.handle_bundle(body)
+    except NonFiniteUpdate:
+        raise
+    except ProtocolError as exc:
+        raise WorkerFailed(f"{roles.name(source)}: {exc}") from None
+    counts = relayed.setdefault(source, [0, 0])
+    counts[0] += 1
+    counts[1] += len(workers)
+    return replies
+
+
+def serve(comm, server: AsyServer, share: NodeShare, roles: Roles,
+          vectors: NodeVectors | None = None) -> FitResult:
+    """Rank 0: carry the server's messages until every worker has finished.
+    ``vectors``: the n-vectors of the workers on this node, through its shared window
+    (their messages carry none)."""
+    cpu_start = time.process_time()
+    config = server.config
+    lean = frozenset() if vectors is None else \
+        frozenset(roles.worker_ranks[t] for t in vectors.rows)
+    link = Link(comm, wire.Limits.of(config, server.y.shape[0]), share,
+                in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean,
+                name=roles.name)
+    serving = 0.0   # seconds from a request's arrival to its replies' sending
+    relayed: dict[int, list[int]] = {}   # leader → [bundles, pushes]
+    while not server.done:
+        source, envelope = link.wait()
+        start = time.perf_counter()
+        if source in roles.leaders:
+            replies = _from_leader(server, roles, source, envelope, relayed)
+        else:
+            worker = roles.worker(source)
+            if envelope.worker != worker:
+                raise WorkerFailed(f"rank {source} spoke for worker {envelope.worker}")
+            body = envelope.body if source not in lean else \
+                vectors.incoming(worker, envelope.body)
+            replies = handle_request(server, worker, body, roles.name(source))
+            if source in lean:
+                vectors.applied(worker, body)
+        _send_replies(link, replies, server, roles, vectors)
+        serving += time.perf_counter() - start
+    link.drain()
+    result = server.result("mpi")
+    result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
+    result.asy["server_seconds"] = serving
+    result.asy["shared_window_workers"] = \
+        [] if vectors is None else sorted(vectors.rows)
+    result.asy["leaders"] = [
+        {"rank": rank, "workers": workers, "bundles": relayed.get(rank, [0, 0])[0],
+         "pushes": relayed.get(rank, [0, 0])[1]}
+        for rank, workers in sorted(roles.leaders.items())]
+    result.asy["server_bytes"] = {
+        "sent": link.sent, "received": link.received,
+        "pushes": sum(server.pushes_applied())}
+    return result
+
+
+def work(comm, driver: WorkerDriver, config: AsyConfig, n: int, share: NodeShare,
+         roles: Roles, vectors: NodeVectors | None = None) -> None:
+    """A worker's rank: carry its driver's messages to the server (or its node's
+    leader) and back, its n-vectors through ``vectors`` when its node has a
+    window."""
+    worker = roles.worker(comm.Get_rank())
+    limits = wire.Limits.of(config, n, vectors=vectors is None)
+    link = Link(comm, limits, share, in_flight=config.depth + 1, name=roles.name)
+    hub = roles.server_of(worker)
+    carry_on_node(Toward(link, hub) if hub else link, driver, worker, vectors, n)
+
+
+def lead(comm, config: AsyConfig, n: int, share: NodeShare, roles: Roles,
+         vectors: NodeVectors, hold: float) -> None:
+    """A leader's rank: relay its node's workers (``solvers.leader``) until each is
+    done, their n-vectors through the node's window, the node's to the server in
+    its messages, a bundle waiting at most ``hold`` seconds for the node's other
+    workers."""
+    me = comm.Get_rank()
+    leader = NodeLeader(roles.leaders[me], n, hold)
+    ranks = frozenset(roles.worker_ranks[t] for t in leader.workers)
+    link = Link(comm, wire.Limits.of(config, n), share,
+                in_flight=len(ranks) * (config.depth + 1) + 1, lean=ranks,
+                name=roles.name)
+    backoff = share.backoff()
+    while not leader.finished:
+        received = link.poll()
+        if received is None:
+            if leader.due(time.perf_counter()):
+                for t, message in leader.flush():
+                    link.send(message, 0, t)
+            backoff.sleep()
+            continue
+        backoff.reset()
+        source, envelope = received
+        if source == 0:
+            body = envelope.body
+            if isinstance(body, messages.NodeView):
+                vectors.publish(body.u, body.version, body.through)
+            for t, message in leader.from_server(envelope.worker, body):
+                link.send(message, roles.worker_ranks[t], t)
+            continue
+        worker = roles.worker(source)
+        if source not in ranks or envelope.worker != worker:
+            raise WorkerFailed(f"rank {source} spoke to {roles.name(me)} for worker "
+                               f"{envelope.worker}")
+        body = vectors.incoming(worker, envelope.body)
+        now = time.perf_counter()
+        out = leader.from_worker(worker, body, now)
+        if leader.due(now):   # the node's every running worker is in the bundle
+            out += leader.flush()
+        for t, message in out:
+            link.send(message, 0, t)
+        vectors.applied(worker, body)
+    link.drain()
+
+
+def _roles(comm, node, ranks_per_node: int | None, leaders: bool):
+    """The node each rank is on (``ranks_per_node`` splits a node further into
+    groups of that many consecutive ranks: several "nodes" on one machine, for tests
+    and for comparing with messages; 1 shares nothing) and the roles they give.
+    Collective; returns (the node's communicator, roles)."""
+    rank = comm.Get_rank()
+    group = node.Split(rank // ranks_per_node, rank) if ranks_per_node else node.Dup()
+    head = np.array([rank], np.int64)   # buffers, never pickled objects
+    group.Allreduce(MPI.IN_PLACE, head, op=MPI.MIN)
+    heads = np.zeros(comm.Get_size(), np.int64)
+    comm.Allgather(head, heads)
+    return group, Roles.of(heads, leaders)
+
+
 def run(comm, open_job, config_factory, record_order: bool = False,
-        threads: int | None = None, ranks_per_node: int | None = None
-        ) -> FitResult | None:
+        threads: int | None = None, ranks_per_node: int | None = None,
+        leaders: bool = False, hold: float | None = None) -> FitResult | None:
     """Run Asy-OS on ``comm``; returns the result on rank 0, None elsewhere.
 
-    Every rank opens the job itself: ``open_job()`` → (stream, y, group_of), group_of
-    being checked compact group ids or None, and rank 0's "stream" anything with
-    ``n_features`` (``io.describe.FeatureShape``: the server reads no column);
-    ``config_factory(q, n_features)`` → AsyConfig.  A worker takes its shard and
-    group budget from ``shard_of``, as the simulator does; the server keeps the
-    labels to check ≤ s2 groups at the end.  Workers on the server's node exchange
-    their n-vectors through a shared window (``ServerNode``; ``ranks_per_node``
-    splits nodes further), the others in their messages.  Setup errors on any rank
-    end every rank with InputError (exit 2); a failure while running aborts the job
-    from rank 0.  ``threads``: BLAS threads per rank (default: the node's cores
-    shared among its ranks, ``NodeShare``).
+    Every rank opens the job itself: ``open_job(features)`` → (stream, y, group_of),
+    group_of being checked compact group ids or None, and where ``features`` is False
+    (the server's rank, a leader's) "stream" anything with ``n_features``
+    (``io.describe.FeatureShape``: it reads no column); ``config_factory(q,
+    n_features)`` → AsyConfig.  A worker takes its shard and group budget from
+    ``shard_of``, as the simulator does; the server keeps the labels to check ≤ s2
+    groups at the end.  Workers on the server's node exchange their n-vectors
+    through a shared window (``NodeWindow``; ``ranks_per_node`` splits nodes
+    further), as do a led node's with its leader (``leaders``: ``Roles``), the
+    others in their messages.  Setup errors on any rank end every rank with
+    InputError (exit 2); a failure while running aborts the job from rank 0.
+    ``threads``: BLAS threads per rank (default: the node's cores shared among its
+    ranks, ``NodeShare``).  ``hold``: the most seconds a leader's bundle waits for
+    the node's other workers (default ``HOLD_PUSHES`` pushes' compute).
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
         raise InputError("Asy-OS needs at least 2 MPI ranks (a server and a worker); "
                          f"got {size}")
     node = comm.Split_type(MPI.COMM_TYPE_SHARED)
-    server_here = np.array([rank == 0], np.int8)   # a buffer, never a pickled object
-    node.Allreduce(MPI.IN_PLACE, server_here, op=MPI.MAX)
     # every rank of the node is past MPI_Init: its files have served (release_job_files)
     release_job_files()
     if node.Get_rank() == 0:
         reclaim_job_files()   # what jobs killed while they started left on this node
-    share = NodeShare.of(node.Get_size(), threads,
-                         workers=node.Get_size() - int(server_here[0]))
+    group, roles = _roles(comm, node, ranks_per_node, leaders)
+    worker = roles.worker(rank)
+    working = np.array([worker is not None], np.int64)
+    node.Allreduce(MPI.IN_PLACE, working, op=MPI.SUM)
+    share = NodeShare.of(node.Get_size(), threads, workers=int(working[0]))
     share.apply()
-    q = size - 1
+    node.Free()
+    q = roles.n_workers
     error, nu, step, shard = None, 0.0, 0.0, None
     try:
-        stream, y, group_of = open_job()
+        if q < 1:
+            raise InputError(f"{size} MPI ranks with leaders leave no worker")
+        stream, y, group_of = open_job(worker is not None)
         config = config_factory(q, stream.n_features)
-        if rank != 0:
-            shard = shard_of(stream, config, rank - 1, group_of)
+        if worker is not None:
+            shard = shard_of(stream, config, worker, group_of)
             share.reading(shard.stream)
             nu = shard.nu
     except InputError as exc:
@@ -290,35 +495,39 @@ def run(comm, open_job, config_factory, record_order: bool = False,
         warm_server()
     error, nu, step = _agree(comm, error, nu, step, share)
     if error is not None:
-        node.Free()
+        group.Free()
         raise InputError(error)
     n = y.shape[0]
     config = config.for_step(step)
     eta, m = config.eta_and_m(n, nu)
-    server_node = ServerNode(comm, node, n, config, share, ranks_per_node)
-    node.Free()
-    vectors = server_node.mine(rank)
+    window = NodeWindow(comm, group, roles, n, config, share)
+    group.Free()
     if rank != 0:
         try:
-            driver = worker_driver(config, rank - 1, shard, y, eta, m)
-            work(comm, driver, config, n, share, vectors)
+            if worker is None:
+                lead(comm, config, n, share, roles, window.vectors,
+                     HOLD_PUSHES * config.batch * (config.step_seconds or 0.0)
+                     if hold is None else hold)
+            else:
+                driver = worker_driver(config, worker, shard, y, eta, m)
+                work(comm, driver, config, n, share, roles, window.vectors)
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             release_job_files()   # this rank's node, if rank 0 is on another
             # wait for rank 0's Abort: it never sends ERROR_TAG (views may be queued)
             _wait(comm.Irecv([np.empty(1), MPI.DOUBLE], source=0, tag=ERROR_TAG),
                   share)
-        server_node.free()
+        window.free()
         return None
     try:
         server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         server.start(stream.n_features, eta, m)
-        result = serve(comm, server, share, vectors)
+        result = serve(comm, server, share, roles, window.vectors)
     except Exception as exc:
         bad_input = isinstance(exc, InputError) or \
             (isinstance(exc, WorkerFailed) and exc.bad_input)
         abort(comm, 2 if bad_input else 1, str(exc))
-    server_node.free()
+    window.free()
     return result
 
 

@@ -88,12 +88,17 @@ class NodeVectors:
         if not isinstance(reply, messages.View):
             return reply
         if self.published != server.clock:
-            self.sequence[0] += 1   # odd: a reader retries
-            self.u[:] = server.u
-            self.through[:] = server.pushes_applied()
-            self.sequence[0] += 1
-            self.published = server.clock
+            self.publish(server.u, server.clock, server.pushes_applied())
         return replace(reply, u=EMPTY)
+
+    def publish(self, u, version: int, through) -> None:
+        """u_C at ``version`` and every worker's pushes it includes, for the readers
+        (the server's process, or a node's leader with a ``NodeView``)."""
+        self.sequence[0] += 1   # odd: a reader retries
+        self.u[:] = u
+        self.through[:] = through
+        self.sequence[0] += 1
+        self.published = version
 
     def incoming(self, worker: int, body):
         """A sharing worker's message with its n-vector read from its slot."""

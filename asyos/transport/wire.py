@@ -22,6 +22,8 @@ batch, run id) and raises ``WireError`` naming the problem; receivers drop the m
 | REFUSE    | s→w | 0              | 0          | 0         | reason (UTF-8)                           |
 | INTRODUCE | s→w | 0              | 0          | 0         | —                                        |
 | FAIL      | w→s | 0              | 0          | 0         | reason (UTF-8): its data, found unusable mid-run |
+| BUNDLE    | l→s | pushes (m)     | 0          | 0         | table (i8 ×7m), features (i8), selected (i8), weights (f8), importance (f8), Σ Δu (f8 ×n) |
+| NODEVIEW  | s→l | 0              | version    | views (m) | u_C (f8 ×n), through (i8 ×q), table (i8 ×3m), η (f8 ×1) |
 
 A HELLO's groups frame is empty, or (number of groups, fingerprint) of the group labels
 the worker read (``solvers.asy.group_fingerprint``); its data frame is (bytes per value,
@@ -31,6 +33,12 @@ epochs, batch, rule, adaptive push, group budget s2_t, closing sweep, its
 rounds) as int64, then its reals
 (``FLOATS``: η, m, damping, ridge) as float64.  A VIEW's
 credit is cumulative: the steps the worker may have pushed in all.
+
+A BUNDLE (from a node's leader, ``solvers.leader``) packs m pushes of distinct workers:
+its table has one row per push (worker, push number, version, position, more, steps,
+kept), and its features, selected, weights and importance are the pushes' own, one
+after another (a row's steps and kept say how many are its).  A NODEVIEW's table has
+one row per view (worker, credit, budget); all its views are of u_C at ``version``.
 
 Flags: bit 0 of a PUSH = "and pull again" (the worker wants a view in answer); bits
 1–31 = the configuration tag (ZeroMQ): the one in the worker's last CONFIG, which the
@@ -72,12 +80,17 @@ class Kind(IntEnum):
     REFUSE = 10
     INTRODUCE = 11
     FAIL = 12
+    BUNDLE = 13
+    NODEVIEW = 14
 
 
 KINDS = {m.Hello: Kind.HELLO, m.Config: Kind.CONFIG, m.Pull: Kind.PULL,
          m.Push: Kind.PUSH, m.View: Kind.VIEW, m.Ack: Kind.ACK,
          m.Heartbeat: Kind.HEARTBEAT, m.Final: Kind.FINAL, m.Done: Kind.DONE,
-         m.Refuse: Kind.REFUSE, m.Introduce: Kind.INTRODUCE, m.Fail: Kind.FAIL}
+         m.Refuse: Kind.REFUSE, m.Introduce: Kind.INTRODUCE, m.Fail: Kind.FAIL,
+         m.Bundle: Kind.BUNDLE, m.NodeView: Kind.NODEVIEW}
+BUNDLE_ROW = 7      # worker, seq, version, position, more, steps, kept
+NODEVIEW_ROW = 3    # worker, credit, budget
 
 
 _KIND_OF = {int(kind): kind for kind in Kind}
@@ -102,6 +115,7 @@ class Limits:
     run_id: int = 0             # 0: not known yet (a worker before its CONFIG)
     vectors: bool = True        # False: Δu, u_C and X_S w_S travel through shared
     #                             memory (``node_memory``), their frames are empty
+    workers: int = 1            # q: the workers a NODEVIEW counts, the most a BUNDLE
 
     @classmethod
     def of(cls, config, n: int, run_id: int = 0, *, vectors: bool = True,
@@ -113,7 +127,7 @@ class Limits:
         ``widest``: for the pushes of any pipeline the run may be re-sized to (what a
         socket fixes before the workers' HELLO, ``MAXMSGSIZE``)."""
         batch = config.most_batch if widest else config.batch
-        return cls(n, max(config.capacities), batch, run_id, vectors)
+        return cls(n, max(config.capacities), batch, run_id, vectors, config.n_workers)
 
 
 @dataclass(frozen=True)
@@ -162,6 +176,21 @@ def _fields(message) -> tuple[int, int, int, list]:
             message.weights]
     if isinstance(message, (m.Refuse, m.Fail)):
         return 0, 0, 0, [message.reason.encode()[:REASON_LIMIT]]
+    if isinstance(message, m.Bundle):
+        pushes = message.pushes
+        table = np.array([(t, p.seq, p.version, p.position, p.more, p.features.size,
+                           p.selected.size) for t, p in zip(message.workers, pushes,
+                                                             strict=True)], np.int64)
+        return len(pushes), 0, 0, [table] + [
+            np.concatenate([getattr(p, name) for p in pushes]) for name in
+            ("features", "selected", "weights", "importance")] + [message.delta]
+    if isinstance(message, m.NodeView):
+        views = message.views
+        table = np.array([(t, v.credit, v.budget) for t, v in
+                          zip(message.workers, views, strict=True)], np.int64)
+        eta = views[0].eta if views else 0.0
+        return 0, message.version, len(views), [
+            message.u, message.through, table, np.array([eta], np.float64)]
     return 0, 0, 0, []
 
 
@@ -233,7 +262,7 @@ KEPT_FRAMES = {Kind.CONFIG: (3, 4), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
 @lru_cache(maxsize=64)
 def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
     """(dtype, least, most) length of each frame after the header, for ``kind``."""
-    n, k, b = limits.n, limits.capacity, limits.batch
+    n, k, b, q = limits.n, limits.capacity, limits.batch, limits.workers
     v = n if limits.vectors else 0   # an n-vector's frame
     f8, i8 = "<f8", "<i8"
     layouts = {
@@ -250,6 +279,10 @@ def _layout(kind: Kind, limits: Limits) -> list[tuple[str, int, int]]:
                      (f8, 0, min(n * k, m.COLUMNS_LIMIT)), (f8, 4, 4)],
         Kind.REFUSE: [("bytes", 0, REASON_LIMIT)],
         Kind.FAIL: [("bytes", 0, REASON_LIMIT)],
+        Kind.BUNDLE: [(i8, BUNDLE_ROW, BUNDLE_ROW * q), (i8, 1, q * b), (i8, 0, q * k),
+                      (f8, 0, q * k), (f8, 0, q * k), (f8, v, v)],
+        Kind.NODEVIEW: [(f8, v, v), (i8, q, q), (i8, NODEVIEW_ROW, NODEVIEW_ROW * q),
+                        (f8, 1, 1)],
     }
     return layouts[kind]
 
@@ -277,6 +310,39 @@ def max_bytes(limits: Limits) -> int:
                              for kind in Kind)
 
 
+_EMPTY = np.zeros(0)
+
+
+def _bundle(count: int, arrays: list, limits: Limits) -> m.Bundle:
+    """A BUNDLE's pushes, cut out of its concatenated frames by its table."""
+    table, features, selected, weights, importance, delta = arrays
+    table = table.reshape(-1, BUNDLE_ROW)
+    if table.shape[0] != count:
+        raise WireError(f"BUNDLE says {count} pushes, its table has {table.shape[0]}")
+    steps, kept = table[:, 5], table[:, 6]
+    if table[:, :4].min() < 0 or table[:, 0].max() >= limits.workers:
+        raise WireError("BUNDLE: a push with a negative counter or an unknown worker")
+    if steps.min() < 1 or steps.max() > limits.batch or kept.min() < 0 or \
+            kept.max() > limits.capacity:
+        raise WireError(f"BUNDLE: a push of {steps.min()}..{steps.max()} steps or "
+                        f"{kept.min()}..{kept.max()} kept features (1..{limits.batch} "
+                        f"and 0..{limits.capacity} allowed)")
+    if int(steps.sum()) != features.size or int(kept.sum()) != selected.size or \
+            weights.size != selected.size or importance.size != selected.size:
+        raise WireError(f"BUNDLE: its table names {int(steps.sum())} steps and "
+                        f"{int(kept.sum())} kept features, its frames hold "
+                        f"{features.size}, {selected.size}, {weights.size} and "
+                        f"{importance.size}")
+    at_step = np.concatenate([[0], np.cumsum(steps)]).tolist()
+    at_kept = np.concatenate([[0], np.cumsum(kept)]).tolist()
+    pushes = tuple(
+        m.Push(seq, version, features[at_step[i]:at_step[i + 1]], _EMPTY,
+               selected[at_kept[i]:at_kept[i + 1]], weights[at_kept[i]:at_kept[i + 1]],
+               importance[at_kept[i]:at_kept[i + 1]], position, more=bool(more))
+        for i, (_, seq, version, position, more, _, _) in enumerate(table.tolist()))
+    return m.Bundle(table[:, 0].copy(), pushes, delta)
+
+
 def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int):
     if kind == Kind.PUSH:
         return m.Push(seq, a, *arrays[:2], *arrays[2:], position=b, more=more)
@@ -298,6 +364,12 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int
         return m.Refuse(arrays[0])
     if kind == Kind.FAIL:
         return m.Fail(arrays[0])
+    if kind == Kind.NODEVIEW:
+        u, through, table, eta = arrays
+        table = table.reshape(-1, NODEVIEW_ROW)
+        return m.NodeView(u, a, through, table[:, 0].copy(), tuple(
+            m.View(_EMPTY, a, int(through[t]), int(credit), int(budget),
+                   float(eta[0])) for t, credit, budget in table.tolist()))
     return {Kind.PULL: m.Pull, Kind.HEARTBEAT: m.Heartbeat, Kind.DONE: m.Done,
             Kind.INTRODUCE: m.Introduce}[kind]()
 
@@ -353,5 +425,12 @@ def decode(frames, limits: Limits) -> Envelope:
                             f"{arrays[3].size} column values (n = {limits.n})")
     if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):
         raise WireError(f"{kind.name}: negative counter")
+    if kind == Kind.BUNDLE:
+        return Envelope(kind, worker, flag_bits, run_id, _bundle(seq, arrays, limits))
+    if kind == Kind.NODEVIEW and (arrays[2].size != NODEVIEW_ROW * b or
+                                  arrays[2][::NODEVIEW_ROW].max() >= limits.workers or
+                                  arrays[2].min() < 0):
+        raise WireError(f"NODEVIEW says {b} views, its table has "
+                        f"{arrays[2].size // NODEVIEW_ROW} or names an unknown worker")
     body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays, limits.n)
     return Envelope(kind, worker, flag_bits, run_id, body)

@@ -1178,3 +1178,75 @@ def test_a_push_that_asks_grants_what_a_push_then_a_request_grants(q, tau, depth
         views(got)
         assert [r.credit for r in one.workers] == [r.credit for r in two.workers]
         assert list(one._waiting) == list(two._waiting)
+
+
+@settings(max_examples=80, deadline=None)
+@given(q=st.integers(1, 6), tau=st.one_of(st.none(), st.integers(0, 6)),
+       depth=st.integers(1, 4), batch=st.integers(1, 4), seed=st.integers(0, 2**31))
+def test_a_bundle_counts_as_its_pushes_one_by_one_and_keeps_the_bound(q, tau, depth,
+                                                                      batch, seed):
+    """A leader's bundle (distinct workers' pushes, their Δu summed) against the
+    same pushes applied one by one: the same staleness for each, the same u_C and
+    clock; the bound holds throughout and u_C is the sum of everything pushed."""
+    import copy
+    batch = min(batch, depth)
+    rng = np.random.default_rng(seed)
+    state = ServerState(4, q, staleness=tau, depth=depth, batch=batch)
+    version, credit, spent = [None] * q, [0] * q, [0] * q
+    total = np.zeros(4)
+
+    def views(workers):
+        for w in workers:
+            _, v, _, c, _ = state.view(w)
+            version[w], credit[w] = v, c
+
+    for t in range(q):
+        views(state.request(t))
+    for _ in range(40):
+        holders = [t for t in range(q) if credit[t] > spent[t]]
+        if not holders:
+            break
+        chosen = rng.permutation(holders)[: int(rng.integers(1, len(holders) + 1))]
+        pushes, deltas = [], []
+        for t in chosen.tolist():
+            steps = int(rng.integers(1, min(batch, credit[t] - spent[t]) + 1))
+            pushes.append((t, version[t], steps, None, None, bool(rng.random() < 0.8)))
+            deltas.append(rng.standard_normal(4))
+            spent[t] += steps
+        alone = copy.deepcopy(state)
+        one_by_one = [alone.push(t, d, v, k)[0]
+                      for (t, v, k, *_), d in zip(pushes, deltas)]
+        staleness, granted = state.push_bundle(pushes, np.sum(deltas, axis=0))
+        total += np.sum(deltas, axis=0)
+        assert staleness == one_by_one
+        assert state.clock == alone.clock
+        np.testing.assert_allclose(state.u, alone.u, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(state.u, total, rtol=0, atol=1e-12)
+        if tau is not None:
+            assert max(staleness) <= tau
+            assert all(state.exposure(w) <= tau for w in range(q))
+        views(granted)
+
+
+def test_a_bad_bundle_is_refused_whole_and_changes_nothing():
+    state = ServerState(3, 3, staleness=4)
+    for t in range(3):
+        state.request(t)
+        state.view(t)
+    before = {k: v.copy() for k, v in state.snapshot().items()}
+    good = (0, 0, 1, 1, None, True)
+    for pushes, match in [
+            ([], "distinct workers"),
+            ([good, (0, 0, 1, 2, None, True)], "distinct workers"),
+            ([good, (1, 0, 1, 5, None, True)], "skips 1"),           # a lost push
+            ([good, (2, 0, 9, 1, None, True)], "steps in one message"),
+            ([good, (7, 0, 1, 1, None, True)], "unknown worker 7")]:
+        with pytest.raises(ProtocolError, match=match):
+            state.push_bundle(pushes, np.ones(3))
+    with pytest.raises(ProtocolError):
+        state.push_bundle([good], np.array([1.0, np.nan, 0.0]))
+    after = state.snapshot()
+    assert before.keys() == after.keys()
+    for key, value in before.items():
+        np.testing.assert_array_equal(value, after[key], err_msg=key)
+    assert state.push_bundle([good, (1, 0, 1, 1, None, True)], np.ones(3))[0] == [0, 1]

@@ -23,7 +23,7 @@ Q = COMM.Get_size() - 1
 
 def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
          record_order=False, window="auto", batch="auto", budget="fixed",
-         rule="magnitude", ranks_per_node=None):
+         rule="magnitude", ranks_per_node=None, leaders=False, hold=None):
     """Asy-OS over MPI; the paper's rule by default, as the replays here are."""
     stream = ArrayStream(X, block_size=16)
 
@@ -32,8 +32,9 @@ def _run(X, y, s, *, staleness=None, eta=0.3, m=1.0, epochs=2, loss="squared",
                                staleness=staleness, window=window, batch=batch,
                                n_features=p, budget=budget, rule=rule)
 
-    return transport.run(COMM, lambda: (stream, y, None), config,
-                         record_order=record_order, ranks_per_node=ranks_per_node)
+    return transport.run(COMM, lambda features: (stream, y, None), config,
+                         record_order=record_order, ranks_per_node=ranks_per_node,
+                         leaders=leaders, hold=hold)
 
 
 def _small(seed=0, n=60, p=90, s=8):
@@ -170,10 +171,21 @@ def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch,
                    ranks_per_node=ranks_per_node)
     if COMM.Get_rank() != 0:
         return
-    config = AsyConfig.build(s, Q, eta=0.3, m=1.0, epochs=2)
+    selected, weights = _replay(X, y, payload.asy["order"], Q, s)
+    np.testing.assert_array_equal(payload.selected, selected)
+    np.testing.assert_allclose(payload.weights, weights, rtol=0, atol=1e-12)
+    assert payload.asy["staleness"]["max"] == 0
+    assert payload.asy["shared_window_workers"] == {
+        None: list(range(Q)), 1: [], 2: [0]}[ranks_per_node]
+
+
+def _replay(X, y, order, q, s):
+    """Sequential OS steps of each worker's kept set in the recorded ``order``, each
+    seeing every step before it: the (selected, weights) a τ = 0 run must give."""
+    config = AsyConfig.build(s, q, eta=0.3, m=1.0, epochs=2)
     kept = [KeptSet(X.shape[0], b) for b in config.budgets]
     u = np.zeros(X.shape[0])
-    for worker, feature in payload.asy["order"]:
+    for worker, feature in order:
         before = kept[worker].contribution.copy()
         kept[worker].step(feature, np.ascontiguousarray(X[:, feature]), u, y,
                           Loss.SQUARED, 0.3, 1.0)
@@ -181,11 +193,52 @@ def test_tau_zero_equals_a_serial_replay_of_the_recorded_order(window, batch,
     selected = np.concatenate([k.index[: k.size] for k in kept])
     weights = np.concatenate([k.weights[: k.size] for k in kept])
     order = np.argsort(selected)
-    np.testing.assert_array_equal(payload.selected, selected[order])
-    np.testing.assert_allclose(payload.weights, weights[order], rtol=0, atol=1e-12)
-    assert payload.asy["staleness"]["max"] == 0
-    assert payload.asy["shared_window_workers"] == {
-        None: list(range(Q)), 1: [], 2: [0]}[ranks_per_node]
+    return selected[order], weights[order]
+
+
+@pytest.mark.mpi(min_size=4)
+@pytest.mark.parametrize("ranks_per_node, staleness, hold", [
+    (2, 0, None), (3, 0, 0.0), (2, 2, 0.0), (3, 2, None), (2, None, 1e-3),
+    (3, "auto", None)])
+def test_node_leaders_relay_their_nodes_and_keep_the_bound_exactly(ranks_per_node,
+                                                                   staleness, hold):
+    """Nodes of ``ranks_per_node`` ranks, each but the server's led by its lowest
+    rank, which sends its workers' pushes as bundles (Δu summed) and hands on the
+    server's node views.  Each push still counts as itself: at τ = 0 the run is the
+    serial replay of the recorded order, exactly; otherwise the bound, Σ-invariant
+    and objective hold; every led push went up in a bundle."""
+    X, y = _small(seed=6)
+    s = max(8, Q)
+    payload = _run(X, y, s, staleness=staleness, record_order=True,
+                   ranks_per_node=ranks_per_node, leaders=True, hold=hold)
+    if COMM.Get_rank() != 0:
+        assert payload is None
+        return
+    asy = payload.asy
+    size = COMM.Get_size()
+    heads = [r - r % ranks_per_node for r in range(size)]
+    leading = sorted({h for h in heads if h and heads.count(h) > 1})
+    q = size - 1 - len(leading)
+    assert len(asy["workers"]) == q == asy["n_workers"]
+    assert [leader["rank"] for leader in asy["leaders"]] == leading
+    led = [t for leader in asy["leaders"] for t in leader["workers"]]
+    assert len(led) == len(set(led)) and len(led) == sum(
+        heads.count(h) - 1 for h in leading)
+    for leader in asy["leaders"]:
+        assert leader["pushes"] == sum(asy["workers"][t]["pushes"]
+                                       for t in leader["workers"])
+        assert 1 <= leader["bundles"] <= leader["pushes"]
+    assert asy["u_check_max_abs_diff"] <= 1e-10
+    assert sum(asy["staleness"]["histogram"]) == 2 * 90 == payload.n_steps
+    bound = asy["staleness"]["bound"]
+    assert asy["staleness"]["max"] <= (bound if bound is not None else 10**9)
+    if staleness == 0:
+        selected, weights = _replay(X, y, asy["order"], q, s)
+        np.testing.assert_array_equal(payload.selected, selected)
+        np.testing.assert_allclose(payload.weights, weights, rtol=0, atol=1e-12)
+        assert asy["staleness"]["max"] == 0
+    u = X[:, payload.selected] @ payload.weights
+    assert payload.objective == pytest.approx(0.5 * np.mean((u - y) ** 2), rel=1e-10)
 
 
 @pytest.mark.mpi(min_size=2)
@@ -245,7 +298,7 @@ def test_quality_close_to_sequential_on_the_paper_protocol():
     def config(q, p):
         return AsyConfig.build(64, q, epochs=2, n_features=p)
 
-    payload = transport.run(COMM, lambda: (stream, problem.y, None), config)
+    payload = transport.run(COMM, lambda features: (stream, problem.y, None), config)
     if COMM.Get_rank() == 0:
         sequential = fit_os(problem.X, problem.y, 64, epochs=2)
         asy_recall = recall(payload.selected, problem.support)

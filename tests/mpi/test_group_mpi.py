@@ -33,7 +33,7 @@ def _run(comm, X, y, groups, s1, s2, *, staleness=None, window="auto", batch="au
          epochs=2, record_order=False, rule="auto"):
     stream = ArrayStream(X, block_size=16)
 
-    def open_job():
+    def open_job(features):
         group_of, _ = group_constraint(groups, s2, X.shape[1])
         return stream, y, group_of
 

@@ -51,7 +51,7 @@ def _correlated(p: int, seed: int, rho: float = 0.7, n: int = 120):
 
 def _asy(X, y, s):
     config = lambda q, p: AsyConfig.build(s, q, n_features=p)   # noqa: E731
-    return transport.run(COMM, lambda: (ArrayStream(X, block_size=16), y, None), config)
+    return transport.run(COMM, lambda features: (ArrayStream(X, block_size=16), y, None), config)
 
 
 CASES = [("diabetes", _diabetes, 4, 0.01, "sequential")] + [

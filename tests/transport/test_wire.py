@@ -27,7 +27,7 @@ from asyos.transport.wire import (
     split,
 )
 
-LIMITS = Limits(n=5, capacity=3, batch=4, run_id=77)
+LIMITS = Limits(n=5, capacity=3, batch=4, run_id=77, workers=3)
 
 
 def _bytes(frames):
@@ -80,6 +80,88 @@ def test_every_message_round_trips_as_frames_and_as_one_mpi_buffer(message):
         assert _equal(envelope.body, message), (envelope.body, message)
         more = isinstance(message, m.Push) and message.more
         assert bool(envelope.flags & MORE) == more
+
+
+def _header(kind, seq=0, a=0, b=0, run_id=77, flags=0, magic=MAGIC, protocol=PROTOCOL):
+    return HEADER.pack(magic, protocol, kind, 0, flags, run_id, seq, a, b)
+
+
+def _push(seq, features, kept, more=True):
+    return m.Push(seq, 4, np.array(features, np.int64), np.zeros(0),
+                  np.array(kept, np.int64), np.full(len(kept), 0.5),
+                  np.full(len(kept), 0.25), position=seq * 3, more=more)
+
+
+BUNDLE = m.Bundle(np.array([2, 0], np.int64),
+                  (_push(3, [7, 9], [7]), _push(1, [1], [], more=False)),
+                  np.arange(5.0))
+NODEVIEW = m.NodeView(np.linspace(0, 1, 5), 12, np.array([3, 0, 5], np.int64),
+                      np.array([2, 1], np.int64),
+                      (m.View(np.zeros(0), 12, 5, 20, 2, 0.5),
+                       m.View(np.zeros(0), 12, 0, 13, 1, 0.5)))
+
+
+def _same_bundle(a, b) -> bool:
+    return np.array_equal(a.workers, b.workers) and np.array_equal(a.delta, b.delta) \
+        and len(a.pushes) == len(b.pushes) and all(
+            _equal(x, y) for x, y in zip(a.pushes, b.pushes))
+
+
+def test_a_leaders_bundle_and_its_node_view_round_trip():
+    """A BUNDLE carries its pushes' own fields (each's Δu left out) and their summed
+    Δu; a NODEVIEW one u_C and each view's credit, budget and its worker's pushes
+    applied."""
+    for received in (_bytes(encode(BUNDLE, 2, run_id=77)),
+                     split(bytearray(join(encode(BUNDLE, 2, run_id=77))))):
+        envelope = decode(received, LIMITS)
+        assert envelope.worker == 2 and _same_bundle(envelope.body, BUNDLE)
+    body = decode(_bytes(encode(NODEVIEW, 2, run_id=77)), LIMITS).body
+    assert body.version == 12 and np.array_equal(body.u, NODEVIEW.u)
+    assert np.array_equal(body.through, NODEVIEW.through)
+    assert body.workers.tolist() == [2, 1]
+    assert all(_equal(x, y) for x, y in zip(body.views, NODEVIEW.views))
+    lean = Limits(n=5, capacity=3, batch=4, run_id=77, vectors=False, workers=3)
+    with pytest.raises(WireError, match="5 values, expected 0..0"):   # Σ Δu in memory
+        decode(_bytes(encode(BUNDLE, 2, run_id=77)), lean)
+
+
+def _bundle_frames(table, features=(7, 9, 1), kept=(7,), delta=5):
+    return [_header(13, len(table)), np.array(table, "<i8").tobytes(), np.array(features, "<i8").tobytes(),
+            np.array(kept, "<i8").tobytes(), np.full(len(kept), 0.5).tobytes(),
+            np.full(len(kept), 0.5).tobytes(), np.ones(delta).tobytes()]
+
+
+GOOD_TABLE = [(2, 3, 4, 9, 1, 2, 1), (0, 1, 4, 3, 0, 1, 0)]
+
+
+@pytest.mark.parametrize("frames, problem", [
+    (_bundle_frames([(5, 3, 4, 9, 1, 2, 1), GOOD_TABLE[1]]), "unknown worker"),
+    (_bundle_frames([(2, -3, 4, 9, 1, 2, 1), GOOD_TABLE[1]]), "negative"),
+    (_bundle_frames([(2, 3, 4, 9, 1, 0, 1), (0, 1, 4, 3, 0, 3, 0)]), "0..3 steps"),
+    (_bundle_frames([(2, 3, 4, 9, 1, 5, 1), GOOD_TABLE[1]]), "1..4"),
+    (_bundle_frames([(2, 3, 4, 9, 1, 2, 4), GOOD_TABLE[1]]), "0..3 allowed"),
+    (_bundle_frames([(2, 3, 4, 9, 1, 1, 1), GOOD_TABLE[1]]), "names 2 steps"),
+    (_bundle_frames(GOOD_TABLE, kept=()), "names 3 steps and 1 kept"),
+    (_bundle_frames(GOOD_TABLE, delta=4), "4 values, expected 5..5"),
+    ([_header(13, 3)] + _bundle_frames(GOOD_TABLE)[1:], "says 3 pushes"),
+    ([_header(14, 0, 12, 1), np.ones(5).tobytes(), np.ones(3, "<i8").tobytes(),
+      np.array([2, 20, 2, 1, 13, 1], "<i8").tobytes(), np.ones(1).tobytes()],
+     "says 1 views"),
+    ([_header(14, 0, 12, 1), np.ones(5).tobytes(), np.ones(3, "<i8").tobytes(),
+      np.array([3, 20, 2], "<i8").tobytes(), np.ones(1).tobytes()], "unknown worker"),
+    ([_header(14, 0, 12, 1), np.ones(5).tobytes(), np.ones(2, "<i8").tobytes(),
+      np.array([1, 20, 2], "<i8").tobytes(), np.ones(1).tobytes()],
+     "2 values, expected 3..3"),                                  # through: one a worker
+])
+def test_malformed_bundles_and_node_views_are_refused(frames, problem):
+    assert _same_bundle(decode(_bundle_frames(GOOD_TABLE), LIMITS).body, m.Bundle(
+        np.array([2, 0]), (m.Push(3, 4, np.array([7, 9]), np.zeros(0), np.array([7]),
+                                  np.array([0.5]), np.array([0.5]), 9),
+                           m.Push(1, 4, np.array([1]), np.zeros(0), np.zeros(0, int),
+                                  np.zeros(0), np.zeros(0), 3, more=False)),
+        np.ones(5)))
+    with pytest.raises(WireError, match=problem):
+        decode(frames, LIMITS)
 
 
 def test_shared_memory_messages_leave_out_their_n_vectors_but_not_the_columns():
@@ -168,10 +250,6 @@ def test_a_push_travels_as_integers_and_floats_only():
     assert body.features.dtype == np.int64 and body.delta.dtype == np.float64
 
 
-def _header(kind, seq=0, a=0, b=0, run_id=77, flags=0, magic=MAGIC, protocol=PROTOCOL):
-    return HEADER.pack(magic, protocol, kind, 0, flags, run_id, seq, a, b)
-
-
 @pytest.mark.parametrize("frames, problem", [
     ([], "empty"),
     ([b"garbage"], "header has 7 bytes"),
@@ -249,7 +327,7 @@ def test_malformed_mpi_buffers_are_refused(buffer, problem):
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.binary(max_size=80), max_size=6),
-       st.integers(0, 11), st.booleans(), st.integers(-2, 6))
+       st.integers(0, 14), st.booleans(), st.integers(-2, 6))
 def test_the_decoder_never_fails_otherwise(frames, kind, valid_header, counter):
     """Fuzz: arbitrary frames (after a valid or random header) → a message of the
     protocol within the limits, or WireError."""
@@ -262,7 +340,7 @@ def test_the_decoder_never_fails_otherwise(frames, kind, valid_header, counter):
         except WireError:
             continue
         body = envelope.body
-        assert type(body) in {type(msg) for msg in MESSAGES}
+        assert type(body) in {type(msg) for msg in MESSAGES} | {m.Bundle, m.NodeView}
         for name in body.__dataclass_fields__:
             value = getattr(body, name)
             if isinstance(value, np.ndarray):
