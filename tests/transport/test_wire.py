@@ -67,7 +67,7 @@ MESSAGES = [
              WorkerPlan(3, Loss.LOGISTIC, 0.5, 1.5, 2, 4).floats(), np.ones(5),
              np.array([4]), np.array([2.0]), last_push=6, position=33),
     m.Pull(), m.Heartbeat(), m.Done(), m.Refuse("unknown peer for worker 2"),
-    m.Introduce(),
+    m.Introduce(), m.Fail("feature 3 is not finite"),
 ]
 
 
