@@ -43,6 +43,18 @@ NETWORK_ENV = {"UCX_TLS": "tcp", "UCX_NET_DEVICES": "eth0"}
 _counter = itertools.count()
 
 
+def rank_pid(pids, rank: int) -> int:
+    """The pid, among ``pids``, of MPI rank ``rank`` (hydra gives each its PMI_RANK)."""
+    for pid in pids:
+        try:
+            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if f"PMI_RANK={rank}".encode() in environ:
+            return pid
+    raise AssertionError(f"no rank {rank} among {sorted(pids)}")
+
+
 class Unavailable(RuntimeError):
     """Namespaces cannot be made here (no root, no ``ip``, no veth, tbf or TUN)."""
 
@@ -112,6 +124,15 @@ class Cluster:
         if proc.returncode != 0:
             raise RuntimeError(f"cannot set host {i}'s link {'up' if up else 'down'}: "
                                f"{proc.stderr.strip()}")
+
+    def processes(self) -> list[list[int]]:
+        """The pids of the processes on each host (in its namespace)."""
+        pids = []
+        for ns in self.namespaces:
+            proc = _ip("netns", "pids", ns)
+            pids.append([int(pid) for pid in proc.stdout.split()]
+                        if proc.returncode == 0 else [])
+        return pids
 
     def traffic(self) -> list[int]:
         """Bytes each host's ``eth0`` has sent (all of it crossed the router)."""

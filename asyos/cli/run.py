@@ -112,6 +112,10 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
                      "rank of every other node (of 2 or more ranks) relays its node's "
                      "workers, their pushes summed and u_C sent once per node, so the "
                      "server's messages grow with nodes, not workers")
+    asy.add_argument("--heartbeat-timeout", type=float, metavar="SECONDS",
+                     help="under mpirun: a rank silent this long with its work "
+                     "unfinished (a cut link, a stalled host) ends the job with "
+                     "status 3 (default 10)")
     sim = parser.add_argument_group("Asy-OS simulated in one process (no MPI)")
     sim.add_argument("--simulate", type=int, metavar="Q", help="run Q virtual workers "
                      "over the server state machine, with simulated staleness")
@@ -240,11 +244,13 @@ def run_mpi(args) -> FitResult | None:
             check_path_flags(args)
             ranks_per_node = args.ranks_per_node if args.ranks_per_node is None else \
                 check_at_least("ranks-per-node", args.ranks_per_node, 1, integer=True)
+            timeout = transport.HEARTBEAT_TIMEOUT if args.heartbeat_timeout is None \
+                else check_at_least("heartbeat-timeout", args.heartbeat_timeout, 1e-3)
             result = transport.run(MPI.COMM_WORLD, open_job, config_factory,
                                     record_order=args.record_order,
                                     threads=blas_threads(args.blas_threads),
                                     ranks_per_node=ranks_per_node,
-                                    leaders=args.leaders)
+                                    leaders=args.leaders, timeout=timeout)
     except KeyboardInterrupt as exc:
         # the same for a signal before the handlers (Terminated: SIGTERM).  Ranks that
         # exit on their own race mpiexec, which kills the slower ones (the job's status
@@ -333,6 +339,9 @@ def run(args) -> FitResult | None:
     if args.ranks_per_node is not None or args.leaders:
         raise InputError(f"{'--leaders' if args.leaders else '--ranks-per-node'} "
                          "groups MPI ranks: run under mpiexec")
+    if args.heartbeat_timeout is not None:
+        raise InputError("--heartbeat-timeout is MPI's liveness: run under mpiexec "
+                         "(ZeroMQ's: asyos server --heartbeat-timeout)")
     if args.simulate is not None or args.workers is not None:   # Asy-OS
         refuse_auto_sparsity(args.sparsity)
         refuse_orders(args, "is for a sequential run, not Asy-OS")

@@ -142,6 +142,11 @@ class AsyServer:
         """Whether ``worker``'s final report was applied."""
         return self.state.workers[worker].finished
 
+    def owes(self, worker: int) -> bool:
+        """Whether ``worker`` owes the server a message: it is neither finished nor
+        waiting for credit, so it is stepping (or its reply is on its way to it)."""
+        return not self.finished(worker) and not self.state.is_waiting(worker)
+
     def pushes_applied(self) -> list[int]:
         """Each worker's pushes applied to u_C (its last sequence number)."""
         return [record.messages for record in self.state.workers]

@@ -42,6 +42,7 @@ from ..solvers import messages
 from ..solvers.asy_server import AsyServer, warm_server
 from ..solvers.leader import NodeLeader
 from ..solvers.result import FitResult
+from ..solvers.session import Timeouts
 from ..solvers.worker_loop import WorkerDriver
 from . import wire
 from .base import (
@@ -61,6 +62,10 @@ SIGNALLED = {INTERRUPTED: "interrupted", TERMINATED: "terminated"}
 SIGNAL_CODES = {signal.SIGINT: INTERRUPTED, signal.SIGTERM: TERMINATED}
 # A leader's bundle waits at most this many pushes' compute for the node's others.
 HOLD_PUSHES = 0.5
+HEARTBEAT_TIMEOUT = Timeouts.heartbeat_timeout   # ZeroMQ's: a rank silent this long
+PULSES = 3        # ... hears from its server this many times a timeout at least
+PATIENCE = 2      # ... and a rank whose server is that many timeouts silent gives up
+
 
 
 def _wait(request, share: NodeShare) -> None:
@@ -70,31 +75,72 @@ def _wait(request, share: NodeShare) -> None:
         backoff.sleep()
 
 
+class RankLost(WorkerFailed):
+    """A rank's peer said nothing, or took none of its messages, past the heartbeat
+    timeout: MPI cannot tell a cut link or a stalled host from a slow one, nor go on
+    without the peer's shards, so the run ends with the lost-shards status."""
+
+    @property
+    def exit_status(self) -> int:
+        return 3
+
+
 class Link:
     """One rank's end: send messages without waiting, receive them by polling.
 
     Nonblocking sends, because a long message (past MPI's eager limit) is only
     delivered when its receiver polls; the sender waits only when ``in_flight``
-    messages are still on their way.
+    messages are still on their way.  MPI has no liveness of its own (a TCP
+    connection across a cut cable reports nothing for many minutes), so a rank that
+    serves others sends each a HEARTBEAT when it has sent it nothing for a while
+    (``pulse``), heartbeats are taken here and never returned, and with
+    ``patience`` a wait for a peer that sends nothing, or takes nothing, for that
+    many seconds raises ``RankLost``.
     """
 
     def __init__(self, comm, limits: wire.Limits, share: NodeShare, in_flight: int,
-                 lean=frozenset(), name=lambda rank: f"rank {rank}"):
+                 lean=frozenset(), name=lambda rank: f"rank {rank}",
+                 patience: float | None = None):
         self.comm, self.limits, self.share, self.name = comm, limits, share, name
-        self.in_flight = in_flight
+        self.in_flight, self.patience = in_flight, patience
         self.lean, self._lean_limits = lean, replace(limits, vectors=False)
         self.sent = self.received = 0   # bytes
-        self._busy: deque = deque()          # (request, buffer), oldest first
+        self._busy: deque = deque()          # (request, destination), oldest first
         self._status = MPI.Status()
+        self.began = time.perf_counter()
+        self.heard: dict[int, float] = {}    # source → when its last message came
+        self.told: dict[int, float] = {}     # destination → when it was last sent one
 
     def send(self, message, dest: int, worker: int) -> None:
         buffer = wire.join(wire.encode(message, worker))
         self.sent += len(buffer)
         while self._busy and (len(self._busy) >= self.in_flight or
                               self._busy[0][0].Test()):
-            _wait(self._busy.popleft()[0], self.share)
-        self._busy.append((self.comm.Isend([buffer, MPI.BYTE], dest=dest,
-                                           tag=MESSAGE_TAG), buffer))
+            self._complete(*self._busy.popleft())
+        self.told[dest] = time.perf_counter()
+        request = self.comm.Isend([buffer, MPI.BYTE], dest=dest, tag=MESSAGE_TAG)
+        self._busy.append((request, dest, buffer))
+
+    def _complete(self, request, dest: int, buffer=None) -> None:
+        backoff, start = self.share.backoff(), time.perf_counter()
+        while not request.Test():
+            if self.patience is not None and \
+                    time.perf_counter() - start > self.patience:
+                raise RankLost(f"{self.name(dest)} has taken no message from "
+                               f"{self.name(self.comm.Get_rank())} for "
+                               f"{self.patience:g} s: a cut link or a stalled host")
+            backoff.sleep()
+
+    def pulse(self, peers, every: float, now: float) -> None:
+        """A HEARTBEAT to each of ``peers`` (rank → a worker it carries) sent nothing
+        for ``every`` seconds, so that it can tell this rank is alive."""
+        for rank, worker in peers.items():
+            if now - self.told.get(rank, self.began) > every:
+                self.send(messages.Heartbeat(), rank, worker)
+
+    def silent(self, source: int, now: float) -> float:
+        """Seconds since ``source``'s last message (or since this link began)."""
+        return now - self.heard.get(source, self.began)
 
     def poll(self, source=MPI.ANY_SOURCE) -> tuple[int, wire.Envelope] | None:
         """The next message that has arrived, as (source, envelope), or None.
@@ -107,26 +153,34 @@ class Link:
         buffer = bytearray(status.Get_count(MPI.BYTE))
         self.comm.Recv([buffer, MPI.BYTE], source=source, tag=tag)
         self.received += len(buffer)
+        self.heard[source] = time.perf_counter()
         if tag == ERROR_TAG:
             raise reported_failure(self.name(source), buffer)
         if tag != MESSAGE_TAG:
             raise WorkerFailed(f"rank {source} sent an unknown tag {tag}")
         try:
             limits = self._lean_limits if source in self.lean else self.limits
-            return source, wire.decode(wire.split(buffer), limits)
+            envelope = wire.decode(wire.split(buffer), limits)
         except wire.WireError as exc:
             raise WorkerFailed(f"rank {source} sent a malformed message: {exc}") \
                 from None
+        return None if isinstance(envelope.body, messages.Heartbeat) else \
+            (source, envelope)
 
     def wait(self, source=MPI.ANY_SOURCE) -> tuple[int, wire.Envelope]:
         backoff = self.share.backoff()
         while (received := self.poll(source)) is None:
+            if self.patience is not None and source != MPI.ANY_SOURCE and \
+                    self.silent(source, time.perf_counter()) > self.patience:
+                raise RankLost(f"{self.name(self.comm.Get_rank())} has heard nothing "
+                               f"from {self.name(source)} for {self.patience:g} s: a "
+                               "cut link or a stalled host")
             backoff.sleep()
         return received
 
     def drain(self) -> None:
-        for request, _ in self._busy:
-            _wait(request, self.share)
+        while self._busy:
+            self._complete(*self._busy.popleft())
 
 
 def _agree(comm, error: str | None, nu: float, step: float,
@@ -225,11 +279,16 @@ class Roles:
         """The rank ``worker`` sends its messages to: its leader's, or 0."""
         return self.servers[worker]
 
+    def speaker(self, worker: int) -> int:
+        """The rank the server hears ``worker`` from: its leader's, or its own."""
+        return self.servers[worker] or self.worker_ranks[worker]
+
     def name(self, rank: int) -> str:
         """``rank`` as an error message names it."""
         if rank in self.leaders:
             return f"the leader of workers {self.leaders[rank]} (rank {rank})"
-        return f"worker {self.worker(rank)} (rank {rank})" if rank else "rank 0"
+        return f"worker {self.worker(rank)} (rank {rank})" if rank else \
+            "the server (rank 0)"
 
 
 class NodeWindow:
@@ -263,6 +322,41 @@ class NodeWindow:
         if self.window is not None:
             self.window.Free()
             self.window = self.vectors = None
+
+
+class Silence:
+    """Liveness at the server: a rank that carries a worker that owes the server a
+    message (``AsyServer.owes``: stepping, neither finished nor waiting for credit)
+    and has said nothing, nor been answered, for ``timeout`` seconds is lost
+    (``RankLost``).  ``watch`` also keeps every such rank hearing from the server
+    (``Link.pulse``), so that one cut off from it gives up too (``run``)."""
+
+    def __init__(self, roles: Roles, timeout: float, now: float):
+        self.roles, self.timeout = roles, timeout
+        self.speakers: dict[int, list[int]] = {}
+        for t in range(roles.n_workers):
+            self.speakers.setdefault(roles.speaker(t), []).append(t)
+        self.peers = {rank: workers[0] for rank, workers in self.speakers.items()}
+        self.last = dict.fromkeys(self.speakers, now)
+        self._next = now   # spaced: the idle server polls every few microseconds
+
+    def contact(self, rank: int, now: float) -> None:
+        self.last[rank] = now
+
+    def watch(self, link: Link, server: AsyServer, now: float) -> None:
+        if now < self._next:
+            return
+        self._next = now + min(1.0, self.timeout / 10)
+        for rank, workers in self.speakers.items():
+            silent = now - self.last[rank]
+            if silent > self.timeout and any(server.owes(t) for t in workers):
+                raise RankLost(
+                    f"{self.roles.name(rank)} has been silent for {silent:.1f} s, past "
+                    f"the heartbeat timeout ({self.timeout:g} s), with its work "
+                    "unfinished: a cut link or a stalled host (raise "
+                    "--heartbeat-timeout if its steps are that slow); MPI cannot go "
+                    "on without its shard")
+        link.pulse(self.peers, self.timeout / PULSES, now)
 
 
 def _send_replies(link: Link, replies, server: AsyServer, roles: Roles,
@@ -320,22 +414,31 @@ def _from_leader(server: AsyServer, roles: Roles, source: int, envelope,
 
 
 def serve(comm, server: AsyServer, share: NodeShare, roles: Roles,
-          vectors: NodeVectors | None = None) -> FitResult:
+          vectors: NodeVectors | None = None,
+          timeout: float = HEARTBEAT_TIMEOUT) -> FitResult:
     """Rank 0: carry the server's messages until every worker has finished.
     ``vectors``: the n-vectors of the workers on this node, through its shared window
-    (their messages carry none)."""
+    (their messages carry none); ``timeout``: ``Silence``'s."""
     cpu_start = time.process_time()
     config = server.config
     lean = frozenset() if vectors is None else \
         frozenset(roles.worker_ranks[t] for t in vectors.rows)
     link = Link(comm, wire.Limits.of(config, server.y.shape[0]), share,
                 in_flight=config.n_workers * (config.depth + 1) + 1, lean=lean,
-                name=roles.name)
+                name=roles.name, patience=timeout)
     serving = 0.0   # seconds from a request's arrival to its replies' sending
     relayed: dict[int, list[int]] = {}   # leader → [bundles, pushes]
+    silence = Silence(roles, timeout, time.perf_counter())
+    backoff = share.backoff()
     while not server.done:
-        source, envelope = link.wait()
+        if (received := link.poll()) is None:
+            silence.watch(link, server, time.perf_counter())
+            backoff.sleep()
+            continue
+        backoff.reset()
+        source, envelope = received
         start = time.perf_counter()
+        silence.contact(source, start)
         if source in roles.leaders:
             replies = _from_leader(server, roles, source, envelope, relayed)
         else:
@@ -348,7 +451,10 @@ def serve(comm, server: AsyServer, share: NodeShare, roles: Roles,
             if source in lean:
                 vectors.applied(worker, body)
         _send_replies(link, replies, server, roles, vectors)
-        serving += time.perf_counter() - start
+        sent = time.perf_counter()
+        for target, _ in replies:
+            silence.contact(roles.speaker(target), sent)
+        serving += sent - start
     link.drain()
     result = server.result("mpi")
     result.asy["server_cpu_seconds"] = time.process_time() - cpu_start
@@ -366,36 +472,48 @@ def serve(comm, server: AsyServer, share: NodeShare, roles: Roles,
 
 
 def work(comm, driver: WorkerDriver, config: AsyConfig, n: int, share: NodeShare,
-         roles: Roles, vectors: NodeVectors | None = None) -> None:
+         roles: Roles, vectors: NodeVectors | None = None,
+         timeout: float = HEARTBEAT_TIMEOUT) -> None:
     """A worker's rank: carry its driver's messages to the server (or its node's
     leader) and back, its n-vectors through ``vectors`` when its node has a
-    window."""
+    window; ``RankLost`` when its server is ``PATIENCE`` timeouts silent."""
     worker = roles.worker(comm.Get_rank())
     limits = wire.Limits.of(config, n, vectors=vectors is None)
-    link = Link(comm, limits, share, in_flight=config.depth + 1, name=roles.name)
+    link = Link(comm, limits, share, in_flight=config.depth + 1, name=roles.name,
+                patience=PATIENCE * timeout)
     hub = roles.server_of(worker)
     carry_on_node(Toward(link, hub) if hub else link, driver, worker, vectors, n)
 
 
 def lead(comm, config: AsyConfig, n: int, share: NodeShare, roles: Roles,
-         vectors: NodeVectors, hold: float) -> None:
+         vectors: NodeVectors, hold: float, timeout: float = HEARTBEAT_TIMEOUT) -> None:
     """A leader's rank: relay its node's workers (``solvers.leader``) until each is
     done, their n-vectors through the node's window, the node's to the server in
     its messages, a bundle waiting at most ``hold`` seconds for the node's other
-    workers."""
+    workers.  Its workers hear from it as the server's do from the server
+    (``Silence``); ``RankLost`` when the server is ``PATIENCE`` timeouts silent."""
     me = comm.Get_rank()
     leader = NodeLeader(roles.leaders[me], n, hold)
-    ranks = frozenset(roles.worker_ranks[t] for t in leader.workers)
+    peers = {roles.worker_ranks[t]: t for t in leader.workers}
     link = Link(comm, wire.Limits.of(config, n), share,
-                in_flight=len(ranks) * (config.depth + 1) + 1, lean=ranks,
-                name=roles.name)
+                in_flight=len(peers) * (config.depth + 1) + 1, lean=frozenset(peers),
+                name=roles.name, patience=PATIENCE * timeout)
     backoff = share.backoff()
+    watched = time.perf_counter()
     while not leader.finished:
         received = link.poll()
         if received is None:
-            if leader.due(time.perf_counter()):
+            now = time.perf_counter()
+            if leader.due(now):
                 for t, message in leader.flush():
                     link.send(message, 0, t)
+            if now - watched > min(1.0, timeout / 10):
+                watched = now
+                if link.silent(0, now) > link.patience:
+                    raise RankLost(f"{roles.name(me)} has heard nothing from "
+                                   f"{roles.name(0)} for {link.patience:g} s: a cut "
+                                   "link or a stalled host")
+                link.pulse(peers, timeout / PULSES, now)
             backoff.sleep()
             continue
         backoff.reset()
@@ -408,7 +526,7 @@ def lead(comm, config: AsyConfig, n: int, share: NodeShare, roles: Roles,
                 link.send(message, roles.worker_ranks[t], t)
             continue
         worker = roles.worker(source)
-        if source not in ranks or envelope.worker != worker:
+        if source not in peers or envelope.worker != worker:
             raise WorkerFailed(f"rank {source} spoke to {roles.name(me)} for worker "
                                f"{envelope.worker}")
         body = vectors.incoming(worker, envelope.body)
@@ -438,7 +556,8 @@ def _roles(comm, node, ranks_per_node: int | None, leaders: bool):
 
 def run(comm, open_job, config_factory, record_order: bool = False,
         threads: int | None = None, ranks_per_node: int | None = None,
-        leaders: bool = False, hold: float | None = None) -> FitResult | None:
+        leaders: bool = False, hold: float | None = None,
+        timeout: float = HEARTBEAT_TIMEOUT) -> FitResult | None:
     """Run Asy-OS on ``comm``; returns the result on rank 0, None elsewhere.
 
     Every rank opens the job itself: ``open_job(features)`` → (stream, y, group_of),
@@ -455,6 +574,8 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     ``threads``: BLAS threads per rank (default: the node's cores shared among its
     ranks, ``NodeShare``).  ``hold``: the most seconds a leader's bundle waits for
     the node's other workers (default ``HOLD_PUSHES`` pushes' compute).
+    ``timeout``: a rank silent this many seconds with its work unfinished ends the
+    job with status 3 (``Silence``).
     """
     rank, size = comm.Get_rank(), comm.Get_size()
     if size < 2:
@@ -507,10 +628,12 @@ def run(comm, open_job, config_factory, record_order: bool = False,
             if worker is None:
                 lead(comm, config, n, share, roles, window.vectors,
                      HOLD_PUSHES * config.batch * (config.step_seconds or 0.0)
-                     if hold is None else hold)
+                     if hold is None else hold, timeout)
             else:
                 driver = worker_driver(config, worker, shard, y, eta, m)
-                work(comm, driver, config, n, share, roles, window.vectors)
+                work(comm, driver, config, n, share, roles, window.vectors, timeout)
+        except RankLost as exc:   # its server is gone or cut off: nobody to tell, and
+            abort(comm, 3, str(exc), alone=True)   # the server, if alive, ends the rest
         except Exception as exc:  # report to rank 0, which aborts the job
             comm.Send([failure_report(exc), MPI.BYTE], dest=0, tag=ERROR_TAG)
             release_job_files()   # this rank's node, if rank 0 is on another
@@ -522,11 +645,10 @@ def run(comm, open_job, config_factory, record_order: bool = False,
     try:
         server = AsyServer(y, config, record_order=record_order, group_of=group_of)
         server.start(stream.n_features, eta, m)
-        result = serve(comm, server, share, roles, window.vectors)
+        result = serve(comm, server, share, roles, window.vectors, timeout)
     except Exception as exc:
-        bad_input = isinstance(exc, InputError) or \
-            (isinstance(exc, WorkerFailed) and exc.bad_input)
-        abort(comm, 2 if bad_input else 1, str(exc))
+        abort(comm, exc.exit_status if isinstance(exc, WorkerFailed) else
+              2 if isinstance(exc, InputError) else 1, str(exc))
     window.free()
     return result
 
@@ -557,9 +679,10 @@ class aborting_on_signals:
         abort(self.comm, code, SIGNALLED[code] if self.comm.Get_rank() == 0 else None)
 
 
-def abort(comm, code: int, message: str | None) -> None:
+def abort(comm, code: int, message: str | None, alone: bool = False) -> None:
     """End the whole job with ``code`` after one line on stderr (none for a
-    ``message`` of None: another rank says it).
+    ``message`` of None: another rank says it); ``alone``: end this rank only, cut
+    off from the job's others (``MPI_Abort`` would wait for them).
 
     mpiexec forwards a rank's stderr through a pipe and stops forwarding when the job
     aborts: without the pause the line is sometimes lost, leaving a bare exit status.
@@ -579,5 +702,6 @@ def abort(comm, code: int, message: str | None) -> None:
             pass
     release_job_files()
     time.sleep(0.2)
-    comm.Abort(code)
+    if not alone:
+        comm.Abort(code)
     os._exit(code)

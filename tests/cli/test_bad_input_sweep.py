@@ -100,6 +100,7 @@ RUN -s 1 --workers 2 || 2 workers cannot share a budget of s = 1 feature
 RUN -s auto --workers 2 || -s auto runs sequential OS along a path; give a
 RUN -s 2 --ranks-per-node 2 || --ranks-per-node groups MPI ranks: run under mpi
 RUN -s 2 --leaders || --leaders groups MPI ranks: run under mpiexec
+RUN -s 2 --heartbeat-timeout 5 || --heartbeat-timeout is MPI's liveness: run under mpiexec
 RUN -s 2 --orders 0 || orders must be ≥ 1, got 0
 RUN -s 2 --orders many || argument --orders: expected a whole number or 'auto', g
 RUN -s 2 --orders 3 --workers 2 || --orders 3 is for a sequential run, not Asy-OS

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from emulated_cluster import rank_pid
 
 ROOT = Path(__file__).resolve().parents[2]
 MPIEXEC = shutil.which("mpiexec", path=str(Path(sys.executable).parent)) or \
@@ -120,15 +121,7 @@ class Job:
         assert self.proc.poll() is None, self.err
 
     def rank(self, rank: int) -> int:
-        """The pid of MPI rank ``rank`` (hydra gives each its PMI_RANK)."""
-        for pid in _family(self.proc.pid, self.pids):
-            try:
-                environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if f"PMI_RANK={rank}".encode() in environ:
-                return pid
-        raise AssertionError(f"no rank {rank} in {self.pids}")
+        return rank_pid(_family(self.proc.pid, self.pids), rank)
 
     def end(self) -> int:
         """Wait for mpiexec and for every process of its session; the exit status."""
