@@ -431,8 +431,9 @@ def serve(comm, server: AsyServer, share: NodeShare, roles: Roles,
     silence = Silence(roles, timeout, time.perf_counter())
     backoff = share.backoff()
     while not server.done:
+        # also when never idle: a rank waiting for DONE must go on hearing from it
+        silence.watch(link, server, time.perf_counter())
         if (received := link.poll()) is None:
-            silence.watch(link, server, time.perf_counter())
             backoff.sleep()
             continue
         backoff.reset()
