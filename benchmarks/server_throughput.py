@@ -15,7 +15,7 @@ Each row is the best of ``--repeat`` rounds of ``--pushes`` pushes, q workers se
 in turn.  The carriers' own costs (sockets, shared memory, MPI) come on top.
 
     python benchmarks/server_throughput.py [--n 1000 10000 100000] [--q 2 8 32 64]
-        [--steps 16] [--pushes 2000] [--repeat 3]
+        [--steps 16] [--pushes 2000] [--repeat 3] [--budget fixed adaptive]
 """
 
 import argparse
@@ -35,10 +35,11 @@ class Flood:
     """q workers' protocol state against one server: each holds its newest view
     (version, cumulative credit) and its pushes so far."""
 
-    def __init__(self, n: int, q: int, steps: int, seed: int = 0):
+    def __init__(self, n: int, q: int, steps: int, seed: int = 0,
+                 budget: str = "fixed"):
         p = q * FEATURES_PER_WORKER
         self.config = AsyConfig.build(4 * q, q, n_features=p, batch=steps,
-                                      budget="fixed", sweep=0, epochs=1000)
+                                      budget=budget, sweep=0, epochs=1000)
         rng = np.random.default_rng(seed)
         self.server = AsyServer(rng.standard_normal(n), self.config)
         self.server.start(p, 1.0, 1.0)
@@ -125,20 +126,23 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=16)
     parser.add_argument("--pushes", type=int, default=2000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--budget", nargs="+", default=["fixed", "adaptive"],
+                        choices=["fixed", "adaptive"],
+                        help="the budgets' rule (a run's default: adaptive)")
     args = parser.parse_args()
-    print("| n | q | pushes/s | µs/push | decode | handle | encode | "
+    print("| n | q | budgets | pushes/s | µs/push | decode | handle | encode | "
           "numpy u += Δu | copy of u |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in args.n:
         add, copy = floor(n)
-        for q in args.q:
-            flood = Flood(n, q, args.steps)
+        for q, budget in ((q, b) for q in args.q for b in args.budget):
+            flood = Flood(n, q, args.steps, budget=budget)
             timed_round(flood, min(200, args.pushes))   # warm
             rounds = [timed_round(flood, args.pushes) for _ in range(args.repeat)]
             best = min(rounds, key=lambda r: sum(r.values()))
             per = {part: 1e6 * value / args.pushes for part, value in best.items()}
             total = sum(per.values())
-            print(f"| {n} | {q} | {1e6 / total:,.0f} | {total:.1f} | "
+            print(f"| {n} | {q} | {budget} | {1e6 / total:,.0f} | {total:.1f} | "
                   f"{per['decode']:.1f} | {per['handle']:.1f} | {per['encode']:.1f} | "
                   f"{1e6 * add:.2f} | {1e6 * copy:.2f} |", flush=True)
 

@@ -145,17 +145,20 @@ class Cluster:
         return counts
 
 
-def _launcher(directory: str, namespaces: list[str]) -> str:
+def _launcher(directory: str, namespaces: list[str], cpus=None) -> str:
     """Hydra's ssh launcher calls ``SCRIPT -x HOST "/path/hydra_pmi_proxy" ARGS``
     (the quotes are literal): the script starts the rest, through ``sh -c``, in the
-    host's namespace."""
-    cases = "".join(f"  {address(i)}) ns={ns} ;;\n" for i, ns in enumerate(namespaces))
+    host's namespace, on the host's ``cpus[i]`` (a ``taskset`` list) where given."""
+    cpus = cpus or [None] * len(namespaces)
+    cases = "".join(f"  {address(i)}) ns={ns}; cpus={cpu or 'all'} ;;\n"
+                    for i, (ns, cpu) in enumerate(zip(namespaces, cpus, strict=True)))
     path = os.path.join(directory, "launch")
     with open(path, "w") as out:
         out.write(f'#!/bin/sh\n[ "$1" = "-x" ] && shift\nhost=$1; shift\n'
                   f'case "$host" in\n{cases}'
                   f'  *) echo "no emulated host $host" >&2; exit 255 ;;\nesac\n'
-                  f'exec ip netns exec "$ns" sh -c "$*"\n')
+                  f'[ "$cpus" = all ] && exec ip netns exec "$ns" sh -c "$*"\n'
+                  f'exec ip netns exec "$ns" taskset -c "$cpus" sh -c "$*"\n')
     os.chmod(path, 0o755)
     return path
 
@@ -210,11 +213,15 @@ def _kill_inside(namespaces: list[str]) -> None:
 
 
 @contextmanager
-def emulated_cluster(hosts: int = 3, rate: float | None = None, delay: float = 0.0):
+def emulated_cluster(hosts: int = 3, rate: float | None = None, delay: float = 0.0,
+                     cpus=None):
     """``hosts`` namespaces behind a router, links shaped to ``rate`` bits/s each way
     (None: as fast as veth goes) and packets between hosts held ``delay`` seconds
     one way; everything (relay, namespaces, launcher script) removed on the way out,
-    also on an exception or KeyboardInterrupt."""
+    also on an exception or KeyboardInterrupt.  ``cpus``: each host's CPUs (a
+    ``taskset`` list such as "1" or "0-3", None for all), so that hosts do not share
+    cores as a real cluster's do not (a host's ranks size their BLAS threads and
+    polling to the cores they may use)."""
     if not 1 <= hosts <= 250:
         raise ValueError(f"hosts must be 1..250, not {hosts}")
     tag = f"{os.getpid()}-{next(_counter)}"
@@ -268,7 +275,7 @@ def emulated_cluster(hosts: int = 3, rate: float | None = None, delay: float = 0
                 _must("ip", "-n", router, "rule", "add", "iif", f"h{i}", "lookup",
                       TABLE)
         cluster = Cluster(tag, namespaces, [address(i) for i in range(hosts)], router,
-                          _launcher(directory, namespaces), relay, rate, delay)
+                          _launcher(directory, namespaces, cpus), relay, rate, delay)
         cluster._routes = routes
         yield cluster
     finally:

@@ -1,6 +1,7 @@
 """benchmarks/server_throughput.py's synthetic workers follow the protocol: every
 push they build is one the server applies (none refused, none lost), at few and at
-many workers, so that the benchmark times the path it claims to."""
+many workers, under either budgets' rule, so that the benchmark times the path it
+claims to."""
 
 import numpy as np
 import pytest
@@ -9,9 +10,10 @@ from bench_scripts import load
 throughput = load("server_throughput")
 
 
+@pytest.mark.parametrize("budget", ["fixed", "adaptive"])
 @pytest.mark.parametrize("q", [2, 64])
-def test_every_push_of_the_flood_is_applied(q):
-    flood = throughput.Flood(n=50, q=q, steps=4)
+def test_every_push_of_the_flood_is_applied(q, budget):
+    flood = throughput.Flood(n=50, q=q, steps=4, budget=budget)
     seconds = throughput.timed_round(flood, pushes=300)
     server = flood.server
     assert sum(server.pushes_applied()) == 300 == sum(flood.seq)

@@ -94,6 +94,10 @@ NODEVIEW_ROW = 3    # worker, credit, budget
 
 
 _KIND_OF = {int(kind): kind for kind in Kind}
+# the kinds as plain ints, as ``decode`` compares them
+HELLO, PUSH, FINAL, REFUSE, BUNDLE, NODEVIEW = (
+    int(k) for k in (Kind.HELLO, Kind.PUSH, Kind.FINAL, Kind.REFUSE, Kind.BUNDLE,
+                     Kind.NODEVIEW))
 
 
 class WireError(AsyosError):
@@ -256,7 +260,8 @@ def split(buffer, most_frames: int = 8) -> list:
 
 
 # -- decoding ------------------------------------------------------------------------------
-KEPT_FRAMES = {Kind.CONFIG: (3, 4), Kind.PUSH: (2, 3), Kind.FINAL: (0, 1)}
+KEPT_FRAMES = {int(Kind.CONFIG): (3, 4), int(Kind.PUSH): (2, 3),
+               int(Kind.FINAL): (0, 1)}
 
 
 @lru_cache(maxsize=64)
@@ -374,6 +379,30 @@ def _body(kind: Kind, seq: int, a: int, b: int, more: bool, arrays: list, n: int
             Kind.INTRODUCE: m.Introduce}[kind]()
 
 
+@lru_cache(maxsize=64)
+def _plans(limits: Limits) -> dict:
+    """Each kind's frames as ``decode`` checks them: (text, dtype, least, most)
+    bytes of each frame after the header, worked out once per ``limits`` (a push's
+    frames are checked at every push)."""
+    return {int(kind): tuple((dtype == "bytes", dtype,
+                              least if dtype == "bytes" else 8 * least,
+                              most if dtype == "bytes" else 8 * most)
+                             for dtype, least, most in _layout(kind, limits))
+            for kind in Kind}
+
+
+def _frame_bytes(frame):
+    """``frame`` as something ``len`` counts in bytes and ``np.frombuffer`` reads:
+    bytes and flat byte views as they are (what ZeroMQ and ``split`` give), any
+    other buffer through ``octets``."""
+    if type(frame) is bytes:
+        return frame
+    if type(frame) is memoryview and frame.format == "B" and frame.ndim == 1 and \
+            frame.contiguous:
+        return frame
+    return octets(frame)
+
+
 def decode(frames, limits: Limits) -> Envelope:
     """Parse and check one message; WireError (never anything else) when it is bad."""
     if not frames:
@@ -381,53 +410,53 @@ def decode(frames, limits: Limits) -> Envelope:
     head = bytes(frames[0])
     if len(head) != HEADER.size:
         raise WireError(f"header has {len(head)} bytes, expected {HEADER.size}")
-    magic, protocol, kind, worker, flag_bits, run_id, seq, a, b = HEADER.unpack(head)
+    magic, protocol, number, worker, flag_bits, run_id, seq, a, b = HEADER.unpack(head)
     if magic != MAGIC:
         raise WireError(f"bad magic {magic!r}: not an asyos message")
     if protocol != PROTOCOL:
         raise WireError(f"protocol version {protocol}, this side speaks {PROTOCOL}")
-    if kind not in _KIND_OF:
-        raise WireError(f"unknown message kind {kind}")
-    kind = _KIND_OF[kind]
-    if limits.run_id and run_id != limits.run_id and kind != Kind.HELLO and \
-            not (kind == Kind.REFUSE and run_id == 0):   # a refusal names no run
+    kind = _KIND_OF.get(number)
+    if kind is None:
+        raise WireError(f"unknown message kind {number}")
+    if limits.run_id and run_id != limits.run_id and number != HELLO and \
+            not (number == REFUSE and run_id == 0):   # a refusal names no run
         raise ForeignRun(f"run id {run_id:#x} is not this run's")
-    layout = _layout(kind, limits)
-    if len(frames) != 1 + len(layout):
+    plan = _plans(limits)[number]
+    if len(frames) != 1 + len(plan):
         raise WireError(f"{kind.name} has {len(frames) - 1} data frames, expected "
-                        f"{len(layout)}")
+                        f"{len(plan)}")
     arrays = []
-    for (dtype, least, most), frame in zip(layout, frames[1:], strict=True):
-        raw = octets(frame)
-        if dtype == "bytes":
-            if len(raw) > most:
-                raise WireError(f"{kind.name} text of {len(raw)} bytes is too long")
+    for (text, dtype, least, most), frame in zip(plan, frames[1:]):
+        raw = _frame_bytes(frame)
+        size = len(raw)
+        if text:
+            if size > most:
+                raise WireError(f"{kind.name} text of {size} bytes is too long")
             arrays.append(bytes(raw).decode("utf-8", errors="replace"))
             continue
-        if len(raw) % 8:
-            raise WireError(f"{kind.name} frame of {len(raw)} bytes is not a whole "
+        if size & 7:
+            raise WireError(f"{kind.name} frame of {size} bytes is not a whole "
                             "number of 8-byte values")
-        count = len(raw) // 8
-        if not least <= count <= most:
-            raise WireError(f"{kind.name} frame has {count} values, expected "
-                            f"{least}..{most}")
+        if not least <= size <= most:
+            raise WireError(f"{kind.name} frame has {size // 8} values, expected "
+                            f"{least // 8}..{most // 8}")
         arrays.append(np.frombuffer(raw, dtype=dtype))
-    if kind in KEPT_FRAMES:
-        indices, weights = (arrays[i] for i in KEPT_FRAMES[kind])
+    if number in KEPT_FRAMES:
+        indices, weights = (arrays[i] for i in KEPT_FRAMES[number])
         if indices.size != weights.size:
             raise WireError(f"{kind.name}: {indices.size} kept indices but "
                             f"{weights.size} weights")
-        if kind == Kind.PUSH and arrays[4].size != indices.size:
+        if number == PUSH and arrays[4].size != indices.size:
             raise WireError(f"PUSH: {indices.size} kept indices but "
                             f"{arrays[4].size} importances")
-        if kind == Kind.FINAL and arrays[3].size not in (0, indices.size * limits.n):
+        if number == FINAL and arrays[3].size not in (0, indices.size * limits.n):
             raise WireError(f"FINAL: {indices.size} kept indices but "
                             f"{arrays[3].size} column values (n = {limits.n})")
-    if seq < 0 or a < 0 or (kind != Kind.HELLO and b < 0):
+    if seq < 0 or a < 0 or (number != HELLO and b < 0):
         raise WireError(f"{kind.name}: negative counter")
-    if kind == Kind.BUNDLE:
+    if number == BUNDLE:
         return Envelope(kind, worker, flag_bits, run_id, _bundle(seq, arrays, limits))
-    if kind == Kind.NODEVIEW and (arrays[2].size != NODEVIEW_ROW * b or
+    if number == NODEVIEW and (arrays[2].size != NODEVIEW_ROW * b or
                                   arrays[2][::NODEVIEW_ROW].max() >= limits.workers or
                                   arrays[2].min() < 0):
         raise WireError(f"NODEVIEW says {b} views, its table has "
