@@ -86,8 +86,8 @@ def passes_seconds(trace: dict, clock: str, steps: int) -> float:
 def modelled(problem, s: int, clock, q: int, batch: float, *, latency: float,
              rate: float, epochs: int, step: float | None) -> tuple[float, float]:
     """The cost model's (solver seconds, seconds to the end of the passes) for q
-    workers pushing ``batch`` steps at a time: ``clock`` with
-    the link's latency (seconds, one way) and rate (bits/s), every worker remote."""
+    workers pushing ``batch`` steps at a time: ``clock`` with the link's latency
+    (seconds, one way) and rate (bits/s), every worker remote."""
     p = problem.X.shape[1]
     remote = replace(clock, host=False, latency=latency, bandwidth=rate / 8)
     simulated = fit_simulated(
@@ -113,14 +113,14 @@ def run_seed(seed: int, args, directory: Path) -> list[dict]:
            str(seed)]
     configurations = [(latency, rate) for rate in sorted(args.rate, reverse=True)
                       for latency in args.latency]
-    replay = getattr(args, "replay", False)
     sequential, runs = [], {configuration: [] for configuration in configurations}
-    for repeat in range(getattr(args, "repeat", 1)):
+    for repeat in range(args.repeat):
         out = directory / f"seq{seed}-{repeat}.json"
-        sequential.append(load_result(out) if replay else sp._launch(job, out, GUARD))
+        sequential.append(load_result(out) if args.replay else
+                          sp._launch(job, out, GUARD))
         for latency, rate in configurations[::-1 if repeat % 2 else 1]:
             out = directory / f"asy{seed}-{latency:g}us-{rate:g}G-{repeat}.json"
-            if replay:
+            if args.replay:
                 runs[latency, rate].append(load_result(out))
                 continue
             with emulated_cluster(len(COUNTS), rate=rate * 1e9, delay=latency * 1e-6,

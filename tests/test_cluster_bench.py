@@ -14,7 +14,8 @@ cluster = load("cluster")
 
 
 def test_runs_on_emulated_hosts_and_models_the_latency(tmp_path):
-    args = SimpleNamespace(p=2000, n=600, s=16, epochs=2, latency=[0, 2000], rate=[1])
+    args = SimpleNamespace(p=2000, n=600, s=16, epochs=2, latency=[0, 2000], rate=[1],
+                           repeat=1, replay=False)
     try:
         rows = cluster.run_seed(3, args, tmp_path)
     except Unavailable as exc:
