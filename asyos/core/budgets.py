@@ -132,10 +132,18 @@ class AdaptiveBudgets:
         a run whose worker was paused past the heartbeat timeout lost a true feature
         the undisturbed run kept.  If it never rejoins, ``lost_cut`` drops its
         surplus from the result."""
-        trial = 1 if self.on_top else 0
-        return sum(max(r.selected.size - trial, 1) if r.lost and self.of[t].final is None
-                   else self.committed(t) for t, r in enumerate(self.workers)
-                   if r.finished or r.lost or self.of[t].final is not None)
+        return sum(taken for t, record in enumerate(self.workers)
+                   if (taken := self._taken(t, record)) is not None)
+
+    def _taken(self, t: int, record) -> int | None:
+        """The slots of the top s worker t has taken for good (``settled``), or None
+        while it is open: running, without a final budget."""
+        budget = self.of[t]
+        if not (record.finished or record.lost or budget.final is not None):
+            return None
+        if record.lost and budget.final is None:
+            return max(record.selected.size - (1 if self.on_top else 0), 1)
+        return self.committed(t)
 
     def closing_cut(self, kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
                     ) -> list[np.ndarray]:
@@ -182,18 +190,24 @@ class AdaptiveBudgets:
         feature had to survive in its own slot, which cost 0.05–0.08 of recall at
         q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
         """
-        open_ = [t for t, r in enumerate(self.workers)
-                 if not (r.finished or r.lost) and self.of[t].final is None]
+        open_, importances, settled = [], [], 0   # one pass: asked at every view
+        for t, record in enumerate(self.workers):
+            taken = self._taken(t, record)
+            if taken is None:
+                open_.append(t)
+                importances.append(record.importance)
+            else:
+                settled += taken
         if not open_:
             return {}
         # trial slots on top of s (``set_ends``) or, on short shards, within it
-        top = max(self.s - self.settled() - (0 if self.on_top else len(open_)), 0)
-        importances = [self.workers[t].importance for t in open_]
+        top = max(self.s - settled - (0 if self.on_top else len(open_)), 0)
         counts = top_counts(np.concatenate(importances),
-                            np.array([v.size for v in importances], np.int64), top)
-        spare = top - int(counts.sum())
-        return {t: int(counts[k]) + spare // len(open_)
-                + (1 if k < spare % len(open_) else 0) for k, t in enumerate(open_)}
+                            np.array([v.size for v in importances], np.int64),
+                            top).tolist()   # Python ints: read once each below
+        each, extra = divmod(top - sum(counts), len(open_))
+        return {t: count + each + (1 if k < extra else 0)
+                for k, (t, count) in enumerate(zip(open_, counts))}
 
     def committed(self, worker: int) -> int:
         """What ``worker`` was last granted (a finished one: what it kept, less what

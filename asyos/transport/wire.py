@@ -61,6 +61,8 @@ from ..solvers.worker_loop import WorkerPlan
 MAGIC = b"ASYO"
 PROTOCOL = PROTOCOL_VERSION   # asyos/_version.py keeps its history
 HEADER = struct.Struct("<4sHHIIQqqq")
+ONE_INT, ONE_FLOAT = struct.Struct("<q"), struct.Struct("<d")
+WIRE_DTYPES = (np.dtype("<i8"), np.dtype("<f8"))   # the frames' two value types
 MORE = 1
 TAG_LIMIT = 1 << 31
 REASON_LIMIT = 4096
@@ -161,9 +163,9 @@ def _fields(message) -> tuple[int, int, int, list]:
         return message.seq, message.version, message.position, [
             message.features, message.delta, message.selected, message.weights,
             message.importance]
-    if isinstance(message, m.View):
+    if isinstance(message, m.View):   # a one-value frame is its 8 bytes
         return message.through, message.version, message.credit, [
-            message.u, np.array([message.budget]), np.array([message.eta], np.float64)]
+            message.u, ONE_INT.pack(message.budget), ONE_FLOAT.pack(message.eta)]
     if isinstance(message, m.Ack):
         return message.through, 0, 0, []
     if isinstance(message, m.Final):
@@ -207,14 +209,16 @@ def encode(message, worker: int = 0, *, run_id: int = 0, tag: int = 0) -> list:
     frames = [HEADER.pack(MAGIC, PROTOCOL, int(kind), worker, flags(tag, more), run_id,
                           int(seq), int(a), int(b))]
     for array in arrays:
-        if isinstance(array, bytes):
-            frames.append(array)
-        else:
-            array = np.asarray(array)
-            dtype = "<i8" if array.dtype.kind in "iub" else "<f8"
-            # flat: a frame is a run of values, whatever the array's shape (a FINAL
-            # of an empty kept set carries its columns as a (0, n) array)
-            frames.append(np.ascontiguousarray(array, dtype=dtype).reshape(-1))
+        if isinstance(array, bytes) or (type(array) is np.ndarray and array.ndim == 1
+                                        and array.dtype in WIRE_DTYPES
+                                        and array.flags.c_contiguous):
+            frames.append(array)   # as it is: a frame already
+            continue
+        array = np.asarray(array)
+        dtype = "<i8" if array.dtype.kind in "iub" else "<f8"
+        # flat: a frame is a run of values, whatever the array's shape (a FINAL
+        # of an empty kept set carries its columns as a (0, n) array)
+        frames.append(np.ascontiguousarray(array, dtype=dtype).reshape(-1))
     return frames
 
 
