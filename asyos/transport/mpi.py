@@ -170,13 +170,17 @@ class Link:
     def wait(self, source=MPI.ANY_SOURCE) -> tuple[int, wire.Envelope]:
         backoff = self.share.backoff()
         while (received := self.poll(source)) is None:
-            if self.patience is not None and source != MPI.ANY_SOURCE and \
-                    self.silent(source, time.perf_counter()) > self.patience:
-                raise RankLost(f"{self.name(self.comm.Get_rank())} has heard nothing "
-                               f"from {self.name(source)} for {self.patience:g} s: a "
-                               "cut link or a stalled host")
+            if source != MPI.ANY_SOURCE:
+                self.expect(source, time.perf_counter())
             backoff.sleep()
         return received
+
+    def expect(self, source: int, now: float) -> None:
+        """``RankLost`` when ``source`` has said nothing for ``patience`` seconds."""
+        if self.patience is not None and self.silent(source, now) > self.patience:
+            raise RankLost(f"{self.name(self.comm.Get_rank())} has heard nothing from "
+                           f"{self.name(source)} for {self.patience:g} s: a cut link "
+                           "or a stalled host")
 
     def drain(self) -> None:
         while self._busy:
@@ -324,6 +328,12 @@ class NodeWindow:
             self.window = self.vectors = None
 
 
+def watch_every(timeout: float) -> float:
+    """Seconds between two looks at the peers' silence (an idle rank polls every few
+    microseconds): often enough to act within a tenth of the timeout."""
+    return min(1.0, timeout / 10)
+
+
 class Silence:
     """Liveness at the server: a rank that carries a worker that owes the server a
     message (``AsyServer.owes``: stepping, neither finished nor waiting for credit)
@@ -346,7 +356,7 @@ class Silence:
     def watch(self, link: Link, server: AsyServer, now: float) -> None:
         if now < self._next:
             return
-        self._next = now + min(1.0, self.timeout / 10)
+        self._next = now + watch_every(self.timeout)
         for rank, workers in self.speakers.items():
             silent = now - self.last[rank]
             if silent > self.timeout and any(server.owes(t) for t in workers):
@@ -508,12 +518,9 @@ def lead(comm, config: AsyConfig, n: int, share: NodeShare, roles: Roles,
             if leader.due(now):
                 for t, message in leader.flush():
                     link.send(message, 0, t)
-            if now - watched > min(1.0, timeout / 10):
+            if now - watched > watch_every(timeout):
                 watched = now
-                if link.silent(0, now) > link.patience:
-                    raise RankLost(f"{roles.name(me)} has heard nothing from "
-                                   f"{roles.name(0)} for {link.patience:g} s: a cut "
-                                   "link or a stalled host")
+                link.expect(0, now)
                 link.pulse(peers, timeout / PULSES, now)
             backoff.sleep()
             continue

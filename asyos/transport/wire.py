@@ -222,11 +222,14 @@ def encode(message, worker: int = 0, *, run_id: int = 0, tag: int = 0) -> list:
     return frames
 
 
-def octets(frame) -> memoryview:
-    """``frame``'s bytes as a flat byte view, without a copy where it is contiguous.
-    Any buffer of any shape, empty ones included: ``memoryview.cast`` refuses a
-    shape with a zero in it ((0, n), the columns of an empty kept set), and an empty
-    kept set is a valid state of every worker."""
+def octets(frame) -> bytes | memoryview:
+    """``frame``'s bytes as bytes or a flat byte view, without a copy where it is
+    contiguous (bytes as they are: ``decode`` reads every frame of every push
+    through this).  Any buffer of any shape, empty ones included: ``memoryview.cast``
+    refuses a shape with a zero in it ((0, n), the columns of an empty kept set),
+    and an empty kept set is a valid state of every worker."""
+    if type(frame) is bytes:
+        return frame
     view = memoryview(frame)
     if not view.c_contiguous:
         return memoryview(view.tobytes())
@@ -395,18 +398,6 @@ def _plans(limits: Limits) -> dict:
             for kind in Kind}
 
 
-def _frame_bytes(frame):
-    """``frame`` as something ``len`` counts in bytes and ``np.frombuffer`` reads:
-    bytes and flat byte views as they are (what ZeroMQ and ``split`` give), any
-    other buffer through ``octets``."""
-    if type(frame) is bytes:
-        return frame
-    if type(frame) is memoryview and frame.format == "B" and frame.ndim == 1 and \
-            frame.contiguous:
-        return frame
-    return octets(frame)
-
-
 def decode(frames, limits: Limits) -> Envelope:
     """Parse and check one message; WireError (never anything else) when it is bad."""
     if not frames:
@@ -431,7 +422,7 @@ def decode(frames, limits: Limits) -> Envelope:
                         f"{len(plan)}")
     arrays = []
     for (text, dtype, least, most), frame in zip(plan, frames[1:]):
-        raw = _frame_bytes(frame)
+        raw = octets(frame)
         size = len(raw)
         if text:
             if size > most:
@@ -461,8 +452,8 @@ def decode(frames, limits: Limits) -> Envelope:
     if number == BUNDLE:
         return Envelope(kind, worker, flag_bits, run_id, _bundle(seq, arrays, limits))
     if number == NODEVIEW and (arrays[2].size != NODEVIEW_ROW * b or
-                                  arrays[2][::NODEVIEW_ROW].max() >= limits.workers or
-                                  arrays[2].min() < 0):
+                               arrays[2][::NODEVIEW_ROW].max() >= limits.workers or
+                               arrays[2].min() < 0):
         raise WireError(f"NODEVIEW says {b} views, its table has "
                         f"{arrays[2].size // NODEVIEW_ROW} or names an unknown worker")
     body = _body(kind, seq, a, b, bool(flag_bits & MORE), arrays, limits.n)
