@@ -6,10 +6,9 @@ holds more of the strong features than s/q then loses some.  Here the server ran
 the importance of every worker's kept features (``KeptSet.importance``) and grants
 each worker, with every view, its share of the global top s plus one trial slot for
 its newcomers (docs/architecture.md, "Adaptive budgets", says why the trial slots lie
-on top of s on long shards and within it on short ones).  Each worker's budget state
-is its own ``Budget``; ``AdaptiveBudgets`` reads the workers' records (what they
-pushed, whether they finished or were lost, the credit they hold) and never changes
-them.
+on top of s on long shards and within it on short ones).  ``AdaptiveBudgets``
+reads the server's records and table of the workers (what they pushed, whether they
+finished or were lost, the credit they hold) and never changes them.
 
 Words: a *budget* is how many features a worker may keep (s_t); *granted* is the
 latest budget sent with a view; *held* is the most it may be keeping now (a budget it
@@ -19,12 +18,22 @@ shard (its shard's size times the epochs).  Where the workers' closing sweeps *g
 the assembly cuts the union back to the global top s (``ServerState.assemble``).
 """
 
-from dataclasses import dataclass
-
 import numpy as np
 from numba import njit
 
+from .credit_gate import (
+    BUDGET,
+    COLUMNS,
+    CREDIT,
+    FINISHED,
+    LOST,
+    MESSAGES,
+    NO_BUDGET,
+    PUSHES,
+)
 from .shards import budget_split
+
+NONE = -1   # no final budget yet; no end (trial slots within s)
 
 
 @njit(cache=True)
@@ -46,18 +55,98 @@ def top_counts(values, sizes, top):
     return counts
 
 
-@dataclass
-class Budget:
-    """One worker's budget state."""
+@njit(cache=True)
+def committed_slots(table, granted, final, kept):
+    """What each worker was last granted (a finished one: what it kept, less what
+    its sweep grew over its final budget, which ``closing_cut`` settles: counted,
+    it took the slots of a worker that rejoins later)."""
+    slots = np.empty(table.shape[0], np.int64)
+    for t in range(table.shape[0]):
+        if table[t, FINISHED]:
+            slots[t] = kept[t] if final[t] == NONE else min(kept[t], final[t])
+        else:
+            slots[t] = granted[t] if final[t] == NONE else final[t]
+    return slots
 
-    granted: int              # the latest budget granted (with a view)
-    final: int | None = None  # fixed once its credit reaches ``end``
-    end: int | None = None    # its steps in all (trial slots on top of s), else None
+
+@njit(cache=True)
+def taken_slots(table, granted, final, kept, on_top):
+    """The slots of the top s each worker has taken for good, NONE while it is
+    open (``AdaptiveBudgets.settled`` says what counts)."""
+    slots = committed_slots(table, granted, final, kept)
+    for t in range(table.shape[0]):
+        if not (table[t, FINISHED] or table[t, LOST] or final[t] != NONE):
+            slots[t] = NONE
+        elif table[t, LOST] and final[t] == NONE:
+            slots[t] = max(kept[t] - (1 if on_top else 0), 1)
+    return slots
+
+
+@njit(cache=True)
+def share_slots(table, granted, final, on_top, s, ranked, sizes, shares):
+    """Each open worker's share (``AdaptiveBudgets.shares``) in ``shares``, NONE for
+    the others (``ranked[t, :sizes[t]]``: worker t's importance); returns how many
+    are open."""
+    taken = taken_slots(table, granted, final, sizes, on_top)
+    q = table.shape[0]
+    n_open, settled, total = 0, 0, 0
+    for t in range(q):
+        if taken[t] == NONE:
+            n_open += 1
+            total += sizes[t]
+        else:
+            settled += taken[t]
+    shares[:] = NONE
+    if n_open == 0:
+        return 0
+    # trial slots on top of s (``set_ends``) or, on short shards, within it
+    top = max(s - settled - (0 if on_top else n_open), 0)
+    values, owned = np.empty(total), np.empty(n_open, np.int64)
+    at, k = 0, 0
+    for t in range(q):
+        if taken[t] == NONE:
+            size = sizes[t]
+            values[at:at + size] = ranked[t, :size]
+            owned[k] = size
+            at, k = at + size, k + 1
+    counts = top_counts(values, owned, top)
+    left = top - counts.sum()
+    each, extra = left // n_open, left % n_open
+    k = 0
+    for t in range(q):
+        if taken[t] == NONE:
+            shares[t] = counts[k] + each + (1 if k < extra else 0)
+            k += 1
+    return n_open
+
+
+@njit(cache=True)
+def held_slots(table, views, granted, kept, worker):
+    """``AdaptiveBudgets.held`` of ``worker``, whose views are ``views``."""
+    if table[worker, FINISHED]:
+        return kept[worker]
+    most = kept[worker]
+    for row in range(views.shape[0]):
+        if views[row, BUDGET] != NO_BUDGET:
+            most = max(most, views[row, BUDGET])
+    if table[worker, MESSAGES] == 0:
+        most = max(most, granted[worker])
+    return most
+
+
+def warm_budgets() -> None:
+    """Load (or compile) the budgets' kernels."""
+    top_counts(np.zeros(1), np.ones(1, np.int64), 1)
+    ones = np.ones(1, np.int64)
+    table = np.zeros((1, COLUMNS), np.int64)
+    taken_slots(table, ones, ones, ones, True)
+    share_slots(table, ones, ones, True, 1, np.zeros((1, 1)), ones, ones.copy())
+    held_slots(table, np.zeros((1, 3), np.int64), ones, ones, 0)
 
 
 class AdaptiveBudgets:
-    """The budgets of the workers whose records are ``workers`` (the server's
-    ``WorkerRecord`` list, read only), sharing ``s``.
+    """The budgets of the workers of ``state`` (the server's ``ServerState``: its
+    workers' records and table, read only), sharing ``s``.
 
     They start at s_t (the paper's split) and are re-granted with every view by
     ``grant``.  While it runs, a worker holds its share of the global top s plus one
@@ -68,26 +157,48 @@ class AdaptiveBudgets:
     at most s + q·``grow`` until ``closing_cut`` keeps the top s).  Without it (short
     shards: ``solvers.asy.trials_on_top``) they lie within s, and the budgets any
     worker may be holding sum to at most s at every moment (``held``).
+
+    Each worker's budget state is a cell of three arrays, read in bulk at every view:
+    the latest budget granted (with a view); its final budget (NONE until its credit
+    reaches its end); its end, the steps it takes in all (NONE: trial slots within
+    s).
     """
 
-    def __init__(self, s: int, workers: list):
-        self.s, self.workers = s, workers
-        self.of = [Budget(b) for b in budget_split(s, len(workers))]
+    def __init__(self, s: int, state):
+        self.s, self.state, self.workers, self.table = s, state, state.workers, state.table
+        q = len(self.workers)
+        self._granted = np.array(budget_split(s, q), np.int64)
+        self._final = np.full(q, NONE, np.int64)
+        self._end = np.full(q, NONE, np.int64)
+        self._shares = np.zeros(q, np.int64)
+        # each worker's kept set's importance, row t's first ranked_sizes[t] values
+        # (its kept set's size): a worker holds at most s + 1 (its ``held``), rows
+        # grow where one says more
+        self.ranked, self.ranked_sizes = np.zeros((q, s + 2)), np.zeros(q, np.int64)
+        for t, record in enumerate(self.workers):
+            self.rank(t, record.importance)
         self.grow = 0   # the newcomers a closing sweep may add (``set_ends``)
-        top_counts(np.zeros(1), np.ones(1, np.int64), 1)   # compiled now, not mid-run
+        warm_budgets()   # compiled now, not mid-run
+
+    def rank(self, worker: int, importance: np.ndarray) -> None:
+        """``worker``'s kept set and its ``importance`` are now these."""
+        if importance.size > self.ranked.shape[1]:
+            self.ranked = np.pad(self.ranked, ((0, 0), (0, importance.size)))
+        self.ranked[worker, :importance.size] = importance
+        self.ranked_sizes[worker] = importance.size
 
     @property
     def granted(self) -> list[int]:
-        return [b.granted for b in self.of]
+        return self._granted.tolist()
 
     @property
     def final(self) -> list[int | None]:
-        return [b.final for b in self.of]
+        return [None if f == NONE else f for f in self._final.tolist()]
 
     @property
     def on_top(self) -> bool:
         """Whether the trial slots lie on top of s (``set_ends`` was called)."""
-        return self.of[0].end is not None
+        return bool(self._end[0] != NONE)
 
     def set_ends(self, ends, grow: int = 0) -> None:
         """The steps each worker takes in all (its shard's size times the epochs):
@@ -101,26 +212,23 @@ class AdaptiveBudgets:
         dropping another of its own, while another worker's final budget kept slots
         for noise.  Grown, the sweeps' newcomers all compete in the global cut to s
         at the assembly (docs/architecture.md, "The closing cut")."""
-        for budget, end in zip(self.of, ends, strict=True):
-            budget.end = int(end)
+        ends = [int(end) for end in ends]
+        if len(ends) != self._end.size:
+            raise ValueError(f"{len(ends)} ends for {self._end.size} workers")
+        self._end[:] = ends
         self.grow = int(grow)
 
     def held(self, worker: int) -> int:
         """The most features ``worker`` may hold now: its last pushed kept set, or any
         budget sent with a view it may have acted on since (all of them before its
         first push: its initial share counts too)."""
-        record = self.workers[worker]
-        if record.finished:
-            return record.selected.size
-        budgets = [v.budget for v in record.sent if v.budget is not None]
-        if record.messages == 0:
-            budgets.append(self.of[worker].granted)
-        return max([record.selected.size, *budgets])
+        return int(held_slots(self.table, self.state.views_of(worker), self._granted,
+                              self.ranked_sizes, worker))
 
     def released(self, worker: int, kept: int) -> None:
         """``worker`` finished keeping ``kept`` features: its unused slots go back to
         the others."""
-        self.of[worker].granted = kept
+        self._granted[worker] = kept
 
     def settled(self) -> int:
         """Slots of the top s taken for good: finished workers' kept sets, the final
@@ -132,18 +240,19 @@ class AdaptiveBudgets:
         a run whose worker was paused past the heartbeat timeout lost a true feature
         the undisturbed run kept.  If it never rejoins, ``lost_cut`` drops its
         surplus from the result."""
-        return sum(taken for t, record in enumerate(self.workers)
-                   if (taken := self._taken(t, record)) is not None)
+        taken = self._taken()
+        return int(taken[taken != NONE].sum())
 
-    def _taken(self, t: int, record) -> int | None:
-        """The slots of the top s worker t has taken for good (``settled``), or None
+    def _taken(self) -> np.ndarray:
+        """The slots of the top s each worker has taken for good (``settled``), NONE
         while it is open: running, without a final budget."""
-        budget = self.of[t]
-        if not (record.finished or record.lost or budget.final is not None):
-            return None
-        if record.lost and budget.final is None:
-            return max(record.selected.size - (1 if self.on_top else 0), 1)
-        return self.committed(t)
+        return taken_slots(self.table, self._granted, self._final, self.ranked_sizes,
+                           self.on_top)
+
+    def committed(self) -> np.ndarray:
+        """What each worker was last granted (``committed_slots``)."""
+        return committed_slots(self.table, self._granted, self._final,
+                               self.ranked_sizes)
 
     def closing_cut(self, kept: list[tuple[np.ndarray, np.ndarray, np.ndarray]]
                     ) -> list[np.ndarray]:
@@ -190,34 +299,10 @@ class AdaptiveBudgets:
         feature had to survive in its own slot, which cost 0.05–0.08 of recall at
         q = 8–11 (docs/results.md, "Asy-OS recall against sequential OS").
         """
-        open_, importances, settled = [], [], 0   # one pass: asked at every view
-        for t, record in enumerate(self.workers):
-            taken = self._taken(t, record)
-            if taken is None:
-                open_.append(t)
-                importances.append(record.importance)
-            else:
-                settled += taken
-        if not open_:
-            return {}
-        # trial slots on top of s (``set_ends``) or, on short shards, within it
-        top = max(self.s - settled - (0 if self.on_top else len(open_)), 0)
-        counts = top_counts(np.concatenate(importances),
-                            np.array([v.size for v in importances], np.int64),
-                            top).tolist()   # Python ints: read once each below
-        each, extra = divmod(top - sum(counts), len(open_))
-        return {t: count + each + (1 if k < extra else 0)
-                for k, (t, count) in enumerate(zip(open_, counts))}
-
-    def committed(self, worker: int) -> int:
-        """What ``worker`` was last granted (a finished one: what it kept, less what
-        its sweep grew over its final budget, which ``closing_cut`` settles: counted,
-        it took the slots of a worker that rejoins later)."""
-        record, budget = self.workers[worker], self.of[worker]
-        if record.finished:
-            return record.selected.size if budget.final is None else \
-                min(record.selected.size, budget.final)
-        return budget.granted if budget.final is None else budget.final
+        share_slots(self.table, self._granted, self._final, self.on_top, self.s,
+                    self.ranked, self.ranked_sizes, self._shares)
+        return {t: share for t, share in enumerate(self._shares.tolist())
+                if share != NONE}
 
     def grant(self, worker: int) -> int:
         """``worker``'s budget from now on (sent with its view).
@@ -231,40 +316,42 @@ class AdaptiveBudgets:
         grants leave, and never less because of them (a budget lowered drops features
         for good, so only its own share may lower it).
         """
-        budget = self.of[worker]
-        if budget.final is not None:
-            if self.grow and self.workers[worker].pushes >= budget.end:   # its sweep
-                return min(budget.final + self.grow, self.s + 1)   # ≤ its capacity
-            return budget.final
-        shares = self.shares()
+        final = int(self._final[worker])
+        if final != NONE:
+            if self.grow and self.table[worker, PUSHES] >= self._end[worker]:  # sweep
+                return min(final + self.grow, self.s + 1)   # ≤ its capacity
+            return final
+        n_open = share_slots(self.table, self._granted, self._final, self.on_top,
+                             self.s, self.ranked, self.ranked_sizes, self._shares)
+        share = int(self._shares[worker])
         q = len(self.workers)
         if not self.on_top:   # trial slots within s: Σ held ≤ s at every moment
             others = sum(self.held(t) for t in range(q) if t != worker)
-            budget.granted = max(1, min(shares[worker] + 1, self.s - others))
-            return budget.granted
-        others = sum(self.committed(t) for t in range(q) if t != worker)
-        most = max(budget.granted, self.s + q - others)
-        if self.workers[worker].credit >= budget.end:
-            room = self.s - self.settled() - (len(shares) - 1)
-            budget.final = budget.granted = max(1, min(shares[worker], room, most))
-            return budget.final
-        budget.granted = max(1, min(shares[worker] + 1, most))
-        return budget.granted
+            granted = max(1, min(share + 1, self.s - others))
+        else:
+            committed = self.committed()
+            others = int(committed.sum() - committed[worker])
+            most = max(int(self._granted[worker]), self.s + q - others)
+            if self.table[worker, CREDIT] >= self._end[worker]:
+                room = self.s - self.settled() - (n_open - 1)
+                final = max(1, min(share, room, most))
+                self._final[worker] = final
+                self._granted[worker] = final
+                return final
+            granted = max(1, min(share + 1, most))
+        self._granted[worker] = granted
+        return granted
 
     # -- checkpoints ------------------------------------------------------------------
     def snapshot(self) -> dict[str, np.ndarray]:
         """Plain arrays for ``ServerState.snapshot`` (the ends are the server's to set
         again at its start)."""
-        return {"s": np.array(self.s, dtype=np.int64),
-                "granted": np.array(self.granted, dtype=np.int64),
-                "final": np.array([-1 if f is None else f for f in self.final],
-                                  dtype=np.int64)}
+        return {"s": np.array(self.s, dtype=np.int64), "granted": self._granted.copy(),
+                "final": self._final.copy()}   # NONE = -1: none yet
 
     @classmethod
-    def restore(cls, arrays, workers: list) -> "AdaptiveBudgets":
-        budgets = cls(int(arrays["s"]), workers)
-        for budget, granted, final in zip(budgets.of, arrays["granted"],
-                                          arrays["final"], strict=True):
-            budget.granted = int(granted)
-            budget.final = None if final < 0 else int(final)
+    def restore(cls, arrays, state) -> "AdaptiveBudgets":
+        budgets = cls(int(arrays["s"]), state)
+        budgets._granted[:] = arrays["granted"]
+        budgets._final[:] = np.where(arrays["final"] < 0, NONE, arrays["final"])
         return budgets

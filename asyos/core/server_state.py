@@ -4,7 +4,8 @@ state machine; the staleness rule is described in docs/architecture.md.
 The server holds u_C (length n), the clock (the number of OS steps applied) and, per
 worker, what it has been granted, sent and pushed.  Every carrier (the simulator, MPI,
 ZeroMQ) feeds it the same requests through ``solvers.asy_server.AsyServer``; none of
-them touches u_C.
+them touches u_C.  What a push does to that state (its checks, its bookkeeping, the
+gate below) runs compiled over arrays of the workers' counters (``core.credit_gate``).
 
 **Bounded staleness, enforced, at pipeline speed** (stale-synchronous-parallel style).
 The staleness of a step is the number of *other* workers' steps applied to u_C between
@@ -28,53 +29,46 @@ until every worker's passes are over, nor past a round of its sweep until every
 worker's round is: the sweeps then all score the same, fitted residual.
 """
 
-from collections import deque
-from dataclasses import dataclass, field
-
 import numpy as np
-from numba import njit
 
 from ..errors import AsyosError, InputError
+from . import credit_gate as gate
 from .budgets import AdaptiveBudgets
+from .credit_gate import (
+    BUDGET,
+    CLOCK,
+    CREDIT,
+    DEPTH,
+    FINISHED,
+    GIVEN_UP,
+    GRANT_COUNT,
+    GRANT_HEAD,
+    GRANTS_FULL,
+    HOLD,
+    LOST,
+    MESSAGES,
+    NO_BUDGET,
+    NO_LIMIT,
+    PASSES_AHEAD,
+    OWN,
+    PASS_END,
+    PASS_SIZE,
+    POSITION,
+    PUSHES,
+    ROUND_SIZE,
+    ROUNDS,
+    ROUNDS_OPEN,
+    SENT_COUNT,
+    SENT_HEAD,
+    STALE_COUNT,
+    TAU,
+    UNBOUNDED,
+    WAITING,
+    all_finite,
+    apply_push,
+)
 
-PASSES_AHEAD = 1   # ``ServerState.bound_passes``: how far a worker may run ahead
-
-
-@njit(cache=True, fastmath={"reassoc"})
-def all_finite(values, least=-np.inf) -> bool:
-    """Whether every value is finite (and ≥ ``least``): no temporaries; the server
-    checks every n-vector and kept set it receives.  Finiteness is summed, not
-    tested value by value (value·0 is NaN exactly where value is not finite, and
-    reassociating the sum only lets it run in vector lanes): a loop that returns
-    early is not vectorised, and this is a pass over every Δu a push brings (5×
-    faster at n = 10⁵)."""
-    poisoned = 0.0
-    for i in range(values.shape[0]):
-        poisoned += values[i] * 0.0
-    if not poisoned == 0.0:
-        return False
-    if least > -np.inf:
-        for i in range(values.shape[0]):
-            if values[i] < least:
-                return False
-    return True
-
-
-@njit(cache=True)
-def apply_push(u, applied, delta) -> None:
-    """u += Δu and the worker's Σ Δu += Δu in one pass over the three."""
-    for i in range(delta.shape[0]):
-        u[i] += delta[i]
-        applied[i] += delta[i]
-
-
-def _exposure(record, clock: int, total: int) -> int:
-    """``ServerState.exposure`` of ``record`` (it holds credit) at ``clock``, with
-    ``total`` the workers' unspent credit summed: a function, not a method, because
-    the gate works it out for every holder at every push."""
-    oldest = record.grants[0]
-    unspent = record.credit - record.pushes
-    return (clock - oldest.version) - (record.pushes - oldest.own) + total - unspent
+GRANT_SLOTS = 8    # a worker's grants' ring at first (it grows to ``depth`` at most)
 
 
 class ProtocolError(AsyosError):
@@ -106,84 +100,184 @@ class OutOfOrderPush(ProtocolError):
     worker's resend of the missing ones, in order."""
 
 
-@dataclass
-class Grant:
-    """Credit sent with one view: steps computed from that view or a newer one."""
-
-    version: int   # the clock when the view was sent
-    own: int       # the worker's steps applied then
-    upto: int      # the worker's cumulative credit after this grant
+DIVERGED = "(its steps diverged: try a smaller --eta, or --standardize)"
 
 
-@dataclass
-class SentView:
-    """A view sent to a worker, which its pushes may name."""
+def _cell(array: str, index: int, kind=int):
+    """A property read from and written to cell ``index`` of the owner's ``array``
+    attribute: a worker's counters are its row of the server's table, the server's
+    settings the gate's settings array."""
+    def get(owner):
+        return kind(getattr(owner, array)[index])
 
-    version: int
-    own: int             # the worker's steps applied then
-    budget: int | None   # the budget granted with it (adaptive budgets)
+    def put(owner, value):
+        getattr(owner, array)[index] = value
+    return property(get, put)
 
 
-@dataclass
 class WorkerRecord:
-    """What the server knows of one worker (shard).
+    """What the server knows of one worker (shard): its counters are its row of the
+    server's table (``core.credit_gate``), the rest lives here.
 
     ``applied`` is the sum of its applied Δu, so u_C = Σ_t applied_t always; with
     ``selected``/``weights``/``position`` (its last acknowledged kept set and how many
     features it has processed) a replacement can resume exactly where it stopped.
     """
 
-    applied: np.ndarray
-    credit: int = 0                     # steps granted, cumulative
-    pushes: int = 0                     # steps applied
-    messages: int = 0                   # pushes applied = the last sequence number
-    position: int = 0
-    finished: bool = False
-    lost: bool = False
-    given_up: bool = False              # lost, and no replacement is waited for
-    selected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    weights: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    importance: np.ndarray = field(default_factory=lambda: np.zeros(0))  # ≥ 0
-    contribution: np.ndarray | None = None   # X_S w_S as reported at the end ...
-    columns: np.ndarray | None = None        # ... and X_Sᵀ (k × n), for the refit
-    staleness: list = field(default_factory=list)
-    grants: deque = field(default_factory=deque)   # Grant, oldest unspent first
-    sent: deque = field(default_factory=deque)     # SentView its next push may name
+    __slots__ = ("state", "worker", "row", "selected", "weights", "_importance",
+                 "contribution", "columns")
+
+    credit = _cell("row", CREDIT)           # steps granted, cumulative
+    pushes = _cell("row", PUSHES)           # steps applied
+    messages = _cell("row", MESSAGES)       # pushes applied = the last sequence number
+    position = _cell("row", POSITION)
+    finished = _cell("row", FINISHED, bool)
+    lost = _cell("row", LOST, bool)
+    given_up = _cell("row", GIVEN_UP, bool)   # lost, and no replacement is waited for
+
+    def __init__(self, state: "ServerState", worker: int):
+        self.state, self.worker = state, worker
+        self.row = state.table[worker]   # its counters (a view of the table)
+        self.selected = np.zeros(0, np.int64)   # its kept features
+        self.weights = np.zeros(0)
+        self.importance = np.zeros(0)   # ≥ 0
+        self.contribution: np.ndarray | None = None   # X_S w_S as reported at the end
+        self.columns: np.ndarray | None = None        # ... and X_Sᵀ (k × n), the refit
+
+    @property
+    def importance(self) -> np.ndarray:
+        return self._importance
+
+    @importance.setter
+    def importance(self, importance: np.ndarray) -> None:
+        self._importance = importance
+        if self.state.budgets is not None:   # what they rank; its size is the kept
+            # set's (``_kept`` and ``finish`` check it)
+            self.state.budgets.rank(self.worker, importance)
+
+    @property
+    def applied(self) -> np.ndarray:
+        return self.state.applied[self.worker]
 
     @property
     def unspent(self) -> int:
-        return self.credit - self.pushes
+        return int(self.row[CREDIT] - self.row[PUSHES])
+
+    @property
+    def staleness(self) -> list[int]:
+        """The staleness of each of its applied steps, in order."""
+        return self.state.staleness_of(self.worker).tolist()
+
+    @property
+    def views(self) -> np.ndarray:
+        """The views its next push may name: rows (version, own steps then, budget
+        granted or NO_BUDGET), oldest first."""
+        return self.state.views_of(self.worker)
 
 
 class ServerState:
     """u_C, the clock and the credit gate for q workers (ids 0..q-1).
 
     ``staleness``: the bound τ (None: none); ``depth``: the most credit a worker holds;
-    ``batch``: the most steps in one push.
+    ``batch``: the most steps in one push.  The workers' counters, grants, views and
+    the waiting queue are arrays that the compiled gate (``core.credit_gate``)
+    reads and updates; the methods here check what comes in and say what the
+    rules mean.
     """
 
     def __init__(self, n_samples: int, n_workers: int, staleness: int | None = None,
                  depth: int = 1, batch: int = 1):
         if min(depth, batch) < 1 or batch > depth:
             raise InputError(f"depth {depth}, batch {batch}: 1 ≤ batch ≤ depth")
+        gate.warm()   # compiled (or loaded from cache) now, not in the first push
         self.u = np.zeros(n_samples)
-        all_finite(self.u)   # compiled (or loaded from cache) now, not in the first push
-        all_finite(self.u, 0.0)
-        self.clock = 0
-        self.tau = staleness
-        self.depth, self.batch = depth, batch
-        self.workers = [WorkerRecord(np.zeros(n_samples)) for _ in range(n_workers)]
-        self._waiting: deque[int] = deque()
+        self.applied = np.zeros((n_workers, n_samples))   # each worker's Σ Δu
+        self.table = np.zeros((n_workers, gate.COLUMNS), np.int64)
+        self.settings = np.zeros(gate.SETTINGS, np.int64)
+        self.settings[ROUNDS] = 1
+        self.grants = np.zeros((n_workers, 1, 3), np.int64)   # sized by ``depth``
+        self.queue = np.zeros(n_workers, np.int64)   # the waiting workers, in order
+        self._answered = np.zeros(n_workers, np.int64)   # the gate's answer
+        self._sent = [np.zeros((4, 3), np.int64) for _ in range(n_workers)]
+        self._staleness = [np.zeros(64, np.int64) for _ in range(n_workers)]
+        self.tau, self.depth, self.batch = staleness, depth, batch
+        self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
+        self.workers = [WorkerRecord(self, t) for t in range(n_workers)]
         self._finished = 0
         self._lost = 0
-        self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
-        self.pass_ends: list[int] | None = None   # ``hold_sweeps``: each one's passes
-        self.round_size, self.rounds = 0, 1   # ``hold_sweeps``: the sweeps' rounds
-        self._rounds_open = 0   # barriers opened: 0 before every worker's passes end
-        self.pass_sizes: list[int] | None = None  # ``bound_passes``: each one's shard
-        # bumped by every change a worker's limit depends on; ``_floor`` is computed
-        # once per revision, so a push's gate reads each worker's limit in O(1)
-        self._revision, self._floor_of = 0, (-1, None)
+        self._passes_bound = False   # ``bound_passes`` was called
+
+    # -- settings ---------------------------------------------------------------------
+    clock = _cell("settings", CLOCK)   # OS steps applied to u_C: its version
+    batch = _cell("settings", gate.BATCH)
+
+    @property
+    def tau(self) -> int | None:
+        tau = int(self.settings[TAU])
+        return None if tau == UNBOUNDED else tau
+
+    @tau.setter
+    def tau(self, tau: int | None) -> None:
+        self.settings[TAU] = UNBOUNDED if tau is None else tau
+
+    @property
+    def depth(self) -> int:
+        return int(self.settings[DEPTH])
+
+    @depth.setter
+    def depth(self, depth: int) -> None:
+        """A new depth (``AsyServer.start`` sizes the pipeline for p)."""
+        self.settings[DEPTH] = depth
+        self._grants_room(min(depth, GRANT_SLOTS))
+
+    def _grants_room(self, slots: int | None = None) -> None:
+        """The grants' ring with ``slots`` slots, or (by default) twice as many where
+        a grant filled a worker's: each grant holds a step of credit at least, so a
+        worker holds ``depth`` grants at most, and the gate adds at most one per
+        worker before the next look here.  The unspent grants are kept in order."""
+        if slots is None:
+            if not self.settings[GRANTS_FULL]:
+                return
+            slots = min(2 * self.grants.shape[1], self.depth)
+        self.settings[GRANTS_FULL] = 0
+        counts = self.table[:, GRANT_COUNT]
+        most = int(counts.max(initial=0))   # a ring at ``depth`` grants stays full
+        slots = max(slots, most + 1 if most < self.depth else most, 1)
+        if slots == self.grants.shape[1]:
+            return
+        grants = np.zeros((self.table.shape[0], slots, 3), np.int64)
+        for t in range(self.table.shape[0]):
+            grants[t, :counts[t]] = self.grants_of(t)
+        self.grants = grants
+        self.table[:, GRANT_HEAD] = 0
+
+    # -- what the tables hold, read ---------------------------------------------------
+    def grants_of(self, worker: int) -> np.ndarray:
+        """``worker``'s unspent grants: rows (version: the clock when the view was
+        sent, own: its steps applied then, upto: its cumulative credit after the
+        grant), oldest first (a copy)."""
+        head, count = self.table[worker, GRANT_HEAD], self.table[worker, GRANT_COUNT]
+        slots = self.grants.shape[1]
+        return self.grants[worker, (head + np.arange(count)) % slots]
+
+    def views_of(self, worker: int) -> np.ndarray:
+        """The views sent to ``worker`` that its next push may name: rows (version,
+        own steps then, budget granted with it or NO_BUDGET), oldest first."""
+        head, count = self.table[worker, SENT_HEAD], self.table[worker, SENT_COUNT]
+        return self._sent[worker][head:head + count]
+
+    def staleness_of(self, worker: int) -> np.ndarray:
+        """The staleness of each step of ``worker`` applied, in order."""
+        return self._staleness[worker][:self.table[worker, STALE_COUNT]]
+
+    @property
+    def waiting(self) -> list[int]:
+        """The workers whose request waits for credit, in the order they asked."""
+        return self.queue[:self.settings[gate.N_WAITING]].tolist()
+
+    def is_waiting(self, worker: int) -> bool:
+        """True while ``worker``'s request waits for credit."""
+        return bool(self.table[worker, WAITING])
 
     # -- checks -----------------------------------------------------------------------
     def _running(self, worker: int) -> WorkerRecord:
@@ -201,33 +295,36 @@ class ServerState:
             raise ProtocolError(f"worker {worker} was declared lost; it must rejoin")
         return record
 
-    def _vector(self, worker: int, name: str, values) -> np.ndarray:
+    def _shaped(self, worker: int, name: str, values) -> np.ndarray:
+        """``values`` as float64 of length n, or ProtocolError naming ``name``."""
         values = np.asarray(values)
         if values.dtype != np.float64 or values.shape != self.u.shape:
             raise ProtocolError(f"worker {worker}: {name} must be float64 of length "
                                 f"{self.u.size}, got {values.dtype} {values.shape}")
-        if not all_finite(values):
-            raise NonFiniteUpdate(f"worker {worker}: {name} contains NaN or inf (its "
-                                  "steps diverged: try a smaller --eta, or "
-                                  "--standardize)")
         return values
 
-    # -- the credit gate --------------------------------------------------------------
-    def _others_since(self, record: WorkerRecord, version: int, own: int) -> int:
-        """Other workers' steps applied since a view (``own``: this one's steps then)."""
-        return (self.clock - version) - (record.pushes - own)
+    def _vector(self, worker: int, name: str, values) -> np.ndarray:
+        values = self._shaped(worker, name, values)
+        if not all_finite(values):
+            raise self._diverged(worker, name)
+        return values
 
+    @staticmethod
+    def _diverged(worker: int, name: str) -> NonFiniteUpdate:
+        return NonFiniteUpdate(f"worker {worker}: {name} contains NaN or inf {DIVERGED}")
+
+    # -- the credit gate --------------------------------------------------------------
     def exposure(self, worker: int, total: int | None = None) -> int:
         """The staleness worker's unspent credit may still reach: others' steps since
         its oldest unspent grant plus everything the others may still push (0 when it
         holds no credit).  The gate keeps it ≤ τ.  ``total``: Σ unspent of all
         workers, when the caller has it."""
-        record = self.workers[worker]
-        if record.unspent <= 0:
+        if self.workers[worker].unspent <= 0:
             return 0
         if total is None:
-            total = sum(r.unspent for r in self.workers)
-        return _exposure(record, self.clock, total)
+            total = int(np.sum(self.table[:, CREDIT] - self.table[:, PUSHES]))
+        return int(gate.exposure(self.table, self.grants, worker, self.settings[CLOCK],
+                                 total))
 
     # -- the closing sweeps' barrier --------------------------------------------------
     def hold_sweeps(self, ends, round_size: int = 0, rounds: int = 1) -> None:
@@ -252,9 +349,26 @@ class ServerState:
         ends = self._per_worker(ends, "pass ends")
         if round_size < 0 or rounds < 1:
             raise InputError(f"sweeps in {rounds} rounds of {round_size} steps")
-        self.pass_ends = ends
-        self._revision += 1
-        self.round_size, self.rounds = int(round_size), int(rounds)
+        self.table[:, PASS_END] = ends
+        self.settings[HOLD] = 1
+        self.settings[ROUND_SIZE], self.settings[ROUNDS] = round_size, rounds
+
+    @property
+    def pass_ends(self) -> list[int] | None:
+        return self.table[:, PASS_END].tolist() if self.settings[HOLD] else None
+
+    @property
+    def round_size(self) -> int:
+        return int(self.settings[ROUND_SIZE])
+
+    @property
+    def rounds(self) -> int:
+        return int(self.settings[ROUNDS])
+
+    @property
+    def rounds_open(self) -> int:
+        """The sweeps' barriers opened so far: 0 before every worker's passes end."""
+        return int(self.settings[ROUNDS_OPEN])
 
     def bound_passes(self, sizes) -> None:
         """Let no worker run more than ``PASSES_AHEAD`` passes ahead of another that
@@ -274,8 +388,12 @@ class ServerState:
         finishes: the run waits for the slow one's remaining passes anyway (the
         sweeps' barrier, ``hold_sweeps``); a worker that is lost and given up
         (``give_up``) releases the others."""
-        self.pass_sizes = self._per_worker(sizes, "shard sizes")
-        self._revision += 1
+        self.table[:, PASS_SIZE] = self._per_worker(sizes, "shard sizes")
+        self._passes_bound = True
+
+    @property
+    def pass_sizes(self) -> list[int] | None:
+        return self.table[:, PASS_SIZE].tolist() if self._passes_bound else None
 
     def _per_worker(self, values, what: str) -> list[int]:
         """``values`` as a list of ints, one per worker, or InputError naming
@@ -285,88 +403,27 @@ class ServerState:
             raise InputError(f"{len(values)} {what} for {len(self.workers)} workers")
         return values
 
-    def _floor(self) -> tuple[int | None, int, int | None]:
-        """What every worker's limit is read from, once per change (a push's gate asks
-        each waiting worker's: O(q²) a push at q = 64 when each limit looked at every
-        other worker): the lowest pass any worker that may still step is in, how
-        many are in it, and the next lowest (``bound_passes``); and the sweeps'
-        barriers opened so far (``hold_sweeps``)."""
-        revision, floor = self._floor_of
-        if revision == self._revision:
-            return floor
-        low, count, second = None, 0, None
-        if self.pass_sizes is not None:
-            for r, size in zip(self.workers, self.pass_sizes):
-                if size == 0 or r.finished or r.given_up:
-                    continue
-                index = r.pushes // size
-                if low is None or index < low:
-                    low, count, second = index, 1, low
-                elif index == low:
-                    count += 1
-                elif second is None or index < second:
-                    second = index
-        while self.pass_ends is not None and self._rounds_open < self.rounds:
-            offset = self._rounds_open * self.round_size
-            if not all(r.finished or r.given_up or r.pushes >= end + offset
-                       for r, end in zip(self.workers, self.pass_ends)):
-                break
-            self._rounds_open += 1
-        floor = (low, count, second)
-        self._floor_of = (self._revision, floor)
-        return floor
-
     def _passes_left(self, worker: int) -> int | None:
         """The credit ``worker`` may still get before the next of the sweeps'
         barriers opens or the slowest other worker's pass moves on (None: neither
         holds it).  Under ``bound_passes`` that is the end of the pass after the
-        lowest pass of the others."""
-        low, count, second = self._floor()   # (and opens the barriers reached)
-        record, limit = self.workers[worker], None
-        size = 0 if self.pass_sizes is None else self.pass_sizes[worker]
-        if size:
-            alone = count == 1 and not (record.finished or record.given_up) and \
-                record.pushes // size == low
-            others = second if alone else low
-            if others is not None:
-                limit = (others + 1 + PASSES_AHEAD) * size
-        if self.pass_ends is not None and self._rounds_open < self.rounds:
-            barrier = self.pass_ends[worker] + self._rounds_open * self.round_size
-            limit = barrier if limit is None else min(limit, barrier)
-        return None if limit is None else limit - record.credit
+        lowest pass of the others; every limit is read from one summary of all the
+        workers (``credit_gate.pass_floor``), so the gate reads each in O(1)."""
+        left = int(gate.limit_of(self.table, self.settings, worker))
+        return None if left == NO_LIMIT else left
 
     def at_barrier(self, worker: int) -> bool:
         """Whether ``worker`` has applied every step it may take for now and waits:
         at the sweeps' barrier for the others' passes (``hold_sweeps``), or a pass
         ahead of the slowest other worker (``bound_passes``)."""
-        left = self._passes_left(worker)
-        return left is not None and left <= 0 and self.workers[worker].unspent <= 0
-
-    def _grantable(self, worker: int) -> int:
-        """How many steps of credit ``worker`` may be granted now (0: it waits)."""
-        record = self.workers[worker]
-        wanted = self.depth - record.unspent
-        left = self._passes_left(worker)
-        if left is not None:
-            wanted = min(wanted, left)
-        if self.tau is None or wanted <= 0:
-            return max(wanted, 0)
-        records = self.workers
-        total = sum(r.credit - r.pushes for r in records)
-        if total - records[worker].unspent > self.tau:   # its own new view could not hold
-            return 0
-        clock, room = self.clock, wanted
-        for t, r in enumerate(records):
-            if t != worker and r.credit > r.pushes:
-                room = min(room, self.tau - _exposure(r, clock, total))
-        return max(room, 0)
+        return gate.limit_of(self.table, self.settings, worker) <= 0 and \
+            self.workers[worker].unspent <= 0
 
     def request(self, worker: int) -> list[int]:
         """``worker`` asks for a view and credit; returns the workers to send a view
         now (``view``), in order."""
         self._record(worker)
-        if worker not in self._waiting:
-            self._waiting.append(worker)
+        gate.enqueue(self.table, self.settings, self.queue, worker)
         return self._grant()
 
     def _grant(self) -> list[int]:
@@ -378,28 +435,13 @@ class ServerState:
         stepping, and a view of its that was lost must not leave its credit (which
         holds the others' gate) unknown to it.  A worker held at the sweeps'
         barrier (``hold_sweeps``) holds no credit and is passed over until it opens.
+        A grant of k steps to worker r raises every other holder's exposure by k,
+        so it is made only where every holder's stays ≤ τ (``exposure``).
         """
-        granted, blocked = [], False
-        for worker in list(self._waiting):
-            record = self.workers[worker]
-            if blocked and record.unspent <= 0:   # waits, at a barrier or behind one
-                continue
-            if self.at_barrier(worker):   # at the sweeps' barrier: no one waits behind it
-                continue
-            k = 0 if blocked else self._grantable(worker)
-            if k <= 0 and record.unspent <= 0:
-                blocked = True
-                continue
-            self._waiting.remove(worker)
-            if k > 0:
-                record.credit += k
-                record.grants.append(Grant(self.clock, record.pushes, record.credit))
-            granted.append(worker)
-        return granted
-
-    def is_waiting(self, worker: int) -> bool:
-        """True while ``worker``'s request waits for credit."""
-        return worker in self._waiting
+        answered = gate.grant_waiting(self.table, self.grants, self.settings,
+                                      self.queue, self._answered)
+        self._grants_room()
+        return self._answered[:answered].tolist()
 
     def view(self, worker: int, grant: bool = True
              ) -> tuple[np.ndarray, int, int, int, int | None]:
@@ -411,33 +453,36 @@ class ServerState:
         ``grant`` is False (the simulator offers every version, granting at steps);
         else the budget is None.
         """
-        record = self.workers[worker]
         granted = self.budgets.grant(worker) if self.budgets is not None and grant \
             else None
-        record.sent.append(SentView(self.clock, record.pushes, granted))
-        return self.u, self.clock, record.messages, record.credit, granted
+        self.note_view(worker, granted)
+        row = self.table[worker]
+        return self.u, int(self.settings[CLOCK]), int(row[MESSAGES]), int(row[CREDIT]), \
+            granted
 
-    def _view_used(self, record: WorkerRecord, worker: int, version, steps) -> SentView:
-        """The view a push was computed from, checked, not trusted: sent to this
-        worker, and no older than the grants whose credit the push spends (so the
-        staleness bound covers it).  Nothing changes here."""
-        fewest = 0 if self.budgets is not None else 1
-        if not (isinstance(steps, (int, np.integer)) and fewest <= steps <= self.batch):
-            raise ProtocolError(f"worker {worker} pushed {steps!r} steps in one message; "
-                                f"{fewest} to {self.batch} allowed")
-        if steps > record.unspent:
-            raise ProtocolError(f"worker {worker} pushed {steps} steps with credit for "
-                                f"{record.unspent}")
-        newest = None
-        for grant in record.grants:   # the grant holding the push's last step
-            if grant.upto >= record.pushes + steps:
-                newest = grant
-                break
-        for sent in record.sent:
-            if sent.version == version and (newest is None or version >= newest.version):
-                return sent
-        raise ProtocolError(f"worker {worker} pushed from view {version!r}, which it "
-                            "was not sent or may no longer use")
+    def note_view(self, worker: int, budget: int | None) -> None:
+        """Record u_C as it is now as a view ``worker`` was sent (with ``budget``
+        granted, or None), which its pushes may name."""
+        budget = NO_BUDGET if budget is None else budget
+        if gate.note_view(self.table, self.settings, self._sent[worker], worker, budget):
+            return
+        row, rows = self.table[worker], self._sent[worker]   # full: compact, or grow
+        head, count = int(row[SENT_HEAD]), int(row[SENT_COUNT])
+        if head:
+            rows[:count] = rows[head:head + count]
+        else:
+            self._sent[worker] = np.concatenate([rows, np.zeros_like(rows)])
+        row[SENT_HEAD] = 0
+        gate.note_view(self.table, self.settings, self._sent[worker], worker, budget)
+
+    def _room(self, worker: int, steps: int) -> np.ndarray:
+        """``worker``'s staleness buffer, with room for ``steps`` more."""
+        buffer = self._staleness[worker]
+        wanted = int(self.table[worker, STALE_COUNT]) + steps
+        if wanted > buffer.size:
+            buffer = self._staleness[worker] = np.concatenate(
+                [buffer, np.zeros(max(wanted, 2 * buffer.size) - buffer.size, np.int64)])
+        return buffer
 
     def push(self, worker: int, delta, version: int, steps: int = 1,
              seq: int | None = None, kept=None, ask: bool = False
@@ -455,10 +500,17 @@ class ServerState:
         grants left waiting would wait again).  Returns (their staleness, workers to
         send a view now).
         """
-        record, used, kept = self._checked(worker, version, steps, seq, kept)
-        delta = self._vector(worker, "delta", delta)
-        apply_push(self.u, record.applied, delta)
-        return self._count(worker, record, used, steps, kept, ask), self._grant()
+        row, kept = self._checked(worker, version, steps, seq, kept)
+        delta = self._shaped(worker, "delta", delta)
+        staleness, answered = gate.push(
+            self.table, self.grants, self.settings, self.queue, self._sent[worker],
+            self._room(worker, steps), self.u, self.applied[worker], delta, worker, row,
+            steps, ask, self._answered)
+        if staleness < 0:   # NaN or inf: nothing changed
+            raise self._diverged(worker, "delta")
+        self._grants_room()
+        self._keep(worker, kept)
+        return int(staleness), self._answered[:answered].tolist()
 
     def push_bundle(self, pushes, delta) -> tuple[list[int], list[int]]:
         """Apply the pushes of a node's leader: ``pushes`` = (worker, version, steps,
@@ -478,76 +530,89 @@ class ServerState:
         checked = [self._checked(worker, version, steps, seq, kept)
                    for worker, version, steps, seq, kept, _ in pushes]
         delta = self._vector(workers[0], "the bundle's delta", delta)
-        apply_push(self.u, checked[0][0].applied, delta)
-        staleness = [self._count(entry[0], record, used, entry[2], kept, entry[5])
-                     for entry, (record, used, kept) in zip(pushes, checked)]
+        apply_push(self.u, self.applied[workers[0]], delta)
+        staleness = []
+        for (worker, _, steps, _, _, ask), (row, kept) in zip(pushes, checked):
+            staleness.append(int(gate.count_push(
+                self.table, self.grants, self.settings, self.queue, self._sent[worker],
+                self._room(worker, steps), worker, row, steps, ask)))
+            self._keep(worker, kept)
         return staleness, self._grant()
 
     def _checked(self, worker: int, version: int, steps: int, seq, kept):
-        """A push's record, the view it used and its kept set, checked: nothing
-        changes here."""
-        record = self._record(worker)
-        if seq is not None and seq <= record.messages:
-            raise DuplicatePush(f"worker {worker}: push {seq} was already applied")
-        if seq is not None and seq != record.messages + 1:
-            raise OutOfOrderPush(f"worker {worker}: push {seq} skips "
-                                f"{record.messages + 1}")
-        used = self._view_used(record, worker, version, steps)
+        """The row of the view a push was computed from and its kept set, checked,
+        not trusted: the view was sent to this worker and is no older than the
+        grants whose credit the push spends (so the staleness bound covers it).
+        Nothing changes here."""
+        fewest = 0 if self.budgets is not None else 1
+        if not (isinstance(worker, (int, np.integer)) and 0 <= worker < len(self.workers)):
+            raise ProtocolError(f"unknown worker {worker!r}")
+        count = steps if isinstance(steps, (int, np.integer)) else -1   # -1: refused
+        numbered = seq is not None and isinstance(seq, (int, np.integer)) and seq >= 0
+        if not isinstance(version, (int, np.integer)) or \
+                not (seq is None or numbered):
+            self._record(worker)
+            raise ProtocolError(f"worker {worker}: push {seq!r} from view {version!r}: "
+                                "both must be whole numbers ≥ 0")
+        code, row = gate.check_push(self.table, self.grants, self.settings,
+                                    self._sent[worker], worker, version, count,
+                                    seq if numbered else -1, fewest)
+        if code != gate.FITS:
+            self._refuse(code, worker, version, steps, seq, fewest)
         if kept is not None:
-            kept = self._kept(worker, *kept[:2]) + (int(kept[2]), self._importance(
-                worker, kept[3] if len(kept) > 3 else np.abs(kept[1]), kept[0]))
-        return record, used, kept
+            selected, weights, importance = self._kept(
+                worker, kept[0], kept[1], kept[3] if len(kept) > 3 else None)
+            kept = (selected, weights, int(kept[2]), importance)
+        return row, kept
 
-    def _count(self, worker: int, record: WorkerRecord, used: SentView, steps: int,
-               kept, ask: bool) -> int:
-        """A checked push's bookkeeping, its Δu applied: the clock, the credit it
-        spent, the views it retires; returns its staleness."""
-        staleness = self._others_since(record, used.version, used.own)
+    def _refuse(self, code: int, worker: int, version, steps, seq, fewest) -> None:
+        """The protocol error ``credit_gate.check_push`` found."""
+        record = self._record(worker)   # (finished or lost: refused there)
+        error, message = {
+            gate.DUPLICATE: (DuplicatePush, f": push {seq} was already applied"),
+            gate.SKIPS: (OutOfOrderPush, f": push {seq} skips {record.messages + 1}"),
+            gate.STEPS_OUT_OF_RANGE: (ProtocolError, f" pushed {steps!r} steps in one "
+                                      f"message; {fewest} to {self.batch} allowed"),
+            gate.OVER_CREDIT: (ProtocolError, f" pushed {steps} steps with credit for "
+                               f"{record.unspent}"),
+        }.get(code, (ProtocolError, f" pushed from view {version!r}, which it was not "
+                                    "sent or may no longer use"))
+        raise error(f"worker {worker}{message}")
+
+    def _keep(self, worker: int, kept) -> None:
+        """A checked push's kept set, its resume state, recorded."""
         if kept is not None:
-            record.selected, record.weights, record.position, record.importance = kept
-        self.clock += steps
-        record.pushes += steps
-        self._revision += 1
-        record.messages += 1
-        record.staleness.extend([staleness] * steps)
-        while record.grants and record.grants[0].upto <= record.pushes:
-            record.grants.popleft()
-        while record.sent[0] is not used:   # views are used in order: older expire
-            record.sent.popleft()
-        if ask and worker not in self._waiting:
-            self._waiting.append(worker)
-        return staleness
+            record = self.workers[worker]
+            record.selected, record.weights, position, record.importance = kept
+            self.table[worker, POSITION] = position
 
-    def _kept(self, worker: int, selected, weights) -> tuple[np.ndarray, np.ndarray]:
-        """Copies of a kept set (carriers reuse their receive buffers), checked."""
+    def _kept(self, worker: int, selected, weights, importance=None
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Copies of a kept set and its importance (default |w|), checked: carriers
+        reuse their receive buffers."""
         selected = np.array(selected, dtype=np.int64)
         weights = np.array(weights, dtype=np.float64)
         if selected.shape != weights.shape or selected.ndim != 1:
             raise ProtocolError(f"worker {worker}: {selected.size} indices but "
                                 f"{weights.size} weights")
-        if not all_finite(weights):
-            raise NonFiniteUpdate(f"worker {worker}: weights contain NaN or inf (its "
-                                  "steps diverged: try a smaller --eta, or "
-                                  "--standardize)")
+        importance = np.abs(weights) if importance is None else \
+            np.array(importance, dtype=np.float64)
+        fits = gate.kept_fits(weights, importance) if importance.shape == \
+            selected.shape else gate.BAD_IMPORTANCE
+        if fits == gate.WEIGHTS_NOT_FINITE:
+            raise NonFiniteUpdate(f"worker {worker}: weights contain NaN or inf "
+                                  f"{DIVERGED}")
+        if fits == gate.BAD_IMPORTANCE:
+            raise ProtocolError(f"worker {worker}: the importance of its kept set must "
+                                f"be {selected.size} finite values ≥ 0")
         if self.budgets is not None and selected.size > self.budgets.held(worker):
             raise ProtocolError(f"worker {worker} keeps {selected.size} features, over "
                                 f"the {self.budgets.held(worker)} it may hold")
-        return selected, weights
+        return selected, weights, importance
 
-    def _importance(self, worker: int, importance, selected) -> np.ndarray:
-        """A copy of a kept set's importance, checked: one finite value ≥ 0 each."""
-        importance = np.array(importance, dtype=np.float64)
-        if importance.shape != np.shape(selected) or not all_finite(importance, 0.0):
-            raise ProtocolError(f"worker {worker}: the importance of its kept set must "
-                                f"be {np.size(selected)} finite values ≥ 0")
-        return importance
-
-    def _release(self, worker: int, record: WorkerRecord) -> None:
+    def _release(self, worker: int) -> None:
         """``worker`` will spend no more credit: what it holds goes back."""
-        record.credit = record.pushes
-        record.grants.clear()
-        if worker in self._waiting:
-            self._waiting.remove(worker)
+        gate.release(self.table, self.settings, self.queue, worker)
 
     def finish(self, worker: int, selected, weights, contribution,
                columns=None) -> list[int]:
@@ -555,7 +620,7 @@ class ServerState:
         kept columns X_S(t)ᵀ (``final_columns``): sent exactly once, at the end.  Its
         unspent credit returns; returns the workers to send a view now."""
         record = self._record(worker)
-        selected, weights = self._kept(worker, selected, weights)
+        selected, weights, _ = self._kept(worker, selected, weights)
         contribution = self._vector(worker, "contribution", contribution)
         if columns is not None and np.size(columns) == 0 and selected.size:
             columns = None   # not sent (``messages.COLUMNS_LIMIT``)
@@ -572,8 +637,7 @@ class ServerState:
         record.importance = np.array([worth.get(j, 0.0) for j in selected.tolist()])
         record.finished = True
         self._finished += 1
-        self._revision += 1
-        self._release(worker, record)
+        self._release(worker)
         if self.budgets is not None:   # its unused slots go back to the others
             self.budgets.released(worker, selected.size)
         return self._grant()
@@ -582,7 +646,7 @@ class ServerState:
     def adapt_budgets(self, s: int) -> None:
         """Let the workers' budgets follow their weights (``core.budgets``): re-granted
         with every view from the global top s of the importance they push."""
-        self.budgets = AdaptiveBudgets(s, self.workers)
+        self.budgets = AdaptiveBudgets(s, self)
 
     # -- workers that come and go (ZeroMQ) ----------------------------------------------
     def lose(self, worker: int, may_return: bool = True) -> list[int]:
@@ -592,10 +656,9 @@ class ServerState:
         (``give_up``) it still holds the sweeps' barrier (``hold_sweeps``).  Returns
         the workers to send a view now."""
         record = self._record(worker)
-        self._release(worker, record)
+        self._release(worker)
         record.lost, record.given_up = True, not may_return
         self._lost += 1
-        self._revision += 1
         return self._grant()
 
     def give_up(self, worker: int) -> list[int]:
@@ -605,7 +668,6 @@ class ServerState:
         if not record.lost:
             raise ProtocolError(f"worker {worker} is not lost")
         record.given_up = True
-        self._revision += 1
         return self._grant()
 
     def rejoin(self, worker: int) -> WorkerRecord:
@@ -615,9 +677,8 @@ class ServerState:
         record = self._running(worker)
         if record.lost:
             record.lost = record.given_up = False
-            self._revision += 1
             self._lost -= 1
-        self._release(worker, record)
+        self._release(worker)
         return record
 
     # -- the end ----------------------------------------------------------------------
@@ -681,8 +742,8 @@ class ServerState:
 
     def staleness_stats(self) -> dict:
         """Max, mean and histogram of the staleness of every step, and the bound."""
-        values = np.concatenate([np.asarray(r.staleness, dtype=np.int64)
-                                 for r in self.workers]) if self.workers else np.zeros(0)
+        values = np.concatenate([self.staleness_of(t) for t in range(len(self.workers))]
+                                + [np.zeros(0, np.int64)])
         if values.size == 0:
             return {"max": 0, "mean": 0.0, "histogram": [], "bound": self.tau}
         return {"max": int(values.max()), "mean": float(values.mean()),
@@ -714,8 +775,8 @@ class ServerState:
             "weights": np.concatenate([r.weights for r in records] + [np.zeros(0)]),
             "importance": np.concatenate([r.importance for r in records] +
                                          [np.zeros(0)]),
-            "staleness_sizes": np.array([len(r.staleness) for r in records], np.int64),
-            "staleness": np.concatenate([np.asarray(r.staleness, np.int64) for r in records]
+            "staleness_sizes": self.table[:, STALE_COUNT].copy(),
+            "staleness": np.concatenate([self.staleness_of(t) for t in range(len(records))]
                                         + [np.zeros(0, np.int64)]),
             **(self.budgets.snapshot() if self.budgets is not None else {
                 "s": np.array(-1, dtype=np.int64), "granted": np.zeros(0, np.int64),
@@ -747,11 +808,13 @@ class ServerState:
             record.selected = arrays["selected"][kept[t]:kept[t + 1]].copy()
             record.weights = arrays["weights"][kept[t]:kept[t + 1]].copy()
             record.importance = arrays["importance"][kept[t]:kept[t + 1]].copy()
-            record.staleness = arrays["staleness"][stale[t]:stale[t + 1]].tolist()
+            steps = arrays["staleness"][stale[t]:stale[t + 1]]
+            state._room(t, steps.size)[:steps.size] = steps
+            state.table[t, STALE_COUNT] = steps.size
             if reported[t]:
                 record.columns = arrays["columns"][columns[t]:columns[t + 1]].copy()
         state._finished = sum(r.finished for r in state.workers)
         state._lost = sum(r.lost for r in state.workers)
         if "s" in arrays and int(arrays["s"]) >= 0:
-            state.budgets = AdaptiveBudgets.restore(arrays, state.workers)
+            state.budgets = AdaptiveBudgets.restore(arrays, state)
         return state

@@ -9,17 +9,11 @@ what differs between them (who is alive, resends, checkpoints) stays in the carr
 
 import numpy as np
 
-from ..core.budgets import top_counts
+from ..core import credit_gate
+from ..core.budgets import warm_budgets
+from ..core.credit_gate import BUDGET, NO_BUDGET, UPTO, VERSION
 from ..core.losses import loss_value
-from ..core.server_state import (
-    DuplicatePush,
-    NotARequest,
-    OutOfOrderPush,
-    SentView,
-    ServerState,
-    all_finite,
-    apply_push,
-)
+from ..core.server_state import DuplicatePush, NotARequest, OutOfOrderPush, ServerState
 from ..core.shards import shard_sizes
 from . import messages
 from .asy import AsyConfig, ServerMonitor, check_u, sweep_grows, trials_on_top
@@ -34,10 +28,8 @@ def warm_server() -> None:
     of a run.  An MPI server rank calls it while its workers warm their kernels: after
     them, a lone worker waited a quarter of a second for its first view."""
     values = np.zeros(1)
-    all_finite(values)
-    all_finite(values, 0.0)
-    apply_push(values, np.zeros(1), values)
-    top_counts(values, np.ones(1, np.int64), 1)
+    credit_gate.warm()
+    warm_budgets()
     loss_value(0, values, values)
 
 
@@ -265,7 +257,7 @@ class AsyServer:
         a worker reads); returns the oldest version any of them may still name."""
         for t in workers:
             self.state.view(t, grant=False)
-        return min((self.state.workers[t].sent[0].version for t in workers),
+        return min((int(self.state.views_of(t)[0, VERSION]) for t in workers),
                    default=self.state.clock)
 
     def aged_view(self, worker: int, age: int, last_read: int,
@@ -278,19 +270,18 @@ class AsyServer:
         granted)."""
         record = self.state.workers[worker]
         upto = record.pushes + min(steps, record.unspent)
-        spent = next((grant for grant in record.grants if grant.upto >= upto),
-                     record.grants[-1])
-        floor = max(spent.version, last_read)
-        usable = [v for v in record.sent if v.version >= floor and v.budget is None]
-        target = self.state.clock - age
-        chosen = usable[0]
-        for sent in usable:
-            if sent.version <= target:
-                chosen = sent
+        grants = self.state.grants_of(worker)
+        holding = np.flatnonzero(grants[:, UPTO] >= upto)   # the grant spent
+        floor = max(int(grants[holding[0] if holding.size else -1, VERSION]), last_read)
+        views = self.state.views_of(worker)
+        usable = views[(views[:, VERSION] >= floor) & (views[:, BUDGET] == NO_BUDGET),
+                       VERSION]
+        old_enough = usable[usable <= self.state.clock - age]
+        chosen = int(old_enough[-1] if old_enough.size else usable[0])
         granted = self.state.budgets.grant(worker) if self.config.adaptive else 0
         if granted:   # granted now: recorded as a view it may act on (held budgets)
-            record.sent.append(SentView(self.state.clock, record.pushes, granted))
-        return chosen.version, granted
+            self.state.note_view(worker, granted)
+        return chosen, granted
 
     def rejoin(self, worker: int) -> None:
         """``worker`` (a replacement, or the same one resynchronised) takes over from

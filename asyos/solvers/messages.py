@@ -25,12 +25,12 @@ def _floats() -> np.ndarray:
     return np.zeros(0)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Pull:
     """Worker → server: a view and credit to step, please."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Push:
     """Worker → server: the summed Δu of ``features.size`` OS steps, all computed from
     view ``version`` plus the worker's own steps, and its kept set after them (its
@@ -48,7 +48,7 @@ class Push:
     more: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Final:
     """Worker → server, once, after its last push (``seq``): its kept set and
     X_S w_S, which the server checks against u_C, the kept columns (the server refits
@@ -67,7 +67,7 @@ class Final:
     blas_threads: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class View:
     """Server → worker: u_C at ``version`` (steps applied), including the worker's
     pushes 1..``through``; ``credit``: the steps it may have pushed in all (it may
@@ -83,19 +83,19 @@ class View:
     eta: float = 0.0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Ack:
     """Server → worker: its pushes 1..``through`` are applied (no view wanted)."""
 
     through: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Done:
     """Server → worker: the run is over for it."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Bundle:
     """Leader → server (``solvers.leader``): the pushes of its node's workers that
     arrived together, one per worker, in the order they arrived, each with its Δu
@@ -109,7 +109,7 @@ class Bundle:
     delta: np.ndarray        # float64 (n): Σ Δu of ``pushes``
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class NodeView:
     """Server → leader: views for some of its node's workers, all of u_C at one
     ``version`` (the same clock), u_C sent once for the node.  ``through``: every
@@ -124,7 +124,7 @@ class NodeView:
     views: tuple             # View, u of size 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Hello:
     """Worker → server (ZeroMQ): shard t of q, its size and n, the ν of its first
     block (for the step size), the fingerprint of its group labels (or empty), p of
@@ -142,7 +142,7 @@ class Hello:
     data: np.ndarray = field(default_factory=_ints)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Config:
     """Server → worker (ZeroMQ): everything it needs besides its data, and the state
     to resume from (its last push, position and kept set)."""
@@ -156,19 +156,19 @@ class Config:
     position: int = 0
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Heartbeat:
     """Worker → server (ZeroMQ): still here."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Introduce:
     """Server → peer (ZeroMQ): "who are you?"  A message from a socket the server
     does not know (it was restarted, or the peer reconnected) earns this and nothing
     else; the peer answers with a HELLO, whose secret or key admits it again."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Fail:
     """Worker → server (ZeroMQ): its data cannot be stepped on (NaN, a scale that
     overflows), found mid-run: the run ends with ``reason``, as it does for a
@@ -178,7 +178,7 @@ class Fail:
     reason: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Refuse:
     """Server → peer (ZeroMQ): why it is not taken."""
 

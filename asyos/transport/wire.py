@@ -136,7 +136,7 @@ class Limits:
         return cls(n, max(config.capacities), batch, run_id, vectors, config.n_workers)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Envelope:
     """A decoded message and what the header says around it."""
 

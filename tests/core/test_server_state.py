@@ -362,7 +362,7 @@ def _two_pushed() -> ServerState:
     for t in range(2):
         server.request(t)
         server.view(t)
-        server.push(t, np.full(2, t + 1.0), version=server.workers[t].sent[-1].version,
+        server.push(t, np.full(2, t + 1.0), version=int(server.views_of(t)[-1, 0]),
                     seq=1, kept=([t], [t + 1.0], 1))
     return server
 
@@ -544,11 +544,11 @@ def test_a_growing_sweep_keeps_its_newcomers_until_the_global_cut_to_s(grow):
     grown = {0: ([0, 2, 4], [5.0, 1.0, 4.0]), 1: ([1, 3, 5], [3.0, 0.2, 2.0])}
     if not grow:
         with pytest.raises(ProtocolError, match="over the 2 it may hold"):
-            server.push(0, np.ones(3), version=server.workers[0].sent[-1].version,
+            server.push(0, np.ones(3), version=int(server.views_of(0)[-1, 0]),
                         kept=(*grown[0], 2))
         return
     for t in range(2):
-        server.push(t, np.ones(3), version=server.workers[t].sent[-1].version,
+        server.push(t, np.ones(3), version=int(server.views_of(t)[-1, 0]),
                     kept=(*grown[t], 2))
     for t in range(2):
         server.finish(t, *grown[t], np.full(3, 2.0))
@@ -588,7 +588,7 @@ def test_grants_stay_within_s_plus_q_and_the_final_kept_sets_within_s(q, extra, 
             inbox[w].append((version, granted, budget))
 
     def check():
-        assert sum(server.budgets.committed(t) for t in range(q)) <= s + q
+        assert server.budgets.committed().sum() <= s + q
         assert server.budgets.settled() <= s   # finished kept sets and final budgets
 
     for t in range(q):
@@ -818,7 +818,7 @@ class Carrier:
                 break
             self.opened += 1
         if self.adaptive and state.budgets.on_top:   # trial slots on top of s
-            assert sum(state.budgets.committed(t) for t in range(self.q)) <= self.s + self.q
+            assert state.budgets.committed().sum() <= self.s + self.q
             # finished and lost kept sets (less the lost ones' trial slots), final
             # budgets
             assert state.budgets.settled() <= self.s
@@ -1086,7 +1086,7 @@ def _limit_by_definition(state, worker, rounds_open):
 @given(st.data())
 def test_each_workers_limit_read_in_constant_time_is_the_one_defined(data):
     """The gate reads every waiting worker's limit from one summary of the others
-    (``ServerState._floor``): the same limit as looking at every other worker, for
+    (``credit_gate.pass_floor``): the same limit as looking at every other worker, for
     any passes, shard sizes (some empty), finished and given-up workers, and sweeps'
     rounds, as the workers move on."""
     q = data.draw(st.integers(1, 7))
@@ -1104,11 +1104,10 @@ def test_each_workers_limit_read_in_constant_time_is_the_one_defined(data):
             record.credit = record.pushes + data.draw(st.integers(0, 3))
             record.finished |= data.draw(st.integers(0, 9)) == 0
             record.given_up |= data.draw(st.integers(0, 9)) == 0
-        state._revision += 1
         for worker in range(q):
             expected, rounds_open = _limit_by_definition(state, worker, rounds_open)
             assert state._passes_left(worker) == expected
-            assert state._rounds_open == rounds_open
+            assert state.rounds_open == rounds_open
 
 
 @settings(max_examples=200, deadline=None)
@@ -1177,7 +1176,7 @@ def test_a_push_that_asks_grants_what_a_push_then_a_request_grants(q, tau, depth
         spent[t] += steps
         views(got)
         assert [r.credit for r in one.workers] == [r.credit for r in two.workers]
-        assert list(one._waiting) == list(two._waiting)
+        assert one.waiting == two.waiting
 
 
 @settings(max_examples=80, deadline=None)
