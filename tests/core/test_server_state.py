@@ -1249,3 +1249,35 @@ def test_a_bad_bundle_is_refused_whole_and_changes_nothing():
     for key, value in before.items():
         np.testing.assert_array_equal(value, after[key], err_msg=key)
     assert state.push_bundle([good, (1, 0, 1, 1, None, True)], np.ones(3))[0] == [0, 1]
+
+
+def test_grants_and_views_outgrow_their_first_arrays_and_keep_their_order():
+    """A worker that asks again while it holds credit gets a one-step grant each
+    time (so its unspent grants outgrow the ring's first slots), and one that asks
+    without pushing collects views (outgrowing their first rows): every grant stays
+    in order with its version, and a push may still name any view it may use."""
+    state = ServerState(3, 1, staleness=None, depth=40, batch=1)
+    state.request(0)
+    state.view(0)
+    expected = [(0, 0, 40)]   # (version, own, upto) of each unspent grant
+    for k in range(1, 31):
+        version = int(state.views_of(0)[-1, 0])
+        state.push(0, np.zeros(3), version, seq=k)
+        assert state.request(0) == [0]
+        state.view(0)
+        expected.append((k, k, 40 + k))
+        assert state.grants_of(0).tolist() == [list(g) for g in expected]
+    assert state.grants.shape[1] >= 31
+    for _ in range(12):   # views piling up, no push between them
+        state.request(0)
+        state.view(0)
+    assert state.views_of(0).shape[0] == 14   # and the one its last push used
+    oldest = int(state.views_of(0)[0, 0])
+    state.push(0, np.zeros(3), oldest, seq=31)      # the oldest it may still use
+    assert state.views_of(0).shape[0] == 14 and state.workers[0].staleness[-1] == 0
+    for k in range(32, 45):   # retired rows dropped when the array fills again
+        state.request(0)
+        state.view(0)
+        state.push(0, np.zeros(3), int(state.views_of(0)[-1, 0]), seq=k)
+    assert state.views_of(0)[:, 0].tolist() == [state.clock - 1]
+    assert state.workers[0].pushes == 44 and state.workers[0].staleness == [0] * 44
