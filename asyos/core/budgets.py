@@ -134,6 +134,37 @@ def held_slots(table, views, granted, kept, worker):
     return most
 
 
+@njit(cache=True)
+def settled_slots(table, granted, final, kept, on_top):
+    """Σ of the slots the workers took for good (``taken_slots``)."""
+    settled = 0
+    for slots in taken_slots(table, granted, final, kept, on_top):
+        if slots != NONE:
+            settled += slots
+    return settled
+
+
+@njit(cache=True)
+def grant_on_top(table, granted, final, end, ranked, sizes, shares, s, grow, worker):
+    """``AdaptiveBudgets.grant`` where the trial slots lie on top of s: ``worker``'s
+    budget from now on, its granted (and final) budget recorded."""
+    if final[worker] != NONE:
+        if grow and table[worker, PUSHES] >= end[worker]:   # its sweep
+            return min(final[worker] + grow, s + 1)   # ≤ its capacity
+        return final[worker]
+    n_open = share_slots(table, granted, final, True, s, ranked, sizes, shares)
+    committed = committed_slots(table, granted, final, sizes)
+    others = committed.sum() - committed[worker]
+    most = max(granted[worker], s + table.shape[0] - others)
+    if table[worker, CREDIT] >= end[worker]:
+        room = s - settled_slots(table, granted, final, sizes, True) - (n_open - 1)
+        final[worker] = max(1, min(shares[worker], room, most))
+        granted[worker] = final[worker]
+        return final[worker]
+    granted[worker] = max(1, min(shares[worker] + 1, most))
+    return granted[worker]
+
+
 def warm_budgets() -> None:
     """Load (or compile) the budgets' kernels."""
     top_counts(np.zeros(1), np.ones(1, np.int64), 1)
@@ -142,6 +173,8 @@ def warm_budgets() -> None:
     taken_slots(table, ones, ones, ones, True)
     share_slots(table, ones, ones, True, 1, np.zeros((1, 1)), ones, ones.copy())
     held_slots(table, np.zeros((1, 3), np.int64), ones, ones, 0)
+    grant_on_top(table, ones.copy(), ones.copy(), ones, np.zeros((1, 1)), ones,
+                 ones.copy(), 1, 0, 0)
 
 
 class AdaptiveBudgets:
@@ -240,14 +273,8 @@ class AdaptiveBudgets:
         a run whose worker was paused past the heartbeat timeout lost a true feature
         the undisturbed run kept.  If it never rejoins, ``lost_cut`` drops its
         surplus from the result."""
-        taken = self._taken()
-        return int(taken[taken != NONE].sum())
-
-    def _taken(self) -> np.ndarray:
-        """The slots of the top s each worker has taken for good (``settled``), NONE
-        while it is open: running, without a final budget."""
-        return taken_slots(self.table, self._granted, self._final, self.ranked_sizes,
-                           self.on_top)
+        return int(settled_slots(self.table, self._granted, self._final,
+                                 self.ranked_sizes, self.on_top))
 
     def committed(self) -> np.ndarray:
         """What each worker was last granted (``committed_slots``)."""
@@ -316,29 +343,15 @@ class AdaptiveBudgets:
         grants leave, and never less because of them (a budget lowered drops features
         for good, so only its own share may lower it).
         """
-        final = int(self._final[worker])
-        if final != NONE:
-            if self.grow and self.table[worker, PUSHES] >= self._end[worker]:  # sweep
-                return min(final + self.grow, self.s + 1)   # ≤ its capacity
-            return final
-        n_open = share_slots(self.table, self._granted, self._final, self.on_top,
-                             self.s, self.ranked, self.ranked_sizes, self._shares)
-        share = int(self._shares[worker])
-        q = len(self.workers)
-        if not self.on_top:   # trial slots within s: Σ held ≤ s at every moment
-            others = sum(self.held(t) for t in range(q) if t != worker)
-            granted = max(1, min(share + 1, self.s - others))
-        else:
-            committed = self.committed()
-            others = int(committed.sum() - committed[worker])
-            most = max(int(self._granted[worker]), self.s + q - others)
-            if self.table[worker, CREDIT] >= self._end[worker]:
-                room = self.s - self.settled() - (n_open - 1)
-                final = max(1, min(share, room, most))
-                self._final[worker] = final
-                self._granted[worker] = final
-                return final
-            granted = max(1, min(share + 1, most))
+        if self.on_top:
+            return int(grant_on_top(self.table, self._granted, self._final, self._end,
+                                    self.ranked, self.ranked_sizes, self._shares,
+                                    self.s, self.grow, worker))
+        # trial slots within s: Σ held ≤ s at every moment
+        share_slots(self.table, self._granted, self._final, False, self.s, self.ranked,
+                    self.ranked_sizes, self._shares)
+        others = sum(self.held(t) for t in range(len(self.workers)) if t != worker)
+        granted = max(1, min(int(self._shares[worker]) + 1, self.s - others))
         self._granted[worker] = granted
         return granted
 

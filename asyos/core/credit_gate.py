@@ -38,6 +38,7 @@ PASSES_AHEAD = 1   # ``ServerState.bound_passes``: how far a worker may run ahea
 FITS, FINISHED_ALREADY, WAS_LOST, DUPLICATE, SKIPS, STEPS_OUT_OF_RANGE, OVER_CREDIT, \
     NO_SUCH_VIEW = range(8)
 KEPT_FITS, WEIGHTS_NOT_FINITE, BAD_IMPORTANCE = range(3)   # ``kept_fits``
+NOT_FINITE, NO_ROOM = -1, -2   # ``push`` refused it (a staleness is ≥ 0)
 
 
 @njit(cache=True, fastmath={"reassoc"})
@@ -322,11 +323,14 @@ def count_push(table, grants, settings, queue, sent, staleness, worker, row, ste
 @njit(cache=True)
 def push(table, grants, settings, queue, sent, staleness, u, applied, delta, worker,
          row, steps, ask, out):
-    """A checked push (``check_push``'s row) applied whole: Δu (NaN and inf refused,
-    nothing changed: returns -1), its bookkeeping, then the gate (the workers to
-    send a view in ``out``).  Returns (its staleness, how many in ``out``)."""
+    """A checked push (``check_push``'s row) applied whole: Δu, its bookkeeping, then
+    the gate (the workers to send a view in ``out``).  Returns (its staleness, how many in ``out``), or, nothing
+    changed, (NOT_FINITE, 0) for a Δu with NaN or inf, (NO_ROOM, 0) when
+    ``staleness`` has no room for its steps (the caller grows it)."""
+    if table[worker, STALE_COUNT] + steps > staleness.shape[0]:
+        return NO_ROOM, 0
     if not all_finite(delta):
-        return -1, 0
+        return NOT_FINITE, 0
     apply_push(u, applied, delta)
     stale = count_push(table, grants, settings, queue, sent, staleness, worker, row,
                        steps, ask)

@@ -69,6 +69,7 @@ from .credit_gate import (
 )
 
 GRANT_SLOTS = 8    # a worker's grants' ring at first (it grows to ``depth`` at most)
+VIEW_ROWS = 64     # a worker's views at first (retired rows are dropped when full)
 
 
 class ProtocolError(AsyosError):
@@ -198,7 +199,7 @@ class ServerState:
         self.grants = np.zeros((n_workers, 1, 3), np.int64)   # sized by ``depth``
         self.queue = np.zeros(n_workers, np.int64)   # the waiting workers, in order
         self._answered = np.zeros(n_workers, np.int64)   # the gate's answer
-        self._sent = [np.zeros((4, 3), np.int64) for _ in range(n_workers)]
+        self._sent = [np.zeros((VIEW_ROWS, 3), np.int64) for _ in range(n_workers)]
         self._staleness = [np.zeros(64, np.int64) for _ in range(n_workers)]
         self.tau, self.depth, self.batch = staleness, depth, batch
         self.budgets: AdaptiveBudgets | None = None   # adaptive budgets, when on
@@ -476,7 +477,8 @@ class ServerState:
         gate.note_view(self.table, self.settings, self._sent[worker], worker, budget)
 
     def _room(self, worker: int, steps: int) -> np.ndarray:
-        """``worker``'s staleness buffer, with room for ``steps`` more."""
+        """``worker``'s staleness buffer, grown where it has no room for ``steps``
+        more."""
         buffer = self._staleness[worker]
         wanted = int(self.table[worker, STALE_COUNT]) + steps
         if wanted > buffer.size:
@@ -502,15 +504,19 @@ class ServerState:
         """
         row, kept = self._checked(worker, version, steps, seq, kept)
         delta = self._shaped(worker, "delta", delta)
-        staleness, answered = gate.push(
-            self.table, self.grants, self.settings, self.queue, self._sent[worker],
-            self._room(worker, steps), self.u, self.applied[worker], delta, worker, row,
-            steps, ask, self._answered)
-        if staleness < 0:   # NaN or inf: nothing changed
+        while True:
+            staleness, answered = gate.push(
+                self.table, self.grants, self.settings, self.queue, self._sent[worker],
+                self._staleness[worker], self.u, self.applied[worker], delta, worker,
+                row, steps, ask, self._answered)
+            if staleness != gate.NO_ROOM:
+                break
+            self._room(worker, steps)
+        if staleness == gate.NOT_FINITE:   # nothing changed
             raise self._diverged(worker, "delta")
         self._grants_room()
         self._keep(worker, kept)
-        return int(staleness), self._answered[:answered].tolist()
+        return staleness, self._answered[:answered].tolist()
 
     def push_bundle(self, pushes, delta) -> tuple[list[int], list[int]]:
         """Apply the pushes of a node's leader: ``pushes`` = (worker, version, steps,
@@ -584,7 +590,7 @@ class ServerState:
         if kept is not None:
             record = self.workers[worker]
             record.selected, record.weights, position, record.importance = kept
-            self.table[worker, POSITION] = position
+            record.position = position
 
     def _kept(self, worker: int, selected, weights, importance=None
               ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
