@@ -417,8 +417,8 @@ class ServerState:
         """Whether ``worker`` has applied every step it may take for now and waits:
         at the sweeps' barrier for the others' passes (``hold_sweeps``), or a pass
         ahead of the slowest other worker (``bound_passes``)."""
-        return gate.limit_of(self.table, self.settings, worker) <= 0 and \
-            self.workers[worker].unspent <= 0
+        return self.workers[worker].unspent <= 0 and \
+            gate.limit_of(self.table, self.settings, worker) <= 0
 
     def request(self, worker: int) -> list[int]:
         """``worker`` asks for a view and credit; returns the workers to send a view

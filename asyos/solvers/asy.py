@@ -468,15 +468,16 @@ class ServerMonitor:
         """After each push message (its ``features``: one per step it carries)."""
         if self.record_order:
             self.order.extend((worker, int(j)) for j in features)
-        epoch_done = server.clock >= self._next_epoch
-        if server.clock >= self._next_trace or epoch_done:
+        clock = server.clock
+        epoch_done = clock >= self._next_epoch
+        if clock >= self._next_trace or epoch_done:
             loss = loss_value(int(self.config.loss), server.u, self.y)
-            self.trace.append((server.clock, time.perf_counter() - self.start, loss))
-            while self._next_trace <= server.clock:
+            self.trace.append((clock, time.perf_counter() - self.start, loss))
+            while self._next_trace <= clock:
                 self._next_trace += self._every
             if epoch_done:   # the first push at or past an epoch's worth of steps
                 self.per_epoch.append(loss)
-                while self._next_epoch <= server.clock:
+                while self._next_epoch <= clock:
                     self._next_epoch += self.n_features
 
     def _joint_worth(self, server: ServerState):

@@ -2,12 +2,17 @@
 
 ``AsyServer`` (one server) and ``WorkerDriver`` (one worker side) exchange these; the
 simulator hands them over in memory, MPI and ZeroMQ encode them with
-``transport.wire`` (a struct header and raw arrays, never pickle).  The session
+``transport.wire`` (a struct header and raw arrays, never pickle).  The two a push's
+round trip builds at every push, ``Push`` and ``View``, are named tuples (a third of a
+frozen dataclass's construction cost, as immutable); ``replace`` changes fields of
+either kind.  The session
 messages (``Hello``, ``Config``, ``Heartbeat``, ``Fail``, ``Refuse``) are ZeroMQ's, whose workers
 come and go; under MPI every rank opens the job itself and a dead rank ends the job.
 """
 
+import dataclasses
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 
@@ -15,6 +20,13 @@ import numpy as np
 # far below its 2 GiB count limit, and the server's memory for the refit bounded);
 # a worker whose n × kept exceeds it sends none, and the run keeps its own weights.
 COLUMNS_LIMIT = 1 << 26
+
+
+def replace(message, **changes):
+    """A copy of ``message`` (a named tuple or a dataclass) with ``changes``."""
+    if isinstance(message, tuple):
+        return message._replace(**changes)
+    return dataclasses.replace(message, **changes)
 
 
 def _ints() -> np.ndarray:
@@ -30,8 +42,7 @@ class Pull:
     """Worker → server: a view and credit to step, please."""
 
 
-@dataclass(frozen=True, slots=True)
-class Push:
+class Push(NamedTuple):
     """Worker → server: the summed Δu of ``features.size`` OS steps, all computed from
     view ``version`` plus the worker's own steps, and its kept set after them (its
     resume state) with what each kept feature is worth (``importance``, ranked by
@@ -67,8 +78,7 @@ class Final:
     blas_threads: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class View:
+class View(NamedTuple):
     """Server → worker: u_C at ``version`` (steps applied), including the worker's
     pushes 1..``through``; ``credit``: the steps it may have pushed in all (it may
     take credit − steps taken more); ``budget``: the kept-set size granted from now on

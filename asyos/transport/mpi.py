@@ -383,7 +383,8 @@ def _send_replies(link: Link, replies, server: AsyServer, roles: Roles,
             link.send(messages.NodeView(
                 server.u, views[0][1].version, np.array(server.pushes_applied()),
                 np.array([t for t, _ in views], np.int64),
-                tuple(replace(view, u=EMPTY) for _, view in views)), leader, views[0][0])
+                tuple(messages.replace(view, u=EMPTY) for _, view in views)), leader,
+                views[0][0])
 
     for target, reply in replies:
         leader = roles.server_of(target)

@@ -22,7 +22,6 @@ records, never more.
 """
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -89,7 +88,7 @@ class NodeVectors:
             return reply
         if self.published != server.clock:
             self.publish(server.u, server.clock, server.pushes_applied())
-        return replace(reply, u=EMPTY)
+        return messages.replace(reply, u=EMPTY)
 
     def publish(self, u, version: int, through) -> None:
         """u_C at ``version`` and every worker's pushes it includes, for the readers
@@ -103,9 +102,9 @@ class NodeVectors:
     def incoming(self, worker: int, body):
         """A sharing worker's message with its n-vector read from its slot."""
         if isinstance(body, messages.Push):
-            return replace(body, delta=self._slot(worker, body.seq))
+            return messages.replace(body, delta=self._slot(worker, body.seq))
         if isinstance(body, messages.Final):
-            return replace(body, contribution=self._slot(worker, body.seq + 1))
+            return messages.replace(body, contribution=self._slot(worker, body.seq + 1))
         return body
 
     def applied(self, worker: int, body) -> None:
@@ -131,7 +130,7 @@ class NodeVectors:
                 raise SystemExit(1)
             backoff.sleep()
         self._slot(worker, number)[:] = getattr(message, field)
-        return replace(message, **{field: EMPTY})
+        return messages.replace(message, **{field: EMPTY})
 
     def read_view(self, worker: int, body, into: np.ndarray):
         """A view with u_C copied into ``into`` from the published vector, and the
@@ -148,7 +147,7 @@ class NodeVectors:
                 into[:] = self.u
                 through = int(self.through[worker])
                 if int(self.sequence[0]) == before:
-                    return replace(body, u=into, through=through)
+                    return messages.replace(body, u=into, through=through)
             tries += 1
             if tries % 4096 == 0 and self.host_gone():
                 raise SystemExit(1)
@@ -170,7 +169,7 @@ class LeanLink:
             return None
         source, envelope = received
         body = self.vectors.read_view(self.worker, envelope.body, self._u)
-        return source, replace(envelope, body=body)
+        return source, messages.replace(envelope, body=body)
 
     def poll(self, source=0):
         return self._view(self.link.poll(source))

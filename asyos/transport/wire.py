@@ -50,6 +50,7 @@ import struct
 from dataclasses import dataclass
 from enum import IntEnum
 from functools import lru_cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -136,9 +137,9 @@ class Limits:
         return cls(n, max(config.capacities), batch, run_id, vectors, config.n_workers)
 
 
-@dataclass(frozen=True, slots=True)
-class Envelope:
-    """A decoded message and what the header says around it."""
+class Envelope(NamedTuple):
+    """A decoded message and what the header says around it (a named tuple: one is
+    built for every message received)."""
 
     kind: Kind
     worker: int

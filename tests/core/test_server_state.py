@@ -2,7 +2,6 @@
 and liveness, in any interleaving (with lost and repeated messages, and workers that
 die)."""
 
-import dataclasses
 from collections import deque
 
 import numpy as np
@@ -728,7 +727,7 @@ class Carrier:
     def _post(self, replies) -> None:
         for w, reply in replies:
             if isinstance(reply, messages.View):   # the server's u_C, copied when sent
-                reply = dataclasses.replace(reply, u=reply.u.copy())
+                reply = messages.replace(reply, u=reply.u.copy())
             if not self.lost[w]:
                 self.workers[w].inbox.append(reply)
 

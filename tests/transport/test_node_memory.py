@@ -4,7 +4,6 @@ that moves them without a message."""
 
 import mmap
 import os
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -117,7 +116,7 @@ def test_pushes_arrive_once_in_order_and_views_newest_first(events):
                 sent[t].append(push)
         elif event == "apply":
             for push in mail.pushes(t, vectors):   # its Δu, in the slot, as applied
-                read[t].append(replace(push, delta=push.delta.copy()))
+                read[t].append(m.replace(push, delta=push.delta.copy()))
                 vectors.applied(t, push)
         else:
             version += 1
@@ -128,7 +127,7 @@ def test_pushes_arrive_once_in_order_and_views_newest_first(events):
             seen[t] = view.version
             assert mail.newest_view(t) is None
     for t in (1, 2):
-        read[t].extend(replace(push, delta=push.delta.copy())
+        read[t].extend(m.replace(push, delta=push.delta.copy())
                        for push in mail.pushes(t, vectors))
         assert [p.seq for p in read[t]] == list(range(1, seq[t] + 1))
         assert all(map(_same, read[t], sent[t]))

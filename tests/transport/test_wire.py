@@ -34,11 +34,17 @@ def _bytes(frames):
     return [bytes(f) if not isinstance(f, np.ndarray) else f.tobytes() for f in frames]
 
 
+def _names(message) -> tuple[str, ...]:
+    """A message's fields (a named tuple's or a dataclass's)."""
+    return message._fields if isinstance(message, tuple) else \
+        tuple(message.__dataclass_fields__)
+
+
 def _equal(a, b) -> bool:
     """Two messages with the same fields (arrays compared by value and dtype kind)."""
     if type(a) is not type(b):
         return False
-    for name in a.__dataclass_fields__:
+    for name in _names(a):
         x, y = getattr(a, name), getattr(b, name)
         if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
             x, y = np.asarray(x), np.asarray(y)
@@ -341,7 +347,7 @@ def test_the_decoder_never_fails_otherwise(frames, kind, valid_header, counter):
             continue
         body = envelope.body
         assert type(body) in {type(msg) for msg in MESSAGES} | {m.Bundle, m.NodeView}
-        for name in body.__dataclass_fields__:
+        for name in _names(body):
             value = getattr(body, name)
             if isinstance(value, np.ndarray):
                 assert value.size <= max(LIMITS.n, LIMITS.budget, LIMITS.batch, 9)
