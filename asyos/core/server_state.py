@@ -169,12 +169,6 @@ class WorkerRecord:
         """The staleness of each of its applied steps, in order."""
         return self.state.staleness_of(self.worker).tolist()
 
-    @property
-    def views(self) -> np.ndarray:
-        """The views its next push may name: rows (version, own steps then, budget
-        granted or NO_BUDGET), oldest first."""
-        return self.state.views_of(self.worker)
-
 
 class ServerState:
     """u_C, the clock and the credit gate for q workers (ids 0..q-1).
