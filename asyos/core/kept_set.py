@@ -373,7 +373,8 @@ class FittedKeptSet(_Kept):
             self.size = fitted_drop_to(self.cols, self.index, self.weights, self.size,
                                        self.limit, self.model)
             recompute(self.weights, self.cols, self.size, self.contribution)
-            self.model.info[["objective_current", "batch_valid"]] = False   # S changed
+            self.model.info[["objective_current", "batch_valid", "remembered"]] = \
+                False   # S changed
 
     def _scale_of(self, columns) -> None:
         """ν, the largest ‖x‖²/n of loaded ``columns`` (k, n), and λ = ridge · ν."""
@@ -392,6 +393,7 @@ class FittedKeptSet(_Kept):
         refactor(self.cols, k, self.model)
         info["refresh_due"], info["objective_current"], info["batch_valid"] = \
             True, False, False
+        info["remembered"] = False
 
 
 class _Pool:
@@ -570,7 +572,7 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
                          self.sparse)
             sparse_contribution(self.table, self.rows, self.vals, self.weights,
                                 self.size, self.contribution)
-            self.model.info[0]["objective_current"] = False
+            self.model.info[["objective_current", "remembered"]] = False
 
     def load(self, indices, columns, weights) -> None:
         """Start from a saved kept set; the model is rebuilt at the next arrival."""
@@ -578,7 +580,8 @@ class SparseFittedKeptSet(_Pool, FittedKeptSet):
         self._scale_of(columns)
         rebuild_rows(self.table, self.rows, self.vals, k, self.model, self.sparse)
         info = self.model.info[0]
-        info["refresh_due"], info["objective_current"] = True, False
+        info["refresh_due"], info["objective_current"], info["remembered"] = \
+            True, False, False
 
 
 def _kernels_of(twin, block, use: str) -> str:

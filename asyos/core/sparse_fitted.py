@@ -53,10 +53,13 @@ from .fitted_step import (
     _objective,
     _propose,
     _see_scale,
+    along,
     apply_inverse,
     keep_s,
     refused,
     refused_before,
+    remember_s_step,
+    size_s_step,
     ungrouped,
     worth_a_move,
 )
@@ -164,6 +167,7 @@ def sparse_refresh(table, rows, vals, size, u, y, loss, st, sp):
     info.arrivals = 0
     info.swaps = 0
     info.refresh_due = False
+    info.remembered = False
     info.on_s_current = False
     extra[HE_CURRENT] = 0.0
 
@@ -437,11 +441,21 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
                 start = table[l, 0]
                 for e in range(start, start + table[l, 1]):
                     st.trial[rows[e]] += delta * vals[e]
+        if not moved:   # a Newton step on S alone, sized with the one before it
+            alpha, beta = size_s_step(loss, u, st.trial, y, lam, weights, w_new, span,
+                                      st.last_du, st.last_dw,
+                                      info.remembered and not separate)
+            if alpha != 1.0 or beta != 0.0:
+                along(alpha, beta, u, st.trial, st.last_du, n)
+                along(alpha, beta, weights, w_new, st.last_dw, span)
+                shift = alpha * shift + beta * info.last_shift
         info.trials += 1
         after = _objective(loss, st.trial, y, w_new, span, lam, st.g_trial)
         if after > before * (1.0 + 1e-12) + 1e-300:
             refused(info, moved, loss, capacity)
             continue
+        remember_s_step(moved, u, st.trial, weights, w_new, k, st)
+        info.last_shift = shift
         for l in range(span):
             sp.old_index[l] = index[l]
             sp.old_table[l, 0] = table[l, 0]

@@ -9,7 +9,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from asyos import fit_os
-from asyos.core.fitted_step import BATCH_ROWS, _products, fitted_state
+from asyos.core.fitted_step import (
+    BATCH_ROWS,
+    SHORTEST_STEP,
+    _products,
+    fitted_state,
+    size_s_step,
+)
 from asyos.core.kept_set import (
     FittedKeptSet,
     default_ridge,
@@ -331,3 +337,41 @@ def test_the_ridge_can_be_given_and_is_checked():
     for bad in (0.0, -1.0, float("nan"), "big"):
         with pytest.raises(InputError, match="ridge must be a finite number > 0"):
             fit_os(pb.X, pb.y, 5, loss="logistic", ridge=bad)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**31 - 1), st.integers(5, 60), st.floats(0.0, 0.05),
+       st.booleans())
+def test_an_s_step_under_the_squared_hinge_is_sized_at_fs_minimum(seed, n, lam,
+                                                                  remembered):
+    """``size_s_step`` puts a Newton step on S alone at the minimum of F along it
+    within [1/64, 1], or with the S-step before it at F's minimum over both
+    directions (against F on fine grids of their coefficients), never above F at the
+    step's end; the other losses' steps are left whole."""
+    rng = np.random.default_rng(seed)
+    y = rng.choice([-1.0, 1.0], n)
+    u = rng.normal(0, 1.5, n)
+    trial = u + rng.normal(0, 2.0, n)
+    last_du = rng.normal(0, 1.0, n)
+    k = 4
+    weights, w_new, last_dw = rng.normal(size=(3, k + 1))
+    w_new += weights
+
+    def F(alpha, beta):
+        at = u + alpha * (trial - u) + beta * last_du
+        w = weights[:k] + alpha * (w_new[:k] - weights[:k]) + beta * last_dw[:k]
+        return loss_value(int(Loss.SQUARED_HINGE), at, y) + 0.5 * lam * w @ w
+
+    alpha, beta = size_s_step(int(Loss.SQUARED_HINGE), u, trial, y, lam, weights,
+                              w_new, k, last_du, last_dw, remembered)
+    if remembered:
+        grid = np.linspace(-3.0, 3.0, 241)
+        best = min(F(a, b) for a in grid for b in grid)
+    else:
+        assert SHORTEST_STEP <= alpha <= 1.0 and beta == 0.0
+        best = min(F(a, 0.0) for a in np.linspace(SHORTEST_STEP, 1.0, 2001))
+    assert F(alpha, beta) <= best + 1e-9 * (1 + abs(best))
+    assert F(alpha, beta) <= F(1.0, 0.0) + 1e-12
+    for other in (Loss.SQUARED, Loss.LOGISTIC):
+        assert size_s_step(int(other), u, trial, y, lam, weights, w_new, k, last_du,
+                           last_dw, remembered) == (1.0, 0.0)

@@ -426,7 +426,8 @@ def test_a_refused_step_on_s_is_not_tried_again_and_no_decision_changes(sparse, 
     refuse it again.  Against a kept set made to forget the refusal before each
     arrival (the rule as it was), the dense and the sparse kernels keep the same set
     with bit for bit the same weights over three passes on three problems, and try
-    fewer moves."""
+    fewer moves (no more under the squared hinge, whose S-steps are sized along their
+    line and so are seldom refused)."""
     trials = np.zeros(2, np.int64)
     for seed in range(3):
         X, y = problem(200, 300, 0.05, seed, loss)
@@ -450,4 +451,5 @@ def test_a_refused_step_on_s_is_not_tried_again_and_no_decision_changes(sparse, 
                 np.testing.assert_array_equal(remembers.weights[:remembers.size],
                                               forgets.weights[:forgets.size])
         trials += [kept.model.info[0]["trials"] for kept in sets]
-    assert trials[0] < trials[1], trials
+    assert trials[0] < trials[1] if loss == "logistic" else trials[0] <= trials[1], \
+        trials
