@@ -47,7 +47,11 @@ over seeds, worst beside it.
 
     python benchmarks/real_text.py [--quick] [--tasks capi admin] [--k 10 30 100 300]
         [--seeds 0 1 2 3 4] [--methods os os-logistic ...] [--timeout 600]
-        [--n-alphas 100] [--ratio 1e-3] [--with-gcloud]
+        [--n-alphas 100] [--ratio 1e-3] [--with-gcloud] [--versus CHECKOUT]
+
+``--versus CHECKOUT``: the asyos estimator rows (os, os-logistic, os-1order) also run
+from another checkout of asyos (a ``git worktree`` of the head before, say), each split
+right beside this one's in alternating order, as rows of their own.
 
 ``--quick``: seed 0, k ∈ {10, 100}.  Needs the Debian manual pages (section 1 and 8
 pages come with the packages installed; sections 2 and 3 with manpages-dev): ``apt-get
@@ -88,6 +92,9 @@ METHODS = {
     "chi2": "chi2 + LogisticRegression",
 }
 THIRD_PARTY = {"celer": "celer", "skglm": "skglm"}
+# ``--versus``: the rows that can run from another checkout, and their key's suffix
+VERSUS = ("os", "os-logistic", "os-1order")
+BEFORE = "@versus"
 TASKS = {"capi": "C API (2, 3) vs commands (1, 8)",
          "admin": "admin (8) vs user commands (1)"}
 
@@ -211,6 +218,8 @@ def child(job: dict) -> dict:
     from sklearn.metrics import accuracy_score, roc_auc_score
     warnings.simplefilter("ignore")
     method, k = job["method"], job["k"]
+    if job.get("root"):   # --versus: asyos from that checkout
+        sys.path.insert(0, job["root"])
     X = sp.load_npz(job["X"]).tocsc()
     y = np.load(job["y"])
     train, test = np.load(job["train"]), np.load(job["test"])
@@ -224,7 +233,11 @@ def child(job: dict) -> dict:
     score, nnz, note = fit(Xtr, ytr, k, job)
     cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
     s = score(Xte)
-    return {"auc": float(roc_auc_score(yte, s)),
+    used = sys.modules.get("asyos")
+    used = os.path.realpath(Path(used.__file__).parent) if used else ""
+    if job.get("root") and not used.startswith(os.path.realpath(job["root"])):
+        raise SystemExit(f"--versus: asyos came from {used}, not {job['root']}")
+    return {"auc": float(roc_auc_score(yte, s)), "asyos": used,
             "acc": float(accuracy_score(yte, (s > 0).astype(np.int64))),
             "cpu": cpu, "wall": wall, "nnz": int(nnz), "note": note}
 
@@ -435,6 +448,10 @@ def main() -> None:
     parser.add_argument("--ratio", type=float, default=1e-3)
     parser.add_argument("--with-gcloud", action="store_true",
                         help="keep the gcloud_*.1 pages")
+    parser.add_argument("--versus", metavar="CHECKOUT",
+                        help="also run the estimator rows from this checkout of "
+                        "asyos (e.g. a git worktree of the head before), each split "
+                        "beside this one's")
     args = parser.parse_args()
     if args.child:
         job = json.loads(args.child)
@@ -449,6 +466,12 @@ def main() -> None:
     if args.quick:
         args.seeds, args.k = [0], [10, 100]
     methods = [m for m in METHODS if m in args.methods]
+    rows, names = [], dict(METHODS)   # the table's rows: with --versus, each beside
+    for m in methods:                 # its row from the other checkout
+        rows.append(m)
+        if args.versus and m in VERSUS:
+            rows.append(m + BEFORE)
+            names[m + BEFORE] = f"{METHODS[m]}, {Path(args.versus).name}"
     versions = []
     for module in ("asyos", "sklearn", "skglm", "celer"):
         try:
@@ -477,23 +500,31 @@ def main() -> None:
                             THIRD_PARTY[m]) is None:
                         table[k][m] = {"failed": f"not installed (pip install {m})"}
                         continue
-                    rs = []
+                    # with --versus, each split's fit from the other checkout
+                    # runs beside this one's, in alternating order
+                    roots = {m: None}
+                    if args.versus and m in VERSUS:
+                        roots[m + BEFORE] = args.versus
+                    rs = {name: [] for name in roots}
                     for seed in args.seeds:
-                        job = {"method": m, "k": k, **files,
-                               "train": str(folder / f"{task}.{seed}.train.npy"),
-                               "test": str(folder / f"{task}.{seed}.test.npy"),
-                               "folder": str(folder / f"{task}-{m}-{k}-{seed}"),
-                               "n_alphas": args.n_alphas, "ratio": args.ratio}
-                        r = run_child(job, args.timeout)
-                        rs.append(r)
-                        print(f"  {task} k={k} {m} seed {seed}: "
-                              + (r["failed"] if "failed" in r else
-                                 f"AUC {r['auc']:.3f}, acc {r['acc']:.3f}, "
-                                 f"{r['cpu']:.2f} CPU s, {r['peak_mb']:.0f} MB "
-                                 f"{r['note']}"), file=sys.stderr, flush=True)
-                        if "failed" in r:
+                        for name in sorted(roots, reverse=seed % 2 == 1):
+                            job = {"method": m, "k": k, **files,
+                                   "train": str(folder / f"{task}.{seed}.train.npy"),
+                                   "test": str(folder / f"{task}.{seed}.test.npy"),
+                                   "folder": str(folder / f"{task}-{m}-{k}-{seed}"),
+                                   "n_alphas": args.n_alphas, "ratio": args.ratio,
+                                   "root": roots[name]}
+                            r = run_child(job, args.timeout)
+                            rs[name].append(r)
+                            print(f"  {task} k={k} {name} seed {seed}: "
+                                  + (r["failed"] if "failed" in r else
+                                     f"AUC {r['auc']:.3f}, acc {r['acc']:.3f}, "
+                                     f"{r['cpu']:.2f} CPU s, {r['peak_mb']:.0f} MB "
+                                     f"{r['note']}"), file=sys.stderr, flush=True)
+                        if any("failed" in r[-1] for r in rs.values()):
                             break
-                    table[k][m] = summary(rs)
+                    for name, results in rs.items():
+                        table[k][name] = summary(results)
             tables[task] = (info, table)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -505,7 +536,7 @@ def main() -> None:
     for task in args.tasks:
         info, table = tables[task]
         print_table(f"{TASKS[task]}: n = {info['n']} ({info['positives']} positive), "
-                    f"p = {info['p']}, nnz = {info['nnz']}", table, methods, METHODS,
+                    f"p = {info['p']}, nnz = {info['nnz']}", table, rows, names,
                     args.k, len(args.seeds))
 
 

@@ -80,3 +80,51 @@ def test_corpus_of_installed_pages():
         X = real_text.features([docs[i][2] for i in keep])
         assert X.format == "csc" and X.shape[0] == len(y) == len(keep)
         assert 0 < y.sum() < len(y) and set(np.unique(X.data)) == {1.0}
+
+
+FAKE_ASYOS = '''
+import numpy as np
+
+
+class OnlineSubstitutionClassifier:
+    """A stand-in: it scores by the first column."""
+
+    def __init__(self, n_features_to_select, **options):
+        self.k = n_features_to_select
+
+    def fit(self, X, y):
+        self.coef_ = np.zeros(X.shape[1])
+        self.coef_[0] = 1.0
+        return self
+
+    def decision_function(self, X):
+        return np.asarray(X[:, 0].todense()).ravel()
+'''
+
+
+def test_versus_runs_a_row_from_the_other_checkout(tmp_path):
+    """``--versus``: a child given a checkout imports asyos from there (its result
+    names the package it used), and one given none imports this one's."""
+    import scipy.sparse as sp
+    other = tmp_path / "other"
+    (other / "asyos").mkdir(parents=True)
+    (other / "asyos" / "__init__.py").write_text(FAKE_ASYOS)
+    rng = np.random.default_rng(0)
+    X = sp.random(40, 30, density=0.2, format="csc", random_state=0)
+    y = (rng.random(40) > 0.5).astype(np.int64)
+    y[:2] = [0, 1]
+    sp.save_npz(tmp_path / "X.npz", X)
+    np.save(tmp_path / "y.npy", y)
+    np.save(tmp_path / "train.npy", np.arange(0, 40, 2))
+    np.save(tmp_path / "test.npy", np.arange(1, 40, 2))
+    job = {"method": "os", "k": 3, "X": str(tmp_path / "X.npz"),
+           "y": str(tmp_path / "y.npy"), "train": str(tmp_path / "train.npy"),
+           "test": str(tmp_path / "test.npy"), "folder": str(tmp_path / "f"),
+           "root": str(other)}
+    script = str(Path(__file__).parents[1] / "benchmarks" / "real_text.py")
+    result = real_text.run_child(job, timeout=120, script=script)
+    assert result.get("asyos") == str((other / "asyos").resolve()), result
+    del job["root"]
+    result = real_text.run_child(job, timeout=300, script=script)
+    assert "failed" not in result, result
+    assert Path(result["asyos"]) == (Path(__file__).parents[1] / "asyos").resolve()
