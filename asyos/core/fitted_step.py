@@ -541,12 +541,14 @@ def along(alpha, beta, start, end, last, size):
 
 
 @register_jitable(**_HELPER)
-def remember_s_step(moved, u, trial, weights, w_new, k, st):
+def remember_s_step(forget, u, trial, weights, w_new, k, st):
     """After an accepted move, before u and w take it: an S-step's changes, kept for
-    the next S-step (``size_s_step``); a move that changed S forgets them."""
+    the next S-step (``size_s_step``); ``forget``: a move that changed S, or any move
+    of an Asy-OS worker (whose S-steps are not sized over two directions), keeps
+    nothing."""
     info = st.info[0]
-    info.remembered = not moved
-    if not moved:
+    info.remembered = not forget
+    if not forget:
         for r in range(u.shape[0]):
             st.last_du[r] = trial[r] - u[r]
         for l in range(k):
@@ -760,7 +762,7 @@ def fitted_arrivals(cols, index, weights, size, capacity, block, block_index, st
         if after > before * (1.0 + 1e-12) + 1e-300:
             refused(info, moved, loss, capacity)
             continue
-        remember_s_step(moved, u, st.trial, weights, st.w_new, k, st)
+        remember_s_step(moved or separate, u, st.trial, weights, st.w_new, k, st)
         size, dropped = _accept(index, weights, k, j, span, grows, swap, sigma, loss,
                                 st)
         if swap:

@@ -454,7 +454,7 @@ def sparse_fitted_run(kept, size, fill, capacity, block, u, y, loss, separate, d
         if after > before * (1.0 + 1e-12) + 1e-300:
             refused(info, moved, loss, capacity)
             continue
-        remember_s_step(moved, u, st.trial, weights, w_new, k, st)
+        remember_s_step(moved or separate, u, st.trial, weights, w_new, k, st)
         info.last_shift = shift
         for l in range(span):
             sp.old_index[l] = index[l]
