@@ -78,8 +78,12 @@ def report(result: FitResult | None, out=None) -> None:
         print(f"model size: {size_path}", file=out)
     vote = result.context.get("vote")
     if vote:
-        print(f"vote: {vote['orders']} feature orders of {vote['passes_per_order']} "
-              f"passes; the selected features were kept by {min(vote['votes'])} to "
+        most = vote.get("most_orders", vote["orders"])
+        stopped = f" of at most {most} (the second kept {vote['agreement']:.0%} of " \
+            "the first's features)" if most > vote["orders"] else ""
+        print(f"vote: {vote['orders']}{stopped} feature orders of "
+              f"{vote['passes_per_order']} passes; the selected features were kept by "
+              f"{min(vote['votes'])} to "
               f"{max(vote['votes'])} of them, then refit (objective per epoch: the "
               "refit's)", file=out)
     refit = (result.asy or {}).get("refit")

@@ -67,7 +67,7 @@ from ..solvers.asy import BUDGETS
 from ..solvers.path import CRITERIA as PATH_CRITERIA
 from ..solvers.path import fit_path
 from ..solvers.sequential import stalled
-from ..solvers.voting import default_orders, fit_os_voted
+from ..solvers.voting import fit_os_voted, resolve_orders
 from ..streams import FeatureStream, Standardized, as_stream
 from ..transport.backends import BACKENDS, fit_asy, refuse_options
 
@@ -306,14 +306,13 @@ class _OnlineSubstitution(BaseEstimator):
                 losses[k] += loss_value(int(loss), u, y[test]) / folds.n_splits
         return losses
 
-    def _orders(self, loss: Loss, stream: FeatureStream) -> int:
-        """How many feature orders vote (``solvers.voting``): "auto" is
-        ``default_orders`` for a sequential fit of a stream that can be read in
-        another order, else one (Asy-OS, a generator's stream)."""
-        if not (isinstance(self.n_orders, str) and self.n_orders == "auto"):
-            return int(self.n_orders)
-        return default_orders(loss) if self.n_workers == 1 and stream.reorderable \
-            else 1
+    def _orders(self, loss: Loss, stream: FeatureStream) -> dict:
+        """How many feature orders vote (``solvers.voting.resolve_orders``): "auto"
+        votes in a sequential fit of a stream that can be read in another order, and
+        runs one order elsewhere (Asy-OS, a generator's stream)."""
+        orders, agreement = resolve_orders(
+            self.n_orders, loss, self.n_workers != 1 or not stream.reorderable)
+        return {"orders": orders, "agreement": agreement}
 
     def _run(self, stream, y, s: int, loss: Loss, intercept: bool = False):
         """(selected, weights, history) from the backend ``n_workers`` and ``backend``
@@ -321,7 +320,7 @@ class _OnlineSubstitution(BaseEstimator):
         options = dict(loss=loss, epochs=self.epochs, eta=self.eta, m=self.m,
                        rule=self.rule, ridge=self.ridge, sweep=self.sweep)
         if self.n_workers == 1:
-            result = fit_os_voted(stream, y, s, orders=self._orders(loss, stream),
+            result = fit_os_voted(stream, y, s, **self._orders(loss, stream),
                                   seed=self._seed() or 0, intercept=intercept,
                                   **options)
         else:
@@ -544,9 +543,10 @@ _PARAMETERS = """\
     n_orders : int or "auto", default="auto"
         Sequential OS in this many feature orders, the features kept most often
         chosen by a vote and refit (``asyos.solvers.voting``; the orders after the
-        first run over its contenders, at most 9·s features); "auto": 8 for a
-        classification loss (its recall gains most), 1 otherwise; 1 turns it off.
-        Each order runs ``epochs`` passes ("auto": 3).
+        first run over its contenders, at most 9·s features); "auto": up to 8 for a
+        classification loss (its recall gains most), stopping after two where the
+        second keeps at least 85 % of the first's features, and 1 otherwise; 1 turns
+        it off.  Each order runs ``epochs`` passes ("auto": 3).
     n_workers : int, default=1
         1: sequential OS; more: Asy-OS with that many workers.
     staleness : int or None, default=None

@@ -180,16 +180,22 @@ def test_the_summary_shows_a_step_size_only_where_there_is_one(rule, said):
 
 
 def test_a_classification_run_votes_over_orders_and_says_so(data, capsys, tmp_path):
-    """Sequential classification runs the estimators' default, 8 feature orders and a
-    vote; --orders 1 is one run; the inspector and the results file agree."""
+    """Sequential classification runs the estimators' default, up to 8 feature
+    orders and a vote, stopping after two that agree (as these do); --orders 8 runs
+    all 8 and --orders 1 one; the inspector and the results file agree."""
     out = tmp_path / "r.json"
     assert main(["--data", str(data / "X.npy"), "--labels", str(data / "signs.npy"),
                  "-s", "2", "--loss", "logistic", "--quiet", "--out", str(out)]) == 0
     said = capsys.readouterr().out
-    assert "vote: 8 feature orders of 3 passes" in said
+    assert "vote: 2 of at most 8 (the second kept 100% of the first's features) " \
+        "feature orders of 3 passes" in said
     assert "selected 2 features: 3 7" in said
     vote = json.loads(out.read_text())["vote"]
-    assert vote["orders"] == 8 and len(vote["objectives"]) == 8
+    assert vote["orders"] == 2 and len(vote["objectives"]) == 2
+    assert vote["most_orders"] == 8 and vote["agreement"] == 1
+    assert main(["--data", str(data / "X.npy"), "--labels", str(data / "signs.npy"),
+                 "-s", "2", "--loss", "logistic", "--quiet", "--orders", "8"]) == 0
+    assert "vote: 8 feature orders of 3 passes" in capsys.readouterr().out
     assert main(["--data", str(data / "X.npy"), "--labels", str(data / "signs.npy"),
                  "-s", "2", "--loss", "logistic", "--quiet", "--orders", "1"]) == 0
     assert "vote:" not in capsys.readouterr().out

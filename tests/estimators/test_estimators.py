@@ -180,13 +180,19 @@ def test_the_classifier_tunes_its_loss_and_ridge_by_auc_under_grid_search():
     assert set(np.flatnonzero(search.best_estimator_.coef_)) == set(TRUE)
 
 
-def test_the_classifier_votes_over_eight_orders_by_default_and_one_turns_it_off():
+def test_the_classifier_votes_over_up_to_eight_orders_by_default_and_one_turns_it_off():
+    """The default stops after two orders that agree (these three strong features:
+    every order keeps them); an explicit n_orders runs every order."""
     X, y = _problem()
     labels = np.where(y > np.median(y), 1, 0)
     voted = OnlineSubstitutionClassifier(3).fit(X, labels)
-    assert voted.history_[0]["vote"]["orders"] == 8
-    assert len(voted.history_[0]["vote"]["votes"]) == 3
+    vote = voted.history_[0]["vote"]
+    assert vote["most_orders"] == 8 and vote["orders"] == 2 and vote["agreement"] == 1
+    assert len(vote["votes"]) == 3
     assert set(np.flatnonzero(voted.coef_)) == set(TRUE)
+    every = OnlineSubstitutionClassifier(3, n_orders=8).fit(X, labels)
+    assert every.history_[0]["vote"]["orders"] == 8
+    np.testing.assert_array_equal(every.coef_ != 0, voted.coef_ != 0)
     single = OnlineSubstitutionClassifier(3, n_orders=1).fit(X, labels)
     assert "vote" not in single.history_[0]
     three = OnlineSubstitutionSelector(3, loss="logistic", n_orders=3).fit(X, labels)

@@ -7,7 +7,15 @@ from asyos import fit_os
 from asyos.datasets import make_classification, make_rare_words
 from asyos.errors import InputError
 from asyos.metrics import recall
-from asyos.solvers.voting import PASSES_PER_ORDER, fit_os_voted
+from asyos.solvers.voting import (
+    AGREEMENT,
+    CONTENDERS,
+    PASSES_PER_ORDER,
+    agreement_of,
+    contenders,
+    fit_os_voted,
+    resolve_orders,
+)
 from asyos.streams import as_stream
 
 
@@ -48,7 +56,6 @@ def test_the_later_orders_run_over_the_first_orders_contenders(problem):
     at u = 0 (brute force here); the vote picks among them.  ``contenders_per_s=None``
     runs every order over every feature."""
     from asyos.core.losses import Loss, loss_grad
-    from asyos.solvers.voting import CONTENDERS
 
     X, y, s = problem.X, problem.y, 12
     result = fit_os_voted(X, y, s, orders=5, loss="squared_hinge")
@@ -67,6 +74,59 @@ def test_the_later_orders_run_over_the_first_orders_contenders(problem):
     assert every.context["vote"]["contenders"] == X.shape[1]
     with pytest.raises(InputError, match="contenders_per_s"):
         fit_os_voted(X, y, s, orders=5, contenders_per_s=0)
+
+
+def _orders(X, y, s, count, loss="squared_hinge"):
+    """The vote's runs by hand: the first order over every feature, the others over
+    its contenders in the seeded orders ``fit_os_voted`` uses (seed 0)."""
+    stream = as_stream(X)
+    first = fit_os(stream, y, s, loss=loss, epochs=PASSES_PER_ORDER)
+    field = stream.subset(contenders(stream, y, s, loss, first, CONTENDERS))
+    return [first] + [fit_os(field.reordered(k), y, s, loss=loss,
+                             epochs=PASSES_PER_ORDER) for k in range(1, count)]
+
+
+def test_the_vote_stops_after_two_orders_that_agree():
+    """Where the second order keeps at least ``agreement`` of the first's features,
+    the vote is the better of the two, refit; below it every order runs."""
+    problem = make_classification(p=400, s=10, n=400, seed=3)   # ample samples
+    X, y = problem.X, problem.y
+    first, second = _orders(X, y, 10, 2)
+    agreed = agreement_of(first, second)
+    assert AGREEMENT <= agreed < 1
+    stopped = fit_os_voted(X, y, 10, orders=8, loss="squared_hinge",
+                           agreement=agreed)
+    vote = stopped.context["vote"]
+    assert vote["orders"] == 2 and vote["most_orders"] == 8
+    assert vote["agreement"] == agreed
+    assert vote["objectives"] == [first.objective, second.objective]
+    best = min((first, second), key=lambda run: run.objective)
+    np.testing.assert_array_equal(stopped.selected, best.selected)
+    # a bar above what they reached: all eight run, and agree with the plain vote
+    every = fit_os_voted(X, y, 10, orders=8, loss="squared_hinge",
+                         agreement=min(1.0, agreed + 1e-9))
+    assert every.context["vote"]["orders"] == 8
+    plain = fit_os_voted(X, y, 10, orders=8, loss="squared_hinge")
+    np.testing.assert_array_equal(every.selected, plain.selected)
+    assert plain.context["vote"]["agreement"] == agreed
+
+
+def test_orders_that_disagree_all_vote():
+    """The paper's classification protocol, where orders keep different features:
+    the default's bar is not met and every order runs."""
+    problem = make_classification(p=1024, s=16, seed=1)
+    first, second = _orders(problem.X, problem.y, 16, 2)
+    assert agreement_of(first, second) < AGREEMENT
+    result = fit_os_voted(problem.X, problem.y, 16, orders=8, loss="squared_hinge",
+                          agreement=AGREEMENT)
+    assert result.context["vote"]["orders"] == 8
+
+
+def test_the_fronts_auto_stops_where_orders_agree_and_a_number_runs_them_all():
+    assert resolve_orders("auto", "squared_hinge", False) == (8, AGREEMENT)
+    assert resolve_orders("auto", "logistic", True) == (1, None)
+    assert resolve_orders("auto", "squared", False) == (1, None)
+    assert resolve_orders(8, "squared_hinge", False) == (8, None)
 
 
 def test_a_feature_kept_by_every_order_is_selected():
@@ -115,6 +175,10 @@ def test_columns_that_are_all_zero_are_refused_before_any_vote():
     ({"orders": 0}, "orders must be"),
     ({"orders": 2.5}, "orders must be"),
     ({"seed": -1}, "seed must be"),
+    ({"orders": 3, "agreement": 0}, "agreement must be"),
+    ({"orders": 3, "agreement": 1.5}, "agreement must be"),
+    ({"orders": 3, "agreement": float("nan")}, "agreement must be"),
+    ({"orders": 3, "agreement": "most"}, "agreement must be"),
     ({"orders": 3, "groups": np.arange(600) // 3, "s2": 4}, "does not take groups"),
 ])
 def test_bad_options_are_refused(problem, options, message):
