@@ -85,9 +85,11 @@ INFO = np.dtype([
     ("remembered", np.bool_),        # ``last_du``/``last_dw`` hold the last move, an
     ("last_shift", np.float64),      # S-step (its intercept's part here), and
 ])                                   # neither S, D nor the view changed since
-# An S-only Newton step whose predicted gain is below this fraction of F is skipped
-# (it would cost a pass over the kept columns for nothing measurable).
-NEGLIGIBLE = 1e-9
+# An S-only Newton step whose predicted gain is below this fraction of F is skipped:
+# it would cost passes over the kept columns and an O(s²) solve for nothing
+# measurable.  At 1e-9, S-steps gaining under 1e-7 of F were 43 % of all trials at
+# k = 300 on man pages (docs/benchmarks.md, "Negligible S-steps").
+NEGLIGIBLE = 1e-7
 # ``size_s_step``: at most this many Newton iterations on F over an S-step's
 # coefficients, which stop once they move by less than this fraction of themselves;
 # a step along one direction is kept within [``SHORTEST_STEP``, 1].
