@@ -145,8 +145,8 @@ def fit_os_voted(source, y, s, *, orders: int = 8, seed: int = 0, epochs="auto",
     """
     orders = check_at_least("orders", orders, 1, integer=True)
     seed = check_at_least("seed", seed, 0, integer=True)
-    if agreement is not None and not (isinstance(agreement, (int, float, np.floating))
-                                      and 0 < agreement <= 1):
+    if agreement is not None and (isinstance(agreement, bool) or not (
+            isinstance(agreement, (int, float, np.floating)) and 0 < agreement <= 1)):
         raise InputError(f"agreement must be a number in (0, 1] or None, got "
                          f"{agreement!r}")
     if orders == 1:

@@ -179,6 +179,7 @@ def test_columns_that_are_all_zero_are_refused_before_any_vote():
     ({"orders": 3, "agreement": 1.5}, "agreement must be"),
     ({"orders": 3, "agreement": float("nan")}, "agreement must be"),
     ({"orders": 3, "agreement": "most"}, "agreement must be"),
+    ({"orders": 3, "agreement": True}, "agreement must be"),
     ({"orders": 3, "groups": np.arange(600) // 3, "s2": 4}, "does not take groups"),
 ])
 def test_bad_options_are_refused(problem, options, message):
